@@ -1,1 +1,60 @@
-//! placeholder
+//! Backends: compile a [`Plan`](crate::plan::Plan) once, run it many times.
+//!
+//! The trait is small on purpose. A backend says which ops it supports and compiles a plan
+//! into an [`Executable`] that holds the uploaded weights, the arena and the persistent
+//! buffers. `run` returns a future of only the outputs asked for: in the browser GPU readback
+//! is asynchronous, natively callers block on it (e.g. with `pollster`). Nothing here has a
+//! default that silently does nothing; an op a backend lacks is an [`Error::Unsupported`].
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+
+use crate::error::{Error, Result};
+use crate::ops::Op;
+use crate::plan::Plan;
+use crate::tensor::Tensor;
+
+/// A boxed future returned by executables (not `Send`: browser futures are not).
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T>> + 'a>>;
+
+/// Weights by param name, supplied once at compile time.
+pub type Weights = HashMap<String, Tensor>;
+
+/// A device that can run plans.
+pub trait Backend {
+    /// Short name for messages and tables (`cpu`, `wgpu`, ...).
+    fn name(&self) -> &'static str;
+    /// True when this backend has a kernel for `op`.
+    fn supports(&self, op: &Op) -> bool;
+    /// Prepares `plan` to run: uploads weights and constants, allocates the arena and the
+    /// persistent buffers. Fails with [`Error::Unsupported`] naming the first op without a
+    /// kernel, or with [`Error::BadArgument`] when a weight is missing or mistyped.
+    fn compile(&self, plan: &Plan, weights: &Weights) -> Result<Box<dyn Executable>>;
+}
+
+/// A compiled plan.
+pub trait Executable {
+    /// Runs the plan with these inputs and runtime scalars and returns the named outputs.
+    /// Inputs and scalars are checked against the graph (missing, unknown or mistyped ones
+    /// are [`Error::BadArgument`]); persistent buffers keep what the run wrote.
+    fn run<'a>(
+        &'a mut self,
+        inputs: &'a HashMap<String, Tensor>,
+        scalars: &'a HashMap<String, u32>,
+        outputs: &'a [&'a str],
+    ) -> BoxFuture<'a, HashMap<String, Tensor>>;
+
+    /// The current contents of the persistent buffer `name`.
+    fn read_state<'a>(&'a mut self, name: &'a str) -> BoxFuture<'a, Tensor>;
+}
+
+/// The first op of `plan` that `backend` lacks, as an [`Error::Unsupported`].
+pub fn check_supported(backend: &dyn Backend, plan: &Plan) -> Result<()> {
+    for node in plan.graph.nodes() {
+        if !backend.supports(&node.op) {
+            return Err(Error::Unsupported { op: node.op.name().to_string(), backend: backend.name().to_string() });
+        }
+    }
+    Ok(())
+}
