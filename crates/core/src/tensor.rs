@@ -205,11 +205,7 @@ impl Tensor {
     /// A tensor of type `ty` from raw little-endian bytes.
     pub fn from_bytes(ty: &TensorType, bytes: &[u8]) -> Result<Self> {
         if bytes.len() != ty.byte_size() {
-            return Err(Error::BadTensor(format!(
-                "{ty} needs {} bytes, got {}",
-                ty.byte_size(),
-                bytes.len()
-            )));
+            return Err(Error::BadTensor(format!("{ty} needs {} bytes, got {}", ty.byte_size(), bytes.len())));
         }
         let data = match ty.dtype {
             DType::F32 => TensorData::F32(bytemuck::pod_collect_to_vec(bytes)),

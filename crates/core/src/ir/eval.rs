@@ -53,10 +53,6 @@ pub fn evaluate(
         }
         values.push(value);
     }
-    let outputs = g
-        .outputs()
-        .iter()
-        .map(|(name, id)| (name.clone(), values[id.index()].clone()))
-        .collect();
+    let outputs = g.outputs().iter().map(|(name, id)| (name.clone(), values[id.index()].clone())).collect();
     Ok(Evaluation { values, outputs, states: new_states })
 }

@@ -106,11 +106,7 @@ impl Graph {
         let mut tys = Vec::with_capacity(inputs.len());
         for &i in inputs {
             if i.index() >= before {
-                return Err(Error::InvalidGraph(format!(
-                    "{} uses %{} which is not defined before it",
-                    op.name(),
-                    i.0
-                )));
+                return Err(Error::InvalidGraph(format!("{} uses %{} which is not defined before it", op.name(), i.0)));
             }
             tys.push(&self.nodes[i.index()].ty);
         }
@@ -227,9 +223,8 @@ impl Graph {
             }
             let mut node = node;
             for inp in &mut node.inputs {
-                *inp = remap[inp.index()].ok_or_else(|| {
-                    Error::InvalidGraph(format!("node %{i} uses removed node %{}", inp.0))
-                })?;
+                *inp = remap[inp.index()]
+                    .ok_or_else(|| Error::InvalidGraph(format!("node %{i} uses removed node %{}", inp.0)))?;
             }
             remap[i] = Some(NodeId(kept.len() as u32));
             kept.push(node);
@@ -237,8 +232,8 @@ impl Graph {
         let removed = live.len() - kept.len();
         self.nodes = kept;
         for (name, id) in &mut self.outputs {
-            *id = remap[id.index()]
-                .ok_or_else(|| Error::InvalidGraph(format!("output '{name}' uses a removed node")))?;
+            *id =
+                remap[id.index()].ok_or_else(|| Error::InvalidGraph(format!("output '{name}' uses a removed node")))?;
         }
         Ok(removed)
     }
@@ -262,17 +257,15 @@ impl Graph {
     /// Fails on a missing scalar or one the graph does not declare.
     pub fn scalar_values(&self, given: &std::collections::HashMap<String, u32>) -> Result<Vec<u32>> {
         if let Some(unknown) = given.keys().find(|k| !self.scalars.contains(k)) {
-            return Err(Error::BadArgument(format!(
-                "runtime scalar '{unknown}' is not used by graph '{}'",
-                self.name
-            )));
+            return Err(Error::BadArgument(format!("runtime scalar '{unknown}' is not used by graph '{}'", self.name)));
         }
         self.scalars
             .iter()
             .map(|name| {
-                given.get(name).copied().ok_or_else(|| {
-                    Error::BadArgument(format!("runtime scalar '{name}' was not supplied"))
-                })
+                given
+                    .get(name)
+                    .copied()
+                    .ok_or_else(|| Error::BadArgument(format!("runtime scalar '{name}' was not supplied")))
             })
             .collect()
     }

@@ -69,15 +69,7 @@ impl Shape {
     pub fn broadcast_strides(&self, target: &Shape) -> Vec<usize> {
         let own = self.strides();
         let offset = target.rank() - self.rank();
-        (0..target.rank())
-            .map(|i| {
-                if i < offset || self.0[i - offset] == 1 {
-                    0
-                } else {
-                    own[i - offset]
-                }
-            })
-            .collect()
+        (0..target.rank()).map(|i| if i < offset || self.0[i - offset] == 1 { 0 } else { own[i - offset] }).collect()
     }
 }
 

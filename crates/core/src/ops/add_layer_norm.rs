@@ -22,7 +22,10 @@ impl OpKind for AddLayerNorm {
     fn infer(&self, inputs: &[&TensorType]) -> Result<TensorType> {
         expect_arity("add_layer_norm", inputs.len(), 4)?;
         if inputs[0] != inputs[1] {
-            return Err(Error::shape("add_layer_norm", format!("operands must have one type, got {} and {}", inputs[0], inputs[1])));
+            return Err(Error::shape(
+                "add_layer_norm",
+                format!("operands must have one type, got {} and {}", inputs[0], inputs[1]),
+            ));
         }
         check_norm_params("add_layer_norm", inputs[0], inputs[2], inputs[3])?;
         Ok(inputs[0].clone())

@@ -50,7 +50,10 @@ impl OpKind for Attention {
             && k.shape.dims()[r - 2] == v.shape.dims()[r - 2]
             && k.shape.dims()[r - 2] > 0;
         if !ok {
-            return Err(Error::shape("attention", format!("needs q [..,Sq,D], k [..,Sk,D], v [..,Sk,Dv], got {q}, {k}, {v}")));
+            return Err(Error::shape(
+                "attention",
+                format!("needs q [..,Sq,D], k [..,Sk,D], v [..,Sk,Dv], got {q}, {k}, {v}"),
+            ));
         }
         let (sq, sk) = (q.shape.dims()[r - 2], k.shape.dims()[r - 2]);
         if self.mask == MaskKind::Causal && sq > sk {
@@ -60,7 +63,10 @@ impl OpKind for Attention {
         scores.extend([sq, sk]);
         if let Some(m) = inputs.get(3) {
             if !m.dtype.is_float() || !m.shape.broadcasts_to(&Shape(scores.clone())) {
-                return Err(Error::shape("attention", format!("mask {m} does not broadcast to the scores {}", Shape(scores))));
+                return Err(Error::shape(
+                    "attention",
+                    format!("mask {m} does not broadcast to the scores {}", Shape(scores)),
+                ));
             }
         }
         let mut dims = q.shape.dims()[..r - 1].to_vec();

@@ -26,7 +26,12 @@ impl OpKind for Concat {
         dims[self.axis] = 0;
         for t in inputs {
             let same_other_dims = t.shape.rank() == dims.len()
-                && t.shape.dims().iter().zip(first.shape.dims()).enumerate().all(|(i, (a, b))| i == self.axis || a == b);
+                && t.shape
+                    .dims()
+                    .iter()
+                    .zip(first.shape.dims())
+                    .enumerate()
+                    .all(|(i, (a, b))| i == self.axis || a == b);
             if t.dtype != first.dtype || !same_other_dims {
                 return Err(Error::shape("concat", format!("{t} does not match {first} outside axis {}", self.axis)));
             }

@@ -27,7 +27,10 @@ impl OpKind for Conv1d {
         }
         let (x, w) = (inputs[0], inputs[1]);
         if !x.dtype.is_float() || !w.dtype.is_float() || !(2..=3).contains(&x.shape.rank()) || w.shape.rank() != 3 {
-            return Err(Error::shape("conv1d", format!("needs float x [C_in, L] or [N, C_in, L] and w [C_out, C_in, K], got {x} and {w}")));
+            return Err(Error::shape(
+                "conv1d",
+                format!("needs float x [C_in, L] or [N, C_in, L] and w [C_out, C_in, K], got {x} and {w}"),
+            ));
         }
         if self.stride == 0 || self.dilation == 0 {
             return Err(Error::shape("conv1d", "stride and dilation must be at least 1"));
@@ -46,7 +49,10 @@ impl OpKind for Conv1d {
         let span = self.dilation * (k.max(1) - 1) + 1;
         let padded = len + 2 * self.padding;
         if k == 0 || padded < span {
-            return Err(Error::shape("conv1d", format!("kernel of span {span} does not fit input length {len} with padding {}", self.padding)));
+            return Err(Error::shape(
+                "conv1d",
+                format!("kernel of span {span} does not fit input length {len} with padding {}", self.padding),
+            ));
         }
         let out_len = (padded - span) / self.stride + 1;
         let mut dims = x.shape.dims()[..r - 2].to_vec();

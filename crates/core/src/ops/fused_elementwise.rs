@@ -58,7 +58,10 @@ impl OpKind for FusedElementwise {
                 Instr::Select(c, a, b) => (c as usize) < i && (a as usize) < i && (b as usize) < i,
             };
             if !ok {
-                return Err(Error::shape(op, format!("instruction {i} ({ins:?}) refers to a value not defined before it")));
+                return Err(Error::shape(
+                    op,
+                    format!("instruction {i} ({ins:?}) refers to a value not defined before it"),
+                ));
             }
         }
         let mut shape = Shape::scalar();

@@ -20,7 +20,10 @@ impl OpKind for Gather {
         expect_arity("gather", inputs.len(), 2)?;
         let (table, ids) = (inputs[0], inputs[1]);
         if table.shape.rank() == 0 || !ids.dtype.is_int() {
-            return Err(Error::shape("gather", format!("needs a table of rank >= 1 and integer ids, got {table} and {ids}")));
+            return Err(Error::shape(
+                "gather",
+                format!("needs a table of rank >= 1 and integer ids, got {table} and {ids}"),
+            ));
         }
         let mut dims = ids.shape.dims().to_vec();
         dims.extend_from_slice(&table.shape.dims()[1..]);

@@ -29,7 +29,13 @@ impl OpKind for KvWrite {
         let fits = buf.dtype == value.dtype
             && self.axis < buf.shape.rank()
             && value.shape.rank() == buf.shape.rank()
-            && value.shape.dims().iter().zip(buf.shape.dims()).enumerate().all(|(i, (v, b))| if i == self.axis { v <= b } else { v == b });
+            && value
+                .shape
+                .dims()
+                .iter()
+                .zip(buf.shape.dims())
+                .enumerate()
+                .all(|(i, (v, b))| if i == self.axis { v <= b } else { v == b });
         if !fits {
             return Err(Error::shape("kv_write", format!("cannot write {value} into {buf} along axis {}", self.axis)));
         }

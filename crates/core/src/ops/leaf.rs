@@ -50,15 +50,8 @@ impl Const {
 }
 
 /// Looks up a named value and checks its type.
-fn lookup(
-    map: &std::collections::HashMap<String, Tensor>,
-    kind: &str,
-    name: &str,
-    ty: &TensorType,
-) -> Result<Tensor> {
-    let t = map
-        .get(name)
-        .ok_or_else(|| Error::BadArgument(format!("{kind} '{name}' was not supplied")))?;
+fn lookup(map: &std::collections::HashMap<String, Tensor>, kind: &str, name: &str, ty: &TensorType) -> Result<Tensor> {
+    let t = map.get(name).ok_or_else(|| Error::BadArgument(format!("{kind} '{name}' was not supplied")))?;
     t.expect_type(ty, &format!("{kind} '{name}'"))?;
     Ok(t.clone())
 }

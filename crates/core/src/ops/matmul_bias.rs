@@ -33,7 +33,10 @@ impl OpKind for MatMulBias {
         let out = matmul_type("matmul_bias", inputs[0], inputs[1], self.transpose_b)?;
         let bias = inputs[2];
         if !bias.dtype.is_float() || bias.shape.dims() != [out.shape.last()] {
-            return Err(Error::shape("matmul_bias", format!("bias must be a float [{}], got {bias}", out.shape.last())));
+            return Err(Error::shape(
+                "matmul_bias",
+                format!("bias must be a float [{}], got {bias}", out.shape.last()),
+            ));
         }
         Ok(out)
     }

@@ -22,7 +22,10 @@ impl OpKind for Reshape {
         expect_arity("reshape", inputs.len(), 1)?;
         let x = inputs[0];
         if x.numel() != self.shape.numel() {
-            return Err(Error::shape("reshape", format!("cannot reshape {x} ({} elements) to {}", x.numel(), self.shape)));
+            return Err(Error::shape(
+                "reshape",
+                format!("cannot reshape {x} ({} elements) to {}", x.numel(), self.shape),
+            ));
         }
         Ok(TensorType::new(x.dtype, self.shape.clone()))
     }

@@ -25,9 +25,10 @@ impl OpKind for ScalarRead {
         Ok(TensorType::new(DType::U32, Shape::scalar()))
     }
     fn eval(&self, _: &[&Tensor], ctx: &EvalCtx) -> Result<Tensor> {
-        let v = ctx.scalars.get(self.scalar.index()).ok_or_else(|| {
-            Error::BadArgument(format!("runtime scalar #{} was not supplied", self.scalar.0))
-        })?;
+        let v = ctx
+            .scalars
+            .get(self.scalar.index())
+            .ok_or_else(|| Error::BadArgument(format!("runtime scalar #{} was not supplied", self.scalar.0)))?;
         Tensor::u32(Shape::scalar(), vec![*v])
     }
     fn memory(&self) -> Memory {

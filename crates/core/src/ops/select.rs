@@ -24,9 +24,8 @@ impl OpKind for Select {
             return Err(Error::shape("where", format!("condition must be an integer mask, got {cond}")));
         }
         let ab = broadcast_same_dtype("where", inputs[1], inputs[2])?;
-        let shape = Shape::broadcast(&cond.shape, &ab).ok_or_else(|| {
-            Error::shape("where", format!("condition {} does not broadcast with {ab}", cond.shape))
-        })?;
+        let shape = Shape::broadcast(&cond.shape, &ab)
+            .ok_or_else(|| Error::shape("where", format!("condition {} does not broadcast with {ab}", cond.shape)))?;
         Ok(TensorType::new(inputs[1].dtype, shape))
     }
     fn eval(&self, _inputs: &[&Tensor], _: &EvalCtx) -> Result<Tensor> {

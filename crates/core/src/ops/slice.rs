@@ -23,7 +23,10 @@ impl OpKind for Slice {
         expect_arity("slice", inputs.len(), 1)?;
         let x = inputs[0];
         if self.axis >= x.shape.rank() || self.start > self.end || self.end > x.shape.dims()[self.axis] {
-            return Err(Error::shape("slice", format!("{}..{} on axis {} is out of range for {x}", self.start, self.end, self.axis)));
+            return Err(Error::shape(
+                "slice",
+                format!("{}..{} on axis {} is out of range for {x}", self.start, self.end, self.axis),
+            ));
         }
         let mut dims = x.shape.dims().to_vec();
         dims[self.axis] = self.end - self.start;
