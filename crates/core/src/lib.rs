@@ -5,8 +5,10 @@
 //! folding, fusion) -> `plan` (schedule + arena memory plan) -> `exec` (backends: the CPU
 //! reference executor here, wgpu and others plug into the same trait).
 
+pub mod demo;
 pub mod error;
 pub mod exec;
+pub mod harness;
 pub mod ir;
 pub mod ops;
 pub mod passes;

@@ -6,6 +6,8 @@
 //! is asynchronous, natively callers block on it (e.g. with `pollster`). Nothing here has a
 //! default that silently does nothing; an op a backend lacks is an [`Error::Unsupported`].
 
+pub mod cpu;
+
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;

@@ -2,9 +2,10 @@
 //! and an optional bias. Inputs: `x [C_in, L]` or `[N, C_in, L]`, `w [C_out, C_in, K]`,
 //! optionally `bias [C_out]`. Accumulates in f32; the output has `x`'s dtype.
 
+use super::gather::infer_values;
 use super::{EvalCtx, Memory, OpKind};
 use crate::error::{Error, Result};
-use crate::ir::{Shape, TensorType};
+use crate::ir::{Graph, NodeId, Shape, TensorType};
 use crate::tensor::Tensor;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -59,10 +60,132 @@ impl OpKind for Conv1d {
         dims.extend([c_out, out_len]);
         Ok(TensorType::new(x.dtype, Shape(dims)))
     }
-    fn eval(&self, _inputs: &[&Tensor], _: &EvalCtx) -> Result<Tensor> {
-        Err(Error::runtime("conv1d", "reference not written yet"))
+    fn eval(&self, inputs: &[&Tensor], _: &EvalCtx) -> Result<Tensor> {
+        let out = infer_values(self, inputs)?;
+        let (xs, ws) = (inputs[0].shape().dims(), inputs[1].shape().dims());
+        let (c_in, len) = (xs[xs.len() - 2], xs[xs.len() - 1]);
+        let (c_out, k) = (ws[0], ws[2]);
+        let out_len = out.shape.last();
+        let batch = xs[..xs.len() - 2].iter().product::<usize>();
+        let (x, w) = (inputs[0].to_f32(), inputs[1].to_f32());
+        let bias = inputs.get(2).map(|b| b.to_f32());
+        let mut values = Vec::with_capacity(out.numel());
+        for n in 0..batch {
+            for co in 0..c_out {
+                for t in 0..out_len {
+                    let mut acc = bias.as_ref().map_or(0.0, |b| b[co]);
+                    for ci in 0..c_in {
+                        for j in 0..k {
+                            // Position in the unpadded input; the padding reads as zero.
+                            let pos = (t * self.stride + j * self.dilation).checked_sub(self.padding);
+                            if let Some(p) = pos.filter(|&p| p < len) {
+                                acc += x[(n * c_in + ci) * len + p] * w[(co * c_in + ci) * k + j];
+                            }
+                        }
+                    }
+                    values.push(acc);
+                }
+            }
+        }
+        Tensor::from_f32(out.dtype, out.shape, values)
     }
     fn memory(&self) -> Memory {
         Memory::Fresh
+    }
+}
+
+impl Graph {
+    /// PyTorch's `conv1d`: `x [C_in, L]` or `[N, C_in, L]` with `w [C_out, C_in, K]` and an
+    /// optional `bias [C_out]`, giving `[.., C_out, (L + 2 padding - dilation (K - 1) - 1) / stride + 1]`.
+    /// Whisper's audio stem is two of these.
+    pub fn conv1d(
+        &mut self,
+        x: NodeId,
+        w: NodeId,
+        bias: Option<NodeId>,
+        stride: usize,
+        padding: usize,
+        dilation: usize,
+    ) -> Result<NodeId> {
+        let mut inputs = vec![x, w];
+        inputs.extend(bias);
+        self.add(Conv1d { stride, padding, dilation }, &inputs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::DType;
+    use crate::ops::testing::eval_op;
+
+    fn conv(stride: usize, padding: usize, dilation: usize, inputs: &[&Tensor]) -> Tensor {
+        eval_op(Conv1d { stride, padding, dilation }, inputs).unwrap()
+    }
+
+    #[test]
+    fn stride_padding_and_dilation_by_hand() {
+        // x = [1,2,3,4,5] padded by 1: [0,1,2,3,4,5,0]. w = [1,0,-1] dilated by 2 spans 5 taps
+        // at 0,2,4; stride 2 gives (7 - 5) / 2 + 1 = 2 outputs:
+        // t=0 reads padded[0,2,4] = [0,2,4] -> 0 - 4 = -4; t=1 reads padded[2,4,6] = [2,4,0] -> 2.
+        let x = Tensor::f32([1, 5], vec![1.0, 2.0, 3.0, 4.0, 5.0]).unwrap();
+        let w = Tensor::f32([1, 1, 3], vec![1.0, 0.0, -1.0]).unwrap();
+        let y = conv(2, 1, 2, &[&x, &w]);
+        assert_eq!(y.shape().dims(), [1, 2]);
+        assert_eq!(y.to_f32(), vec![-4.0, 2.0]);
+
+        let bias = Tensor::f32([1], vec![0.5]).unwrap();
+        assert_eq!(conv(2, 1, 2, &[&x, &w, &bias]).to_f32(), vec![-3.5, 2.5]);
+
+        // Plain stride 1, padding 1, dilation 1 with w = [1,1,1]: running sums of three over
+        // [0,1,2,3,4,5,0] = [3, 6, 9, 12, 9].
+        let ones = Tensor::f32([1, 1, 3], vec![1.0; 3]).unwrap();
+        assert_eq!(conv(1, 1, 1, &[&x, &ones]).to_f32(), vec![3.0, 6.0, 9.0, 12.0, 9.0]);
+    }
+
+    #[test]
+    fn batched_multi_channel_by_hand() {
+        // Batch 0: ch0 = [1,2,3], ch1 = [0,1,0]. Batch 1: ch0 = [1,1,1], ch1 = [2,2,2].
+        // Filter 0 sums ch0 pairs ([1,1] on ch0, [0,0] on ch1); filter 1 is ch1[t] - ch1[t+1].
+        // Batch 0: filter 0 -> [3, 5], filter 1 -> [-1, 1]. Batch 1: [2, 2] and [0, 0].
+        let x = Tensor::f32([2, 2, 3], vec![1.0, 2.0, 3.0, 0.0, 1.0, 0.0, 1.0, 1.0, 1.0, 2.0, 2.0, 2.0]).unwrap();
+        let w = Tensor::f32([2, 2, 2], vec![1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0, -1.0]).unwrap();
+        let y = conv(1, 0, 1, &[&x, &w]);
+        assert_eq!(y.shape().dims(), [2, 2, 2]);
+        assert_eq!(y.to_f32(), vec![3.0, 5.0, -1.0, 1.0, 2.0, 2.0, 0.0, 0.0]);
+
+        // With a bias per output channel and f16 weights; the output keeps x's dtype.
+        let w16 = Tensor::from_f32(DType::F16, [2, 2, 2], w.to_f32()).unwrap();
+        let bias = Tensor::f32([2], vec![10.0, -10.0]).unwrap();
+        let y = conv(1, 0, 1, &[&x, &w16, &bias]);
+        assert_eq!(y.dtype(), DType::F32);
+        assert_eq!(y.to_f32(), vec![13.0, 15.0, -11.0, -9.0, 12.0, 12.0, -10.0, -10.0]);
+    }
+
+    #[test]
+    fn bad_shapes_are_errors() {
+        let mut g = Graph::new("t");
+        let mut input = |name: &str, dims: &[usize]| g.input(name, TensorType::new(DType::F32, dims)).unwrap();
+        let (x, w, short, wide, b) = (
+            input("x", &[3, 10]),
+            input("w", &[4, 2, 3]),
+            input("s", &[1, 2]),
+            input("k", &[1, 1, 5]),
+            input("b", &[3]),
+        );
+        let err = |r: Result<NodeId>| r.unwrap_err().to_string();
+        assert_eq!(
+            err(g.conv1d(x, w, None, 1, 0, 1)),
+            "conv1d: x has 3 channels but w expects 2: f32[3,10] and f32[4,2,3]"
+        );
+        assert_eq!(
+            err(g.conv1d(short, wide, None, 1, 0, 1)),
+            "conv1d: kernel of span 5 does not fit input length 2 with padding 0"
+        );
+        assert_eq!(err(g.conv1d(short, wide, Some(b), 1, 2, 1)), "conv1d: bias must be a float [1], got f32[3]");
+        assert_eq!(err(g.conv1d(short, wide, None, 0, 2, 1)), "conv1d: stride and dilation must be at least 1");
+        // With padding 2 the span fits: (2 + 4 - 5) / 1 + 1 = 2 outputs.
+        let y = g.conv1d(short, wide, None, 1, 2, 1).unwrap();
+        assert_eq!(g.ty(y).shape.dims(), [1, 2]);
     }
 }

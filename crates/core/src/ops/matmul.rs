@@ -3,9 +3,10 @@
 //! numpy-style, so a 2-D weight serves every batch. Accumulates in f32; the output has `a`'s
 //! dtype, so f16 weights can multiply f32 activations.
 
+use super::gather::infer_values;
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
-use crate::ir::{Shape, TensorType};
+use crate::ir::{Graph, NodeId, Shape, TensorType};
 use crate::tensor::Tensor;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -38,6 +39,45 @@ pub(crate) fn matmul_type(op: &str, a: &TensorType, b: &TensorType, transpose_b:
     Ok(TensorType::new(a.dtype, Shape(dims)))
 }
 
+/// The flat offset, in units of `strides`, of element `linear` of a row-major tensor of shape
+/// `dims` read through broadcast `strides` (from [`Shape::broadcast_strides`]).
+pub(crate) fn broadcast_offset(linear: usize, dims: &[usize], strides: &[usize]) -> usize {
+    let mut rest = linear;
+    let mut offset = 0;
+    for (&d, &s) in dims.iter().zip(strides).rev() {
+        offset += (rest % d) * s;
+        rest /= d;
+    }
+    offset
+}
+
+/// `a x b` (or `a x b^T`) in f32, row-major with shape `out`, which [`matmul_type`] derived
+/// from these operands. Shared with the fused matmul + bias.
+pub(crate) fn matmul_f32(a: &Tensor, b: &Tensor, transpose_b: bool, out: &Shape) -> Vec<f32> {
+    let r = out.rank();
+    let (m, n, k) = (out.dims()[r - 2], out.dims()[r - 1], a.shape().last());
+    let batch = Shape::from(&out.dims()[..r - 2]);
+    let batch_strides = |t: &Tensor| Shape::from(&t.shape().dims()[..t.shape().rank() - 2]).broadcast_strides(&batch);
+    let (a_strides, b_strides) = (batch_strides(a), batch_strides(b));
+    let (av, bv) = (a.to_f32(), b.to_f32());
+    let mut values = Vec::with_capacity(out.numel());
+    for bi in 0..batch.numel() {
+        let a0 = broadcast_offset(bi, batch.dims(), &a_strides) * m * k;
+        let b0 = broadcast_offset(bi, batch.dims(), &b_strides) * k * n;
+        for i in 0..m {
+            for j in 0..n {
+                let mut acc = 0.0f32;
+                for p in 0..k {
+                    let b_at = if transpose_b { b0 + j * k + p } else { b0 + p * n + j };
+                    acc += av[a0 + i * k + p] * bv[b_at];
+                }
+                values.push(acc);
+            }
+        }
+    }
+    values
+}
+
 impl OpKind for MatMul {
     fn name(&self) -> &'static str {
         "matmul"
@@ -49,10 +89,106 @@ impl OpKind for MatMul {
         expect_arity("matmul", inputs.len(), 2)?;
         matmul_type("matmul", inputs[0], inputs[1], self.transpose_b)
     }
-    fn eval(&self, _inputs: &[&Tensor], _: &EvalCtx) -> Result<Tensor> {
-        Err(Error::runtime("matmul", "reference not written yet"))
+    fn eval(&self, inputs: &[&Tensor], _: &EvalCtx) -> Result<Tensor> {
+        let out = infer_values(self, inputs)?;
+        let values = matmul_f32(inputs[0], inputs[1], self.transpose_b, &out.shape);
+        Tensor::from_f32(out.dtype, out.shape, values)
     }
     fn memory(&self) -> Memory {
         Memory::Fresh
+    }
+}
+
+impl Graph {
+    /// `a [..., M, K] x b [..., K, N] -> [..., M, N]`, batch dims broadcast numpy-style.
+    pub fn matmul(&mut self, a: NodeId, b: NodeId) -> Result<NodeId> {
+        self.add(MatMul { transpose_b: false }, &[a, b])
+    }
+
+    /// `a [..., M, K] x b^T` with `b [..., N, K]`: a linear layer on weights stored
+    /// `[out, in]`, as checkpoints keep them, with no transposed copy.
+    pub fn matmul_t(&mut self, a: NodeId, b: NodeId) -> Result<NodeId> {
+        self.add(MatMul { transpose_b: true }, &[a, b])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::DType;
+    use crate::ops::testing::eval_op;
+
+    fn f32s(shape: &[usize], v: &[f32]) -> Tensor {
+        Tensor::f32(shape, v.to_vec()).unwrap()
+    }
+
+    #[test]
+    fn multiplies_by_hand() {
+        // [[1,2,3],[4,5,6]] x [[7,8],[9,10],[11,12]]:
+        // row 0: 1*7+2*9+3*11 = 58, 1*8+2*10+3*12 = 64; row 1: 4*7+5*9+6*11 = 139, 4*8+5*10+6*12 = 154.
+        let a = f32s(&[2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+        let b = f32s(&[3, 2], &[7.0, 8.0, 9.0, 10.0, 11.0, 12.0]);
+        let y = eval_op(MatMul { transpose_b: false }, &[&a, &b]).unwrap();
+        assert_eq!(y.shape().dims(), [2, 2]);
+        assert_eq!(y.to_f32(), vec![58.0, 64.0, 139.0, 154.0]);
+
+        // The same product with b stored transposed, [N, K] = [[7,9,11],[8,10,12]].
+        let bt = f32s(&[2, 3], &[7.0, 9.0, 11.0, 8.0, 10.0, 12.0]);
+        let y = eval_op(MatMul { transpose_b: true }, &[&a, &bt]).unwrap();
+        assert_eq!(y.to_f32(), vec![58.0, 64.0, 139.0, 154.0]);
+    }
+
+    #[test]
+    fn batch_dims_broadcast_both_ways() {
+        // a [2,1,1,2]: a0 = [1,2], a1 = [3,4]. b [3,2,1]: columns b0 = [1,1], b1 = [1,0], b2 = [0,2].
+        // Output [2,3,1,1]: a_i . b_j = [3, 1, 4] for a0 and [7, 3, 8] for a1.
+        let a = f32s(&[2, 1, 1, 2], &[1.0, 2.0, 3.0, 4.0]);
+        let b = f32s(&[3, 2, 1], &[1.0, 1.0, 1.0, 0.0, 0.0, 2.0]);
+        let y = eval_op(MatMul { transpose_b: false }, &[&a, &b]).unwrap();
+        assert_eq!(y.shape().dims(), [2, 3, 1, 1]);
+        assert_eq!(y.to_f32(), vec![3.0, 1.0, 4.0, 7.0, 3.0, 8.0]);
+
+        // One 2-D weight [N=2, K=2] = [[1,0],[1,1]] (transposed) serves a batch of 2:
+        // [1,2] -> [1, 3], [3,4] -> [3, 7].
+        let a = f32s(&[2, 1, 2], &[1.0, 2.0, 3.0, 4.0]);
+        let w = f32s(&[2, 2], &[1.0, 0.0, 1.0, 1.0]);
+        let y = eval_op(MatMul { transpose_b: true }, &[&a, &w]).unwrap();
+        assert_eq!(y.shape().dims(), [2, 1, 2]);
+        assert_eq!(y.to_f32(), vec![1.0, 3.0, 3.0, 7.0]);
+    }
+
+    #[test]
+    fn f16_weights_give_the_activation_dtype() {
+        // 0.1 is not exact in f16 (0.0999755859375); the product keeps that value in f32.
+        let a = f32s(&[1, 2], &[2.0, 1.0]);
+        let w = Tensor::from_f32(DType::F16, [2, 1], vec![0.1, 1.0]).unwrap();
+        let y = eval_op(MatMul { transpose_b: false }, &[&a, &w]).unwrap();
+        assert_eq!(y.dtype(), DType::F32);
+        assert_eq!(y.to_f32(), vec![2.0 * 0.099_975_586 + 1.0]);
+
+        let a16 = Tensor::from_f32(DType::F16, [1, 2], vec![2.0, 1.0]).unwrap();
+        let y = eval_op(MatMul { transpose_b: false }, &[&a16, &w]).unwrap();
+        assert_eq!(y.dtype(), DType::F16);
+        assert_eq!(y.to_f32(), vec![half::f16::from_f32(2.0 * 0.099_975_586 + 1.0).to_f32()]);
+    }
+
+    #[test]
+    fn bad_shapes_are_errors() {
+        let mut g = Graph::new("t");
+        let mut input = |name: &str, dims: &[usize]| g.input(name, TensorType::new(DType::F32, dims)).unwrap();
+        let (a, b, c, d, v) = (
+            input("a", &[2, 3]),
+            input("b", &[4, 2]),
+            input("c", &[2, 2, 3]),
+            input("d", &[3, 3, 2]),
+            input("v", &[3]),
+        );
+        let err = |r: Result<NodeId>| r.unwrap_err().to_string();
+        assert_eq!(err(g.matmul(a, b)), "matmul: inner dimensions differ: f32[2,3] x f32[4,2] (3 vs 4)");
+        assert_eq!(err(g.matmul_t(a, b)), "matmul: inner dimensions differ: f32[2,3] x f32[4,2]^T (3 vs 2)");
+        assert_eq!(err(g.matmul(c, d)), "matmul: batch dimensions of f32[2,2,3] and f32[3,3,2] do not broadcast");
+        assert_eq!(err(g.matmul(v, d)), "matmul: needs float operands of rank >= 2, got f32[3] and f32[3,3,2]");
+        let ids = g.input("ids", TensorType::new(DType::I32, [3, 2])).unwrap();
+        assert_eq!(err(g.matmul(a, ids)), "matmul: needs float operands of rank >= 2, got f32[2,3] and i32[3,2]");
     }
 }

@@ -1,8 +1,9 @@
 //! Fused matmul + bias (+ GELU): `act(a x b + bias)` with `bias [N]` added to every row.
 //! Emitted by the matmul fusion pass; the linear layers of Whisper are all this op.
 
-use super::matmul::matmul_type;
-use super::{EvalCtx, Memory, OpKind, expect_arity};
+use super::gather::infer_values;
+use super::matmul::{matmul_f32, matmul_type};
+use super::{EvalCtx, Memory, OpKind, UnaryKind, expect_arity};
 use crate::error::{Error, Result};
 use crate::ir::TensorType;
 use crate::tensor::Tensor;
@@ -40,10 +41,97 @@ impl OpKind for MatMulBias {
         }
         Ok(out)
     }
-    fn eval(&self, _inputs: &[&Tensor], _: &EvalCtx) -> Result<Tensor> {
-        Err(Error::runtime("matmul_bias", "reference not written yet"))
+    fn eval(&self, inputs: &[&Tensor], _: &EvalCtx) -> Result<Tensor> {
+        let out = infer_values(self, inputs)?;
+        let mut values = matmul_f32(inputs[0], inputs[1], self.transpose_b, &out.shape);
+        let bias = inputs[2].to_f32();
+        // `infer` made the bias as long as a row; `max(1)` only guards empty outputs.
+        for row in values.chunks_mut(bias.len().max(1)) {
+            for (v, b) in row.iter_mut().zip(&bias) {
+                *v += b;
+                if self.gelu {
+                    *v = UnaryKind::Gelu.apply(*v);
+                }
+            }
+        }
+        Tensor::from_f32(out.dtype, out.shape, values)
     }
     fn memory(&self) -> Memory {
         Memory::Fresh
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::{DType, Graph};
+    use crate::ops::testing::eval_op;
+    use crate::ops::{Binary, BinaryKind, MatMul, Unary};
+
+    /// Deterministic values in [-1, 1] that differ from element to element.
+    fn wave(shape: &[usize], seed: f32) -> Tensor {
+        let n = shape.iter().product::<usize>();
+        Tensor::f32(shape, (0..n).map(|i| (i as f32 * 0.73 + seed).sin()).collect()).unwrap()
+    }
+
+    /// matmul, then add (the bias broadcast over rows), then gelu, each through its own op:
+    /// the unfused path the fusion pass replaces.
+    fn unfused(a: &Tensor, b: &Tensor, bias: &Tensor, transpose_b: bool, gelu: bool) -> Tensor {
+        let prod = eval_op(MatMul { transpose_b }, &[a, b]).unwrap();
+        let sum = eval_op(Binary { kind: BinaryKind::Add }, &[&prod, bias]).unwrap();
+        if gelu { eval_op(Unary { kind: UnaryKind::Gelu }, &[&sum]).unwrap() } else { sum }
+    }
+
+    #[test]
+    fn by_hand() {
+        // [1,-1] x I + [0, 0.5] = [1, -0.5]; gelu(1) = 0.8413447461, gelu(-0.5) = -0.1542687694.
+        let a = Tensor::f32([1, 2], vec![1.0, -1.0]).unwrap();
+        let eye = Tensor::f32([2, 2], vec![1.0, 0.0, 0.0, 1.0]).unwrap();
+        let bias = Tensor::f32([2], vec![0.0, 0.5]).unwrap();
+        let y = eval_op(MatMulBias { transpose_b: false, gelu: false }, &[&a, &eye, &bias]).unwrap();
+        assert_eq!(y.to_f32(), vec![1.0, -0.5]);
+        let y = eval_op(MatMulBias { transpose_b: true, gelu: true }, &[&a, &eye, &bias]).unwrap().to_f32();
+        assert!((y[0] - 0.841_344_7).abs() < 1e-6 && (y[1] + 0.154_268_77).abs() < 1e-6, "{y:?}");
+    }
+
+    #[test]
+    fn equals_matmul_then_bias_then_gelu() {
+        let a = wave(&[2, 3, 5], 0.1);
+        let bias = wave(&[4], 2.0);
+        for transpose_b in [false, true] {
+            let b = wave(if transpose_b { &[4, 5] } else { &[5, 4] }, 1.0);
+            for gelu in [false, true] {
+                let fused = eval_op(MatMulBias { transpose_b, gelu }, &[&a, &b, &bias]).unwrap();
+                let want = unfused(&a, &b, &bias, transpose_b, gelu);
+                assert_eq!(fused.shape().dims(), [2, 3, 4]);
+                assert_eq!(fused.to_f32(), want.to_f32(), "transpose_b={transpose_b} gelu={gelu}");
+            }
+        }
+        // f16 activations with f16 weights and bias round once, at the end, like the unfused path's
+        // last op; the unfused path also rounds in between, so compare within an f16 step.
+        let to16 = |t: &Tensor| Tensor::from_f32(DType::F16, t.shape().clone(), t.to_f32()).unwrap();
+        let (a16, b16, bias16) = (to16(&a), to16(&wave(&[4, 5], 1.0)), to16(&bias));
+        let fused = eval_op(MatMulBias { transpose_b: true, gelu: true }, &[&a16, &b16, &bias16]).unwrap();
+        assert_eq!(fused.dtype(), DType::F16);
+        let want = unfused(&a16, &b16, &bias16, true, true).to_f32();
+        for (x, y) in fused.to_f32().iter().zip(&want) {
+            assert!((x - y).abs() <= 2e-3 * y.abs().max(1.0), "{x} vs {y}");
+        }
+    }
+
+    #[test]
+    fn bias_must_match_the_output_columns() {
+        let mut g = Graph::new("t");
+        let a = g.input("a", TensorType::new(DType::F32, [3, 4])).unwrap();
+        let w = g.param("w", TensorType::new(DType::F32, [2, 4])).unwrap();
+        let b3 = g.param("b3", TensorType::new(DType::F32, [3])).unwrap();
+        let b2 = g.param("b2", TensorType::new(DType::F32, [2])).unwrap();
+        let op = |transpose_b| MatMulBias { transpose_b, gelu: true };
+        let err = g.add(op(true), &[a, w, b3]).unwrap_err();
+        assert_eq!(err.to_string(), "matmul_bias: bias must be a float [2], got f32[3]");
+        let err = g.add(op(false), &[a, w, b2]).unwrap_err();
+        assert_eq!(err.to_string(), "matmul_bias: inner dimensions differ: f32[3,4] x f32[2,4] (4 vs 2)");
+        let y = g.add(op(true), &[a, w, b2]).unwrap();
+        assert_eq!(g.ty(y), &TensorType::new(DType::F32, [3, 2]));
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! Each op lives in its own file holding its attribute struct, shape inference, CPU reference
 //! implementation, builder method (`impl Graph { fn <op>(..) }`) and tests. The
-//! [`registry!`] list below is the one place that names them all: it generates the [`Op`]
+//! `registry!` list below is the one place that names them all: it generates the [`Op`]
 //! enum and its dispatch. Adding an op touches its file, its WGSL kernel and this list.
 
 use std::collections::HashMap;

@@ -1,0 +1,288 @@
+//! The op harness on every backend compiled into this build: every op case of several seeds
+//! must match the reference interpreter. Also checks that the cases cover every registered op
+//! and that the harness does fail a backend that computes something wrong.
+
+use std::collections::HashMap;
+
+use susurrus_core::exec::cpu::CpuBackend;
+use susurrus_core::exec::{Backend, BoxFuture, Executable, Weights, check_supported};
+use susurrus_core::harness::{CaseReport, OpCase, REDUCE_KINDS, Tolerance, check_backend, op_cases, summary_table};
+use susurrus_core::ops::{BinaryKind, CmpKind, Op, UnaryKind};
+use susurrus_core::plan::Plan;
+use susurrus_core::{DType, Result, Tensor};
+
+const SEEDS: [u64; 4] = [0, 1, 2, 3];
+
+/// Every backend compiled into this build; a new backend adds one line.
+fn backends() -> Vec<Box<dyn Backend>> {
+    vec![Box::new(CpuBackend::new())]
+}
+
+fn all_cases() -> Vec<OpCase> {
+    SEEDS.iter().flat_map(|&seed| op_cases(seed).unwrap_or_else(|e| panic!("seed {seed}: {e}"))).collect()
+}
+
+#[test]
+fn every_op_on_every_backend_matches_the_reference() {
+    let cases = all_cases();
+    let mut failures = Vec::new();
+    for backend in backends() {
+        let reports: Vec<CaseReport> = cases.iter().map(|case| check_backend(backend.as_ref(), case)).collect();
+        println!("backend {}\n{}", backend.name(), summary_table(&reports));
+        failures.extend(reports.iter().filter(|r| !r.passed()).map(|r| r.to_string()));
+    }
+    assert!(failures.is_empty(), "{} case(s) failed:\n{}", failures.len(), failures.join("\n"));
+}
+
+/// A number for every `Op` variant and whether it is a leaf the harness feeds rather than
+/// tests. The match has no wildcard: registering an op stops this compiling until it is
+/// numbered here, and then [`cases_cover_every_registered_op`] fails until it has a case.
+fn variant(op: &Op) -> (usize, bool) {
+    match op {
+        Op::Input(_) => (0, true),
+        Op::Param(_) => (1, true),
+        Op::Const(_) => (2, true),
+        Op::State(_) => (3, true),
+        Op::ScalarRead(_) => (4, false),
+        Op::Unary(_) => (5, false),
+        Op::Binary(_) => (6, false),
+        Op::Compare(_) => (7, false),
+        Op::Select(_) => (8, false),
+        Op::Reduce(_) => (9, false),
+        Op::Softmax(_) => (10, false),
+        Op::LayerNorm(_) => (11, false),
+        Op::MatMul(_) => (12, false),
+        Op::Conv1d(_) => (13, false),
+        Op::Reshape(_) => (14, false),
+        Op::Permute(_) => (15, false),
+        Op::Slice(_) => (16, false),
+        Op::Concat(_) => (17, false),
+        Op::Gather(_) => (18, false),
+        Op::Cast(_) => (19, false),
+        Op::Argmax(_) => (20, false),
+        Op::KvWrite(_) => (21, false),
+        Op::FusedElementwise(_) => (22, false),
+        Op::MatMulBias(_) => (23, false),
+        Op::AddLayerNorm(_) => (24, false),
+        Op::Attention(_) => (25, false),
+    }
+}
+const VARIANTS: usize = 26;
+const LEAVES: usize = 4;
+
+/// Printed names of every op the harness must test: each kind of the parametrised ops and
+/// the fixed names of the others.
+fn expected_op_names() -> Vec<&'static str> {
+    let mut names: Vec<&'static str> = Vec::new();
+    names.extend(UnaryKind::ALL.map(UnaryKind::name));
+    names.extend(BinaryKind::ALL.map(BinaryKind::name));
+    names.extend(CmpKind::ALL.map(CmpKind::name));
+    names.extend(REDUCE_KINDS.map(|k| k.name()));
+    names.extend([
+        "where",
+        "softmax",
+        "layer_norm",
+        "matmul",
+        "conv1d",
+        "reshape",
+        "permute",
+        "slice",
+        "concat",
+        "gather",
+        "cast",
+        "argmax",
+        "kv_write",
+        "scalar",
+        "fused_elementwise",
+        "matmul_bias",
+        "add_layer_norm",
+        "attention",
+    ]);
+    names
+}
+
+#[test]
+fn cases_cover_every_registered_op() {
+    let expected = expected_op_names();
+    for seed in SEEDS {
+        let cases = op_cases(seed).unwrap();
+        let mut seen = [false; VARIANTS];
+        for node in cases.iter().flat_map(|c| c.graph.nodes()) {
+            seen[variant(&node.op).0] = true;
+        }
+        let missing: Vec<usize> = (LEAVES..VARIANTS).filter(|&v| !seen[v]).collect();
+        assert!(missing.is_empty(), "seed {seed}: no case uses the op variants numbered {missing:?}");
+        for name in &expected {
+            let n = cases.iter().filter(|c| c.op == *name).count();
+            assert!(n > 0, "seed {seed}: no case tests {name}");
+            // The case named for an op contains a node of that op.
+            for case in cases.iter().filter(|c| c.op == *name) {
+                assert!(case.graph.nodes().iter().any(|node| node.op.name() == *name), "{}", case.name);
+            }
+        }
+        let stray: Vec<&str> = cases.iter().map(|c| c.op).filter(|op| !expected.contains(op)).collect();
+        assert!(stray.is_empty(), "cases for unknown ops: {stray:?}");
+    }
+}
+
+/// What the test backend corrupts.
+#[derive(Clone, Copy, PartialEq)]
+enum Corrupt {
+    /// The middle element of the first requested output.
+    Output,
+    /// The middle element of every persistent buffer read back.
+    State,
+    /// Every float of every output and state, by the few ulps a correct backend may differ.
+    Jitter,
+}
+
+/// A test-only backend: the CPU backend with one element of its results changed.
+struct Corrupting(Corrupt);
+
+struct CorruptingExe {
+    inner: Box<dyn Executable>,
+    what: Corrupt,
+}
+
+/// `t` with its middle element moved by more than any relative tolerance allows.
+fn corrupt(t: &Tensor) -> Tensor {
+    let i = t.numel() / 2;
+    if t.dtype().is_float() {
+        let mut v = t.to_f32();
+        v[i] += 1.0 + v[i].abs();
+        Tensor::from_f32(t.dtype(), t.shape().clone(), v).unwrap()
+    } else {
+        let mut v = t.to_i64();
+        v[i] += 1;
+        Tensor::from_i64(t.dtype(), t.shape().clone(), v).unwrap()
+    }
+}
+
+/// `t` with every float moved by 2 to 4 f32 ulps, or up to one f16 ulp, alternately up and
+/// down: rounding differences, not bugs. Integers are kept.
+fn jitter(t: &Tensor) -> Tensor {
+    if !t.dtype().is_float() {
+        return t.clone();
+    }
+    let step = if t.dtype() == DType::F16 { 2f32.powi(-10) } else { 2f32.powi(-22) };
+    let v = t.to_f32().iter().enumerate().map(|(i, &x)| x * if i % 2 == 0 { 1.0 + step } else { 1.0 - step }).collect();
+    Tensor::from_f32(t.dtype(), t.shape().clone(), v).unwrap()
+}
+
+impl Backend for Corrupting {
+    fn name(&self) -> &'static str {
+        "corrupting-cpu"
+    }
+    fn supports(&self, op: &Op) -> bool {
+        CpuBackend::new().supports(op)
+    }
+    fn compile(&self, plan: &Plan, weights: &Weights) -> Result<Box<dyn Executable>> {
+        Ok(Box::new(CorruptingExe { inner: CpuBackend::new().compile(plan, weights)?, what: self.0 }))
+    }
+}
+
+impl Executable for CorruptingExe {
+    fn run<'a>(
+        &'a mut self,
+        inputs: &'a HashMap<String, Tensor>,
+        scalars: &'a HashMap<String, u32>,
+        outputs: &'a [&'a str],
+    ) -> BoxFuture<'a, HashMap<String, Tensor>> {
+        Box::pin(async move {
+            let mut out = self.inner.run(inputs, scalars, outputs).await?;
+            match self.what {
+                Corrupt::Output => {
+                    let bad = corrupt(&out[outputs[0]]);
+                    out.insert(outputs[0].to_string(), bad);
+                }
+                Corrupt::Jitter => out.values_mut().for_each(|t| *t = jitter(t)),
+                Corrupt::State => {}
+            }
+            Ok(out)
+        })
+    }
+    fn read_state<'a>(&'a mut self, name: &'a str) -> BoxFuture<'a, Tensor> {
+        Box::pin(async move {
+            let t = self.inner.read_state(name).await?;
+            Ok(match self.what {
+                Corrupt::State => corrupt(&t),
+                Corrupt::Jitter => jitter(&t),
+                Corrupt::Output => t,
+            })
+        })
+    }
+}
+
+#[test]
+fn a_wrong_output_fails_every_case_at_the_wrong_element() {
+    for case in op_cases(0).unwrap() {
+        let report = check_backend(&Corrupting(Corrupt::Output), &case);
+        let first = case.graph.outputs()[0].0.as_str();
+        let n = case.graph.ty(case.graph.outputs()[0].1).numel();
+        let msg = report.failure.unwrap_or_else(|| panic!("{}: a corrupted output passed", case.name));
+        let want = format!("run 0 output '{first}': 1 of {n} elements out of tolerance");
+        assert!(msg.starts_with(&want), "{}: {msg}", case.name);
+        assert!(msg.contains(&format!("worst is element {}", n / 2)), "{}: {msg}", case.name);
+    }
+}
+
+#[test]
+fn a_wrong_state_fails_the_cases_that_write_state() {
+    let mut writers = 0;
+    for case in op_cases(1).unwrap() {
+        let report = check_backend(&Corrupting(Corrupt::State), &case);
+        if case.op == "kv_write" {
+            writers += 1;
+            let msg = report.failure.unwrap_or_else(|| panic!("{}: a corrupted state passed", case.name));
+            assert!(msg.starts_with("run 0 state 'cache': 1 of "), "{}: {msg}", case.name);
+        } else {
+            assert!(report.passed(), "{report}");
+        }
+    }
+    assert_eq!(writers, 4);
+}
+
+#[test]
+fn rounding_differences_pass_every_inexact_case() {
+    let mut checked = 0;
+    for case in all_cases().iter().filter(|c| c.tolerance != Tolerance::Exact) {
+        let report = check_backend(&Corrupting(Corrupt::Jitter), case);
+        assert!(report.passed(), "{report}");
+        checked += 1;
+    }
+    assert!(checked > 100, "only {checked} inexact cases");
+}
+
+/// A backend without matmul: it must fail the matmul cases, not skip them.
+struct NoMatmul;
+
+impl Backend for NoMatmul {
+    fn name(&self) -> &'static str {
+        "no-matmul"
+    }
+    fn supports(&self, op: &Op) -> bool {
+        !matches!(op, Op::MatMul(_))
+    }
+    fn compile(&self, plan: &Plan, weights: &Weights) -> Result<Box<dyn Executable>> {
+        check_supported(self, plan)?;
+        CpuBackend::new().compile(plan, weights)
+    }
+}
+
+#[test]
+fn an_unsupported_op_fails_the_case() {
+    let cases = op_cases(2).unwrap();
+    for case in &cases {
+        let report = check_backend(&NoMatmul, case);
+        if case.op == "matmul" {
+            assert_eq!(
+                report.failure.as_deref(),
+                Some("compile failed: matmul is not supported by the no-matmul backend"),
+                "{}",
+                case.name
+            );
+        } else {
+            assert!(report.passed(), "{report}");
+        }
+    }
+}
