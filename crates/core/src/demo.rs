@@ -50,7 +50,7 @@ fn linear(g: &mut Graph, prefix: &str, x: NodeId, d_in: usize, d_out: usize, bia
         return Ok(y);
     }
     let b = g.param(&format!("{prefix}.bias"), f32_type(&[d_out]))?;
-    g.plus(y, b)
+    g.add(y, b)
 }
 
 /// `[P, H*dh] -> [H, P, dh]`.
@@ -86,13 +86,13 @@ pub fn encoder_layer(s: &EncoderLayerShape) -> Result<Graph> {
     let context = g.permute(context, &[1, 0, 2])?;
     let context = g.reshape(context, [p, d])?;
     let attn = linear(&mut g, "attn.out", context, d, d, true)?;
-    let x1 = g.plus(x, attn)?;
+    let x1 = g.add(x, attn)?;
 
     let ln2 = layer_norm(&mut g, "mlp_ln", x1, d)?;
     let hidden = linear(&mut g, "mlp.fc1", ln2, d, s.ffn, true)?;
     let hidden = g.gelu(hidden)?;
     let mlp = linear(&mut g, "mlp.fc2", hidden, s.ffn, d, true)?;
-    let y = g.plus(x1, mlp)?;
+    let y = g.add(x1, mlp)?;
     g.output("y", y)?;
     Ok(g)
 }

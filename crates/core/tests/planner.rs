@@ -80,13 +80,13 @@ fn build(spec: &Spec) -> Graph {
             }
             2 => {
                 let targets = reshape_targets(g.ty(a));
-                g.add(Reshape { shape: targets[pb as usize % targets.len()].clone() }, &[a])
+                g.push(Reshape { shape: targets[pb as usize % targets.len()].clone() }, &[a])
             }
             3 if flag => g.matmul_t(a, b),
             3 => g.matmul(a, b),
             4 => {
                 let rank = g.ty(a).shape.rank();
-                g.add(Reduce { kind: ReduceKind::Sum, axis: rank.saturating_sub(1), keep_dim: flag }, &[a])
+                g.push(Reduce { kind: ReduceKind::Sum, axis: rank.saturating_sub(1), keep_dim: flag }, &[a])
             }
             5 => {
                 let w = g.param(&format!("w{i}"), g.ty(a).clone()).unwrap();
@@ -98,7 +98,7 @@ fn build(spec: &Spec) -> Graph {
                 let data = (0..ty.numel()).map(|k| (k % 7) as f32 * 0.25 - 0.5).collect();
                 let k = g.constant(Tensor::from_f32(ty.dtype, ty.shape.clone(), data).unwrap());
                 values.push(k);
-                g.plus(a, k)
+                g.add(a, k)
             }
             _ => {
                 let s = g.read_scalar(pos).unwrap();
@@ -251,10 +251,10 @@ fn chain_plan_is_hand_checked() {
     let x = g.input("x", f32_ty(&[4, 64])).unwrap(); // 1024 bytes
     let a = g.exp(x).unwrap();
     let b = g.neg(a).unwrap();
-    let s = g.add(Reduce { kind: ReduceKind::Sum, axis: 1, keep_dim: true }, &[b]).unwrap(); // f32[4,1]
-    let y = g.plus(x, s).unwrap();
+    let s = g.push(Reduce { kind: ReduceKind::Sum, axis: 1, keep_dim: true }, &[b]).unwrap(); // f32[4,1]
+    let y = g.add(x, s).unwrap();
     let z = g.mul(y, s).unwrap();
-    let r = g.add(Reshape { shape: [256].into() }, &[z]).unwrap();
+    let r = g.push(Reshape { shape: [256].into() }, &[z]).unwrap();
     g.output("out", r).unwrap();
     let p = plan(g).unwrap();
     // Buffers and intervals (steps = node ids):
@@ -305,10 +305,10 @@ fn in_place_never_takes_inputs_outputs_or_broadcast_operands() {
     let n = g.neg(e).unwrap(); // e is an output: fresh buffer
     let row = g.input("row", f32_ty(&[1, 64])).unwrap();
     let t = g.tanh(row).unwrap();
-    let m = g.add(Reshape { shape: [1, 64].into() }, &[n]).unwrap();
+    let m = g.push(Reshape { shape: [1, 64].into() }, &[n]).unwrap();
     let wide = g.input("wide", f32_ty(&[4, 64])).unwrap();
-    let sum = g.plus(t, wide).unwrap(); // t [1,64] broadcasts to [4,64]: fresh buffer
-    let out = g.plus(sum, m).unwrap(); // sum dies here with the output's shape: in place
+    let sum = g.add(t, wide).unwrap(); // t [1,64] broadcasts to [4,64]: fresh buffer
+    let out = g.add(sum, m).unwrap(); // sum dies here with the output's shape: in place
     g.output("out", out).unwrap();
     let p = plan(g).unwrap();
     assert_eq!(p.report.in_place, 1);
@@ -435,7 +435,7 @@ fn a_plan_with_overlapping_live_values_gives_wrong_numbers() {
     let x = g.input("x", f32_ty(&[64])).unwrap();
     let a = g.exp(x).unwrap();
     let b = g.neg(x).unwrap();
-    let c = g.plus(a, b).unwrap();
+    let c = g.add(a, b).unwrap();
     g.output("c", c).unwrap();
     let mut p = plan(g).unwrap();
     let inputs = HashMap::from([("x".to_string(), Tensor::f32([64], vec![0.5; 64]).unwrap())]);
@@ -455,8 +455,8 @@ fn kv_graph() -> Graph {
     let cache = g.state("cache", f32_ty(&[4, 3])).unwrap();
     let x = g.input("x", f32_ty(&[1, 3])).unwrap();
     let pos = g.scalar("pos");
-    let written = g.add(KvWrite { axis: 0, offset: pos }, &[cache, x]).unwrap();
-    let sum = g.add(Reduce { kind: ReduceKind::Sum, axis: 0, keep_dim: false }, &[written]).unwrap();
+    let written = g.push(KvWrite { axis: 0, offset: pos }, &[cache, x]).unwrap();
+    let sum = g.push(Reduce { kind: ReduceKind::Sum, axis: 0, keep_dim: false }, &[written]).unwrap();
     g.output("sum", sum).unwrap();
     g
 }

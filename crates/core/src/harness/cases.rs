@@ -714,7 +714,7 @@ impl Gen {
             let z = g.input("z", ty(DType::F32, &[r, 1]))?;
             let cond = g.input("cond", ty(DType::U32, &[r, c]))?;
             let k = self.constant(&mut g, ty(DType::F32, &[]), Dist::default_for(DType::F32));
-            let out = g.add(FusedElementwise { program: program.clone(), dtype }, &[x, y, z, cond, k])?;
+            let out = g.push(FusedElementwise { program: program.clone(), dtype }, &[x, y, z, cond, k])?;
             g.output("out", out)?;
             let label = format!("fused_elementwise {dtype} {} instrs", program.len());
             self.push("fused_elementwise", &label, g, CHAIN, &[("cond", Dist::Ints { lo: 0, hi: 2 })])?;
@@ -745,7 +745,7 @@ impl Gen {
         let mut g = Graph::new("fused_elementwise");
         let x = g.input("x", ty(DType::F32, &dims))?;
         let y = g.input("y", ty(DType::F32, &row))?;
-        let out = g.add(FusedElementwise { program: program.clone(), dtype }, &[x, y])?;
+        let out = g.push(FusedElementwise { program: program.clone(), dtype }, &[x, y])?;
         g.output("out", out)?;
         let label = format!("fused_elementwise {dtype} every kind {} instrs", program.len());
         self.push("fused_elementwise", &label, g, CHAIN, &[])
@@ -764,7 +764,7 @@ impl Gen {
             let a = g.input("a", ty(DType::F32, &a_dims))?;
             let b = g.param("w", ty(w_dtype, &b_dims))?;
             let bias = g.param("bias", ty(w_dtype, &[n]))?;
-            let y = g.add(MatMulBias { transpose_b, gelu }, &[a, b, bias])?;
+            let y = g.push(MatMulBias { transpose_b, gelu }, &[a, b, bias])?;
             g.output("y", y)?;
             let mut label = format!("matmul_bias w {w_dtype}");
             if transpose_b {
@@ -789,7 +789,7 @@ impl Gen {
             let b = g.input("b", ty(dtype, &dims))?;
             let gamma = g.param("gamma", ty(DType::F32, &[d]))?;
             let beta = g.param("beta", ty(DType::F32, &[d]))?;
-            let y = g.add(AddLayerNorm { eps: 1e-5 }, &[a, b, gamma, beta])?;
+            let y = g.push(AddLayerNorm { eps: 1e-5 }, &[a, b, gamma, beta])?;
             g.output("y", y)?;
             self.push("add_layer_norm", &format!("add_layer_norm {dtype}"), g, NORM, &[])?;
         }
@@ -838,7 +838,7 @@ impl Gen {
             if mask == MaskKind::Additive {
                 inputs.push(g.input("mask", ty(dtype, &[sq, sk]))?);
             }
-            let y = g.add(Attention { scale: 1.0 / (d as f32).sqrt(), mask }, &inputs)?;
+            let y = g.push(Attention { scale: 1.0 / (d as f32).sqrt(), mask }, &inputs)?;
             g.output("y", y)?;
             let (mut run, weights) = self.run(&g, &[], &[])?;
             if mask == MaskKind::Additive {

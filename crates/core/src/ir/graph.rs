@@ -95,7 +95,7 @@ impl Graph {
 
     /// Appends `op` applied to `inputs`, inferring its type. Shape and dtype mismatches are
     /// errors that name the op and the offending shapes.
-    pub fn add(&mut self, op: impl Into<Op>, inputs: &[NodeId]) -> Result<NodeId> {
+    pub fn push(&mut self, op: impl Into<Op>, inputs: &[NodeId]) -> Result<NodeId> {
         let op = op.into();
         let ty = self.infer(&op, inputs, self.nodes.len())?;
         self.nodes.push(Node { op, inputs: inputs.to_vec(), ty });
@@ -116,19 +116,19 @@ impl Graph {
     /// A named run-time input.
     pub fn input(&mut self, name: &str, ty: TensorType) -> Result<NodeId> {
         self.check_unique_leaf(name, |op| matches!(op, Op::Input(_)), "input")?;
-        self.add(Input { name: name.to_string(), ty }, &[])
+        self.push(Input { name: name.to_string(), ty }, &[])
     }
 
     /// A named weight, supplied once when the plan is compiled.
     pub fn param(&mut self, name: &str, ty: TensorType) -> Result<NodeId> {
         self.check_unique_leaf(name, |op| matches!(op, Op::Param(_)), "param")?;
-        self.add(Param { name: name.to_string(), ty }, &[])
+        self.push(Param { name: name.to_string(), ty }, &[])
     }
 
     /// A named persistent buffer (e.g. a KV cache) that survives across runs.
     pub fn state(&mut self, name: &str, ty: TensorType) -> Result<NodeId> {
         self.check_unique_leaf(name, |op| matches!(op, Op::State(_)), "state")?;
-        self.add(State { name: name.to_string(), ty }, &[])
+        self.push(State { name: name.to_string(), ty }, &[])
     }
 
     /// A constant tensor embedded in the graph.
@@ -152,7 +152,7 @@ impl Graph {
         if s.index() >= self.scalars.len() {
             return Err(Error::InvalidGraph(format!("runtime scalar #{} is not declared", s.0)));
         }
-        self.add(ScalarRead { scalar: s }, &[])
+        self.push(ScalarRead { scalar: s }, &[])
     }
 
     /// Marks `id` as the graph output `name`.

@@ -69,7 +69,7 @@ impl Graph {
     /// Index (u32) of the largest value of `x` along `axis`, which is removed. Ties give the
     /// first index; NaN counts as larger than any number.
     pub fn argmax(&mut self, x: NodeId, axis: usize) -> Result<NodeId> {
-        self.add(Argmax { axis }, &[x])
+        self.push(Argmax { axis }, &[x])
     }
 }
 

@@ -278,7 +278,7 @@ mod tests {
             input("m", &[4, 5]),
             input("lq", &[2, 6, 4]),
         );
-        let err = |g: &mut Graph, op: Attention, inputs: &[NodeId]| g.add(op, inputs).unwrap_err().to_string();
+        let err = |g: &mut Graph, op: Attention, inputs: &[NodeId]| g.push(op, inputs).unwrap_err().to_string();
         let causal = Attention { scale: 1.0, mask: MaskKind::Causal };
         let additive = Attention { scale: 1.0, mask: MaskKind::Additive };
         assert_eq!(err(&mut g, causal, &[long_q, k, v]), "attention: a causal mask needs Sq <= Sk, got 6 > 5");

@@ -137,10 +137,10 @@ impl OpKind for Binary {
 impl Graph {
     /// `kind(a, b)` elementwise, broadcasting `a` and `b` numpy-style; they share a dtype.
     pub fn binary(&mut self, kind: BinaryKind, a: NodeId, b: NodeId) -> Result<NodeId> {
-        self.add(Binary { kind }, &[a, b])
+        self.push(Binary { kind }, &[a, b])
     }
-    /// `a + b`. Named `plus` because `Graph::add(op, inputs)` is the generic node builder.
-    pub fn plus(&mut self, a: NodeId, b: NodeId) -> Result<NodeId> {
+    /// `a + b` elementwise with broadcasting.
+    pub fn add(&mut self, a: NodeId, b: NodeId) -> Result<NodeId> {
         self.binary(BinaryKind::Add, a, b)
     }
     /// `a - b`.
@@ -255,7 +255,7 @@ mod tests {
         let b = g.input("b", TensorType::new(DType::F32, [3, 2])).unwrap();
         let h = g.input("h", TensorType::new(DType::F16, [2, 3])).unwrap();
         let row = g.input("row", TensorType::new(DType::F32, [3])).unwrap();
-        assert_eq!(g.plus(a, b).unwrap_err().to_string(), "add: shapes [2,3] and [3,2] do not broadcast");
+        assert_eq!(g.add(a, b).unwrap_err().to_string(), "add: shapes [2,3] and [3,2] do not broadcast");
         assert_eq!(g.mul(a, h).unwrap_err().to_string(), "mul: operands have different dtypes: f32[2,3] and f16[2,3]");
         let y = g.maximum(a, row).unwrap();
         assert_eq!(g.ty(y), &TensorType::new(DType::F32, [2, 3]));

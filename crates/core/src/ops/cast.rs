@@ -42,7 +42,7 @@ impl OpKind for Cast {
 impl Graph {
     /// `x` converted to `to` (see the module doc for the rounding and saturation rules).
     pub fn cast(&mut self, x: NodeId, to: DType) -> Result<NodeId> {
-        self.add(Cast { to }, &[x])
+        self.push(Cast { to }, &[x])
     }
 }
 

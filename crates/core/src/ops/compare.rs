@@ -86,7 +86,7 @@ impl Graph {
     /// `a <kind> b` elementwise with broadcasting, as a u32 mask of 0 and 1. Operands share a
     /// dtype, which may be any.
     pub fn compare(&mut self, kind: CmpKind, a: NodeId, b: NodeId) -> Result<NodeId> {
-        self.add(Compare { kind }, &[a, b])
+        self.push(Compare { kind }, &[a, b])
     }
 }
 

@@ -69,7 +69,7 @@ impl OpKind for Concat {
 impl Graph {
     /// `parts` joined along `axis`; they must share the dtype and every other dimension.
     pub fn concat(&mut self, parts: &[NodeId], axis: usize) -> Result<NodeId> {
-        self.add(Concat { axis }, parts)
+        self.push(Concat { axis }, parts)
     }
 }
 

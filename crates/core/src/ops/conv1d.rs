@@ -109,7 +109,7 @@ impl Graph {
     ) -> Result<NodeId> {
         let mut inputs = vec![x, w];
         inputs.extend(bias);
-        self.add(Conv1d { stride, padding, dilation }, &inputs)
+        self.push(Conv1d { stride, padding, dilation }, &inputs)
     }
 }
 

@@ -95,7 +95,7 @@ impl Graph {
     /// Rows of `table [V, D...]` picked by integer `ids [N...]`, giving `[N..., D...]`:
     /// the token-embedding lookup. An id outside `0..V` fails when the graph runs.
     pub fn gather(&mut self, table: NodeId, ids: NodeId) -> Result<NodeId> {
-        self.add(Gather, &[table, ids])
+        self.push(Gather, &[table, ids])
     }
 }
 

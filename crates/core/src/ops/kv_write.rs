@@ -83,7 +83,7 @@ impl Graph {
     /// at the runtime scalar `offset` along `axis`, and returns the updated buffer: how a
     /// decoder step appends its keys and values to the KV cache without recompiling.
     pub fn kv_write(&mut self, buf: NodeId, value: NodeId, axis: usize, offset: ScalarId) -> Result<NodeId> {
-        self.add(KvWrite { axis, offset }, &[buf, value])
+        self.push(KvWrite { axis, offset }, &[buf, value])
     }
 }
 

@@ -68,7 +68,7 @@ impl Graph {
     /// Layer norm of `x [..., D]` over its last axis with weights `gamma [D]`, `beta [D]`;
     /// `eps` is added to the (biased) variance inside the square root.
     pub fn layer_norm(&mut self, x: NodeId, gamma: NodeId, beta: NodeId, eps: f32) -> Result<NodeId> {
-        self.add(LayerNorm { eps }, &[x, gamma, beta])
+        self.push(LayerNorm { eps }, &[x, gamma, beta])
     }
 }
 

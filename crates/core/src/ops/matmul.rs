@@ -102,13 +102,13 @@ impl OpKind for MatMul {
 impl Graph {
     /// `a [..., M, K] x b [..., K, N] -> [..., M, N]`, batch dims broadcast numpy-style.
     pub fn matmul(&mut self, a: NodeId, b: NodeId) -> Result<NodeId> {
-        self.add(MatMul { transpose_b: false }, &[a, b])
+        self.push(MatMul { transpose_b: false }, &[a, b])
     }
 
     /// `a [..., M, K] x b^T` with `b [..., N, K]`: a linear layer on weights stored
     /// `[out, in]`, as checkpoints keep them, with no transposed copy.
     pub fn matmul_t(&mut self, a: NodeId, b: NodeId) -> Result<NodeId> {
-        self.add(MatMul { transpose_b: true }, &[a, b])
+        self.push(MatMul { transpose_b: true }, &[a, b])
     }
 }
 

@@ -127,11 +127,11 @@ mod tests {
         let b3 = g.param("b3", TensorType::new(DType::F32, [3])).unwrap();
         let b2 = g.param("b2", TensorType::new(DType::F32, [2])).unwrap();
         let op = |transpose_b| MatMulBias { transpose_b, gelu: true };
-        let err = g.add(op(true), &[a, w, b3]).unwrap_err();
+        let err = g.push(op(true), &[a, w, b3]).unwrap_err();
         assert_eq!(err.to_string(), "matmul_bias: bias must be a float [2], got f32[3]");
-        let err = g.add(op(false), &[a, w, b2]).unwrap_err();
+        let err = g.push(op(false), &[a, w, b2]).unwrap_err();
         assert_eq!(err.to_string(), "matmul_bias: inner dimensions differ: f32[3,4] x f32[2,4] (4 vs 2)");
-        let y = g.add(op(true), &[a, w, b2]).unwrap();
+        let y = g.push(op(true), &[a, w, b2]).unwrap();
         assert_eq!(g.ty(y), &TensorType::new(DType::F32, [3, 2]));
     }
 }

@@ -48,7 +48,7 @@ impl Graph {
     /// `x` with its axes reordered: output axis `i` is input axis `perm[i]` (numpy's
     /// `transpose(x, perm)`), e.g. `[B, S, H, D] -> [B, H, S, D]` to split attention heads.
     pub fn permute(&mut self, x: NodeId, perm: &[usize]) -> Result<NodeId> {
-        self.add(Permute { perm: perm.to_vec() }, &[x])
+        self.push(Permute { perm: perm.to_vec() }, &[x])
     }
 }
 

@@ -90,7 +90,7 @@ impl OpKind for Reduce {
 impl Graph {
     /// Reduces `x` (a float tensor) over `axis`; with `keep_dim` the axis stays with size 1.
     pub fn reduce(&mut self, kind: ReduceKind, x: NodeId, axis: usize, keep_dim: bool) -> Result<NodeId> {
-        self.add(Reduce { kind, axis, keep_dim }, &[x])
+        self.push(Reduce { kind, axis, keep_dim }, &[x])
     }
     /// Sum over `axis`.
     pub fn reduce_sum(&mut self, x: NodeId, axis: usize, keep_dim: bool) -> Result<NodeId> {

@@ -42,7 +42,7 @@ impl OpKind for Reshape {
 impl Graph {
     /// `x` viewed with another shape of the same element count (row-major order kept).
     pub fn reshape(&mut self, x: NodeId, shape: impl Into<Shape>) -> Result<NodeId> {
-        self.add(Reshape { shape: shape.into() }, &[x])
+        self.push(Reshape { shape: shape.into() }, &[x])
     }
 }
 

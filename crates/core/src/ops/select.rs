@@ -54,7 +54,7 @@ impl Graph {
     /// `where(cond, a, b)`: `a` where `cond` is non-zero, else `b`, broadcasting all three.
     /// `cond` is an integer mask (as [`Graph::compare`] makes); `a` and `b` share a dtype.
     pub fn select(&mut self, cond: NodeId, a: NodeId, b: NodeId) -> Result<NodeId> {
-        self.add(Select, &[cond, a, b])
+        self.push(Select, &[cond, a, b])
     }
 }
 

@@ -56,7 +56,7 @@ impl OpKind for Slice {
 impl Graph {
     /// Elements `start..end` of `x` along `axis` (other axes whole).
     pub fn slice(&mut self, x: NodeId, axis: usize, start: usize, end: usize) -> Result<NodeId> {
-        self.add(Slice { axis, start, end }, &[x])
+        self.push(Slice { axis, start, end }, &[x])
     }
 }
 

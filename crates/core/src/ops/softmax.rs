@@ -51,7 +51,7 @@ impl OpKind for Softmax {
 impl Graph {
     /// Softmax of a float tensor over its last axis.
     pub fn softmax(&mut self, x: NodeId) -> Result<NodeId> {
-        self.add(Softmax, &[x])
+        self.push(Softmax, &[x])
     }
 }
 

@@ -104,7 +104,7 @@ impl OpKind for Unary {
 impl Graph {
     /// `kind(x)` elementwise.
     pub fn unary(&mut self, kind: UnaryKind, x: NodeId) -> Result<NodeId> {
-        self.add(Unary { kind }, &[x])
+        self.push(Unary { kind }, &[x])
     }
     pub fn neg(&mut self, x: NodeId) -> Result<NodeId> {
         self.unary(UnaryKind::Neg, x)

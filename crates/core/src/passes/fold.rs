@@ -61,7 +61,7 @@ mod tests {
         let x = g.input("x", TensorType::new(DType::F32, [2])).unwrap();
         let c1 = g.constant(Tensor::f32([2], vec![1.0, 2.0]).unwrap());
         let c2 = g.constant(Tensor::f32([2], vec![3.0, 4.0]).unwrap());
-        let s = g.plus(c1, c2).unwrap();
+        let s = g.add(c1, c2).unwrap();
         let m = g.mul(s, x).unwrap();
         g.output("y", m).unwrap();
         let (after, changed) = run_and_compare(&ConstantFolding, &g, 0.0);
@@ -78,10 +78,10 @@ mod tests {
         let mut g = Graph::new("fold");
         let x = g.input("x", TensorType::new(DType::F32, [2])).unwrap();
         let c = g.constant(Tensor::f32([2], vec![1.0, 2.0]).unwrap());
-        let y = g.plus(c, x).unwrap();
+        let y = g.add(c, x).unwrap();
         let one = g.constant(Tensor::scalar_f32(1.0));
         let zeros = g.constant(Tensor::zeros(&TensorType::new(DType::F32, [MAX_FOLDED_ELEMENTS + 1])));
-        let big = g.plus(zeros, one).unwrap();
+        let big = g.add(zeros, one).unwrap();
         g.output("y", y).unwrap();
         g.output("big", big).unwrap();
         let before = g.to_string();

@@ -53,7 +53,7 @@ mod tests {
         let b = g.input("b", t(&[3, 8])).unwrap();
         let gamma = g.param("ln.gamma", t(&[8])).unwrap();
         let beta = g.param("ln.beta", t(&[8])).unwrap();
-        let s = g.plus(a, b).unwrap();
+        let s = g.add(a, b).unwrap();
         let n = g.layer_norm(s, gamma, beta, 1e-5).unwrap();
         g.output("y", n).unwrap();
         if sum_is_output {

@@ -72,7 +72,9 @@ fn scaled_scores(g: &Graph, uses: &Uses, id: NodeId) -> Option<(NodeId, NodeId, 
         return None;
     }
     let qk = |m: NodeId| match &g.node(m).op {
-        Op::MatMul(mm) if mm.transpose_b && (m == id || uses.single(m)) => Some((g.node(m).inputs[0], g.node(m).inputs[1])),
+        Op::MatMul(mm) if mm.transpose_b && (m == id || uses.single(m)) => {
+            Some((g.node(m).inputs[0], g.node(m).inputs[1]))
+        }
         _ => None,
     };
     if let Some((q, k)) = qk(id) {
@@ -131,11 +133,11 @@ mod tests {
         let mut logits = g.mul(scores, half).unwrap();
         if let Some(m) = mask {
             let m = g.constant(m);
-            logits = g.plus(logits, m).unwrap();
+            logits = g.add(logits, m).unwrap();
         }
         if additive_input {
             let m = g.input("mask", t(&[sq, 5])).unwrap();
-            logits = g.plus(m, logits).unwrap();
+            logits = g.add(m, logits).unwrap();
         }
         let p = g.softmax(logits).unwrap();
         let o = g.matmul(p, v).unwrap();

@@ -114,7 +114,7 @@ mod tests {
         let s = g.constant(Tensor::scalar_f32(0.5));
         let b = g.param("b", TensorType::new(DType::F32, [3])).unwrap();
         let t = g.mul(x, s).unwrap();
-        let u = g.plus(t, b).unwrap();
+        let u = g.add(t, b).unwrap();
         let v = g.tanh(u).unwrap();
         g.output("y", v).unwrap();
         let (after, changed) = run_and_compare(&FuseElementwise, &g, 1e-6);
@@ -152,7 +152,7 @@ mod tests {
         let x = g.input("x", TensorType::new(DType::F32, [3])).unwrap();
         let i = g.input("i", TensorType::new(DType::I32, [3])).unwrap();
         let y = g.relu(x).unwrap();
-        let j = g.plus(i, i).unwrap();
+        let j = g.add(i, i).unwrap();
         let k = g.mul(j, i).unwrap();
         g.output("y", y).unwrap();
         g.output("k", k).unwrap();

@@ -52,9 +52,9 @@ fn match_bias(g: &Graph, uses: &Uses, id: NodeId, gelu: bool) -> Option<(MatMulB
     let n = g.ty(id).shape.last();
     let [x, y] = [g.node(id).inputs[0], g.node(id).inputs[1]];
     let is_bias = |b: NodeId| g.ty(b).shape.dims() == [n];
-    let (mm, bias) = [(x, y), (y, x)].into_iter().find(|&(m, b)| {
-        matches!(g.node(m).op, Op::MatMul(_)) && uses.single(m) && is_bias(b) && g.ty(m) == g.ty(id)
-    })?;
+    let (mm, bias) = [(x, y), (y, x)]
+        .into_iter()
+        .find(|&(m, b)| matches!(g.node(m).op, Op::MatMul(_)) && uses.single(m) && is_bias(b) && g.ty(m) == g.ty(id))?;
     let Op::MatMul(m) = &g.node(mm).op else { return None };
     let (a, b) = (g.node(mm).inputs[0], g.node(mm).inputs[1]);
     Some((MatMulBias { transpose_b: m.transpose_b, gelu }, vec![a, b, bias]))
@@ -77,12 +77,12 @@ mod tests {
         let w1 = g.param("fc1.weight", f32t(&[6, 4])).unwrap();
         let b1 = g.param("fc1.bias", f32t(&[6])).unwrap();
         let h = g.matmul_t(x, w1).unwrap();
-        let a = g.plus(h, b1).unwrap();
+        let a = g.add(h, b1).unwrap();
         let act = g.gelu(a).unwrap();
         let w2 = g.param("fc2.weight", f32t(&[3, 6])).unwrap();
         let b2 = g.param("fc2.bias", f32t(&[3])).unwrap();
         let h2 = g.matmul_t(act, w2).unwrap();
-        let y = g.plus(b2, h2).unwrap();
+        let y = g.add(b2, h2).unwrap();
         g.output("y", y).unwrap();
         let (after, changed) = run_and_compare(&FuseMatMulBias, &g, 1e-5);
         assert!(changed);
@@ -103,9 +103,9 @@ mod tests {
         let r = g.input("r", f32t(&[5, 6])).unwrap();
         let h = g.matmul(x, w).unwrap();
         // A residual add is not a bias add; and `h` is also an output.
-        let y = g.plus(h, r).unwrap();
+        let y = g.add(h, r).unwrap();
         let b = g.param("b", f32t(&[6])).unwrap();
-        let z = g.plus(h, b).unwrap();
+        let z = g.add(h, b).unwrap();
         g.output("y", y).unwrap();
         g.output("z", z).unwrap();
         let before = g.to_string();

@@ -230,9 +230,9 @@ mod tests {
         let s = g.state("kv", TensorType::new(DType::F32, [4, 3])).unwrap();
         let pos = g.scalar("pos");
         let x = g.input("x", TensorType::new(DType::F32, [1, 3])).unwrap();
-        let wr = g.add(Reshape { shape: [6].into() }, &[w]).unwrap();
-        let cr = g.add(Reshape { shape: [1, 3].into() }, &[c]).unwrap();
-        let kv = g.add(KvWrite { axis: 0, offset: pos }, &[s, x]).unwrap();
+        let wr = g.push(Reshape { shape: [6].into() }, &[w]).unwrap();
+        let cr = g.push(Reshape { shape: [1, 3].into() }, &[c]).unwrap();
+        let kv = g.push(KvWrite { axis: 0, offset: pos }, &[s, x]).unwrap();
         let p = g.read_scalar(pos).unwrap();
         g.output("w", wr).unwrap();
         g.output("c", cr).unwrap();
