@@ -286,3 +286,33 @@ fn an_unsupported_op_fails_the_case() {
         }
     }
 }
+
+#[test]
+fn zz_fingerprint() {
+    use std::hash::{Hash, Hasher};
+    let mut out = String::new();
+    for seed in 0..8u64 {
+        let cases = op_cases(seed).unwrap();
+        out += &format!("seed {seed}: {} cases\n", cases.len());
+        for c in &cases {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            format!("{:?}", c.graph).hash(&mut h);
+            format!("{:?}", c.tolerance).hash(&mut h);
+            for run in &c.runs {
+                let mut ins: Vec<_> = run.inputs.iter().collect();
+                ins.sort_by_key(|(k, _)| (*k).clone());
+                format!("{ins:?}").hash(&mut h);
+                let mut sc: Vec<_> = run.scalars.iter().collect();
+                sc.sort();
+                format!("{sc:?}").hash(&mut h);
+            }
+            let mut ws: Vec<_> = c.weights.iter().collect();
+            ws.sort_by_key(|(k, _)| (*k).clone());
+            format!("{ws:?}").hash(&mut h);
+            out += &format!("{} | {} | {:016x}\n", c.op, c.name, h.finish());
+        }
+    }
+    let reports: Vec<CaseReport> = all_cases().iter().map(|case| check_backend(&CpuBackend::new(), case)).collect();
+    out += &summary_table(&reports);
+    std::fs::write(std::env::var("FP_OUT").unwrap(), out).unwrap();
+}

@@ -1,4 +1,4 @@
-//! The `susurrus` command's logic, kept out of `main.rs` so tests can call it directly.
+//! The `susurrus` command's logic, in a library so that `main.rs` stays a few lines.
 //!
 //! Each subcommand renders its whole output as one `String`; `main` only writes it out and
 //! turns errors into a message and exit code 1.

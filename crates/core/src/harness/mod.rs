@@ -1,7 +1,8 @@
 //! The op harness: every op on every backend, on random shapes, against the CPU reference.
 //!
 //! [`op_cases`] builds, from a seed, small graphs for every op of the registry (primitives
-//! and the fused ops passes emit) with random shapes, data and a per-op [`Tolerance`];
+//! and the fused ops passes emit) with random shapes, data and a per-op [`Tolerance`]; each
+//! op file writes its own cases with the toolkit in [`cases`];
 //! [`check_backend_async`] (or [`check_backend`] natively) runs one on a backend through the
 //! real plan / compile / run path and compares every output and written state with
 //! [`crate::ir::evaluate`]. It lives in the library, not in a test, so every backend (the CPU
@@ -13,7 +14,7 @@ pub mod check;
 pub mod compare;
 pub mod random;
 
-pub use cases::{CaseRun, OpCase, REDUCE_KINDS, op_cases};
+pub use cases::{CaseRun, OpCase, op_cases};
 #[cfg(not(target_arch = "wasm32"))]
 pub use check::check_backend;
 pub use check::{CaseReport, check_backend_async, summary_table};

@@ -69,6 +69,12 @@ impl TensorType {
         self.shape.numel()
     }
 
+    /// Size in bytes, or `None` when it does not fit in `usize`. Graphs reject such types, so
+    /// [`TensorType::numel`] and [`TensorType::byte_size`] never overflow on a built graph.
+    pub fn checked_byte_size(&self) -> Option<usize> {
+        self.shape.dims().iter().try_fold(self.dtype.size(), |acc, &d| acc.checked_mul(d))
+    }
+
     /// Size of the tensor's data in bytes.
     pub fn byte_size(&self) -> usize {
         self.numel() * self.dtype.size()

@@ -110,7 +110,11 @@ impl Graph {
             }
             tys.push(&self.nodes[i.index()].ty);
         }
-        op.infer(&tys)
+        let ty = op.infer(&tys)?;
+        if ty.checked_byte_size().is_none_or(|b| b > isize::MAX as usize) {
+            return Err(Error::shape(op.name(), format!("result shape {} is too large to address", ty.shape)));
+        }
+        Ok(ty)
     }
 
     /// A named run-time input.
@@ -268,5 +272,21 @@ impl Graph {
                     .ok_or_else(|| Error::BadArgument(format!("runtime scalar '{name}' was not supplied")))
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::DType;
+
+    #[test]
+    fn oversized_shapes_are_errors_not_overflows() {
+        let mut g = Graph::new("big");
+        let err = g.input("x", TensorType::new(DType::F32, [1 << 40, 1 << 40])).unwrap_err();
+        assert_eq!(err.to_string(), "input: result shape [1099511627776,1099511627776] is too large to address");
+        let x = g.input("y", TensorType::new(DType::F32, [4_000_000_000, 384])).unwrap();
+        let w = g.input("w", TensorType::new(DType::F32, [384, 4_000_000_000])).unwrap();
+        assert!(g.matmul(x, w).unwrap_err().to_string().contains("too large to address"));
     }
 }

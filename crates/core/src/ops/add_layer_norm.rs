@@ -1,11 +1,14 @@
 //! Fused residual add + layer norm: `layer_norm(a + b, gamma, beta)` for same-shaped `a`, `b`.
 //! Emitted by the fusion pass when the sum feeds only the norm.
 
+use rand::Rng;
+
 use super::layer_norm::{check_norm_params, normalize_rows};
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
-use crate::ir::TensorType;
+use crate::ir::{DType, Graph, TensorType};
 use crate::tensor::Tensor;
+use crate::harness::cases::{BUDGET, CaseGen, NORM, NORM_SIZES, ty};
 
 /// Inputs: `a [..., D]`, `b` (the same type), `gamma [D]`, `beta [D]`. The sum is kept in f32
 /// between the add and the norm, so for f16 tensors this is slightly more precise than the
@@ -43,6 +46,25 @@ impl OpKind for AddLayerNorm {
     fn memory(&self) -> Memory {
         Memory::Fresh
     }
+}
+
+/// Harness cases: f32 and f16 on rows of the normalised sizes.
+pub(crate) fn harness_cases(cases: &mut CaseGen) -> Result<()> {
+    for dtype in [DType::F32, DType::F16] {
+        let d = cases.pick(&NORM_SIZES);
+        let rank = cases.rng.random_range(0..=2);
+        let mut dims = cases.shape(rank, BUDGET / d);
+        dims.push(d);
+        let mut g = Graph::new("add_layer_norm");
+        let a = g.input("a", ty(dtype, &dims))?;
+        let b = g.input("b", ty(dtype, &dims))?;
+        let gamma = g.param("gamma", ty(DType::F32, &[d]))?;
+        let beta = g.param("beta", ty(DType::F32, &[d]))?;
+        let y = g.push(AddLayerNorm { eps: 1e-5 }, &[a, b, gamma, beta])?;
+        g.output("y", y)?;
+        cases.push("add_layer_norm", &format!("add_layer_norm {dtype}"), g, NORM, &[])?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -2,10 +2,14 @@
 //! toward zero and saturates (NaN becomes 0), as Rust's `as` does; integer to integer keeps
 //! the bits (i32 -1 is u32 4294967295), also as `as` does; integer to float rounds to nearest.
 
+use rand::Rng;
+
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::Result;
 use crate::ir::{DType, Graph, NodeId, TensorType};
 use crate::tensor::Tensor;
+use crate::harness::cases::{BUDGET, CaseGen, DTYPES, ty};
+use crate::harness::{Dist, Tolerance};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Cast {
@@ -44,6 +48,38 @@ impl Graph {
     pub fn cast(&mut self, x: NodeId, to: DType) -> Result<NodeId> {
         self.push(Cast { to }, &[x])
     }
+}
+
+/// Harness cases: every ordered pair of distinct dtypes.
+pub(crate) fn harness_cases(cases: &mut CaseGen) -> Result<()> {
+    for from in DTYPES {
+        for to in DTYPES.into_iter().filter(|&t| t != from) {
+            // Values every pair converts without a matter of taste: floats truncate into
+            // integers within range, integers fit f16 exactly, i32 -> u32 wraps.
+            let dist = match (from.is_float(), to) {
+                (true, DType::I32) => Dist::Uniform { lo: -100.0, hi: 100.0 },
+                (true, DType::U32) => Dist::Uniform { lo: 0.0, hi: 100.0 },
+                (true, _) => Dist::default_for(from),
+                (false, _) if from == DType::I32 => Dist::Ints { lo: -1000, hi: 1000 },
+                (false, _) => Dist::Ints { lo: 0, hi: 2000 },
+            };
+            let rank = cases.rng.random_range(1..=2);
+            let dims = cases.shape(rank, BUDGET);
+            let mut g = Graph::new("cast");
+            let x = g.input("x", ty(from, &dims))?;
+            let y = g.cast(x, to)?;
+            g.output("y", y)?;
+            // Rounding into f16 may go either way at a tie on GPUs without f16 arithmetic;
+            // `Close` with zero error becomes f16 rounding slack.
+            let tol = if to == DType::F16 && from == DType::F32 {
+                Tolerance::Close { abs: 0.0, rel: 0.0 }
+            } else {
+                Tolerance::Exact
+            };
+            cases.push("cast", &format!("cast {from} to {to}"), g, tol, &[("x", dist)])?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

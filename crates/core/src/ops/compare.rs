@@ -5,6 +5,8 @@ use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::Result;
 use crate::ir::{DType, Graph, NodeId, TensorType};
 use crate::tensor::Tensor;
+use crate::harness::cases::{BUDGET, CaseGen, ODD, SIZES, ty};
+use crate::harness::{Dist, Tolerance};
 
 /// Which comparison a [`Compare`] makes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -88,6 +90,38 @@ impl Graph {
     pub fn compare(&mut self, kind: CmpKind, a: NodeId, b: NodeId) -> Result<NodeId> {
         self.push(Compare { kind }, &[a, b])
     }
+}
+
+/// Harness cases: every kind on f32 and i32 with frequent ties and a broadcast operand, and on f16.
+pub(crate) fn harness_cases(cases: &mut CaseGen) -> Result<()> {
+    for kind in CmpKind::ALL {
+        let name = kind.name();
+        // Whole numbers in a small range make equal operands common.
+        let ties = Dist::Ints { lo: -3, hi: 3 };
+        for dtype in [DType::F32, DType::I32] {
+            let (r, c) = (cases.pick(&SIZES), cases.pick(&ODD));
+            let mut g = Graph::new(name);
+            let a = g.input("a", ty(dtype, &[r, c]))?;
+            let b = g.input("b", ty(dtype, &[c]))?;
+            let y = g.compare(kind, a, b)?;
+            g.output("y", y)?;
+            cases.push(
+                name,
+                &format!("{name} {dtype} broadcast"),
+                g,
+                Tolerance::Exact,
+                &[("a", ties), ("b", ties)],
+            )?;
+        }
+        let dims = cases.shape(2, BUDGET);
+        let mut g = Graph::new(name);
+        let a = g.input("a", ty(DType::F16, &dims))?;
+        let b = g.input("b", ty(DType::F16, &dims))?;
+        let y = g.compare(kind, a, b)?;
+        g.output("y", y)?;
+        cases.push(name, &format!("{name} f16"), g, Tolerance::Exact, &[])?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

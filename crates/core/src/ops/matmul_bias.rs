@@ -5,8 +5,9 @@ use super::gather::infer_values;
 use super::matmul::{matmul_f32, matmul_type};
 use super::{EvalCtx, Memory, OpKind, UnaryKind, expect_arity};
 use crate::error::{Error, Result};
-use crate::ir::TensorType;
+use crate::ir::{DType, Graph, TensorType};
 use crate::tensor::Tensor;
+use crate::harness::cases::{CaseGen, accumulate, ty};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct MatMulBias {
@@ -59,6 +60,34 @@ impl OpKind for MatMulBias {
     fn memory(&self) -> Memory {
         Memory::Fresh
     }
+}
+
+/// Harness cases: every combination of `transpose_b` and GELU, with f32 and f16 weights.
+pub(crate) fn harness_cases(cases: &mut CaseGen) -> Result<()> {
+    for (i, (transpose_b, gelu)) in
+        [(true, false), (true, true), (false, true), (false, false)].into_iter().enumerate()
+    {
+        let w_dtype = if i % 2 == 1 { DType::F16 } else { DType::F32 };
+        let (m, k, n) =
+            (cases.pick(&[1, 3, 16, 17, 33]), cases.pick(&[3, 17, 64, 65, 127]), cases.pick(&[1, 7, 33, 64, 65]));
+        let a_dims = if cases.coin() { vec![cases.pick(&[2, 3]), m, k] } else { vec![m, k] };
+        let b_dims = if transpose_b { [n, k] } else { [k, n] };
+        let mut g = Graph::new("matmul_bias");
+        let a = g.input("a", ty(DType::F32, &a_dims))?;
+        let b = g.param("w", ty(w_dtype, &b_dims))?;
+        let bias = g.param("bias", ty(w_dtype, &[n]))?;
+        let y = g.push(MatMulBias { transpose_b, gelu }, &[a, b, bias])?;
+        g.output("y", y)?;
+        let mut label = format!("matmul_bias w {w_dtype}");
+        if transpose_b {
+            label += " transpose_b";
+        }
+        if gelu {
+            label += " gelu";
+        }
+        cases.push("matmul_bias", &label, g, accumulate(k), &[])?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

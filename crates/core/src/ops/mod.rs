@@ -1,14 +1,16 @@
 //! The op registry.
 //!
 //! Each op lives in its own file holding its attribute struct, shape inference, CPU reference
-//! implementation, builder method (`impl Graph { fn <op>(..) }`) and tests. The
-//! `registry!` list below is the one place that names them all: it generates the [`Op`]
-//! enum and its dispatch. Adding an op touches its file, its WGSL kernel and this list.
+//! implementation, builder method (`impl Graph { fn <op>(..) }`), op harness cases
+//! (`harness_cases`) and tests. The `registry!` list below is the one place that names them
+//! all: it generates the [`Op`] enum, its dispatch and the list of harness case functions.
+//! Adding an op touches its file, its WGSL kernel and this list.
 
 use std::collections::HashMap;
 use std::fmt;
 
 use crate::error::Result;
+use crate::harness::cases::CaseGen;
 use crate::ir::TensorType;
 use crate::tensor::Tensor;
 
@@ -99,8 +101,32 @@ pub trait OpKind: Clone + fmt::Debug + PartialEq {
     fn memory(&self) -> Memory;
 }
 
+/// Generates [`Op`], its dispatch, and the list of harness case functions from the registry.
+///
+/// `leaves` are the ops whose values come from outside the computation; the harness feeds
+/// them rather than tests them, so they have no cases. Every entry of `ops` names its module,
+/// whose `harness_cases(cases: &mut CaseGen) -> Result<()>` adds the op's harness cases: an
+/// op registered without one does not compile.
 macro_rules! registry {
-    ($($(#[$doc:meta])* $variant:ident($ty:ty),)*) => {
+    (
+        leaves { $($(#[$leaf_doc:meta])* $leaf:ident($leaf_ty:ty),)* }
+        ops { $($(#[$op_doc:meta])* $op:ident($module:ident::$op_ty:ident),)* }
+    ) => {
+        registry!(@enum $($(#[$leaf_doc])* $leaf($leaf_ty),)* $($(#[$op_doc])* $op($module::$op_ty),)*);
+
+        impl Op {
+            /// The registry entries with harness cases, in registry order: every op but the leaves.
+            pub const TESTED: &'static [&'static str] = &[$(stringify!($op)),*];
+        }
+
+        /// Adds the harness cases of every op in [`Op::TESTED`], in registry order (which fixes
+        /// what each op draws for a seed).
+        pub(crate) fn all_harness_cases(cases: &mut CaseGen) -> Result<()> {
+            $($module::harness_cases(cases)?;)*
+            Ok(())
+        }
+    };
+    (@enum $($(#[$doc:meta])* $variant:ident($ty:ty),)*) => {
         /// Every op the IR knows: primitives, leaves and the fused ops that passes emit.
         #[derive(Clone, Debug, PartialEq)]
         pub enum Op {
@@ -123,6 +149,11 @@ macro_rules! registry {
             pub fn memory(&self) -> Memory {
                 match self { $(Op::$variant(o) => o.memory(),)* }
             }
+            /// The registry entry (`Unary`, `MatMul`): one per variant, where [`Op::name`]
+            /// tells kinds apart.
+            pub fn variant(&self) -> &'static str {
+                match self { $(Op::$variant(_) => stringify!($variant),)* }
+            }
         }
 
         $(impl From<$ty> for Op {
@@ -132,41 +163,45 @@ macro_rules! registry {
 }
 
 registry! {
-    /// A named run-time input.
-    Input(Input),
-    /// A named weight.
-    Param(Param),
-    /// A constant tensor.
-    Const(Const),
-    /// A named persistent buffer.
-    State(State),
-    /// The value of a runtime scalar as a u32 tensor.
-    ScalarRead(ScalarRead),
-    Unary(Unary),
-    Binary(Binary),
-    Compare(Compare),
-    Select(Select),
-    Reduce(Reduce),
-    Softmax(Softmax),
-    LayerNorm(LayerNorm),
-    MatMul(MatMul),
-    Conv1d(Conv1d),
-    Reshape(Reshape),
-    Permute(Permute),
-    Slice(Slice),
-    Concat(Concat),
-    Gather(Gather),
-    Cast(Cast),
-    Argmax(Argmax),
-    KvWrite(KvWrite),
-    /// Fused: a chain of elementwise ops (emitted by the fusion pass).
-    FusedElementwise(FusedElementwise),
-    /// Fused: matmul + bias (+ GELU).
-    MatMulBias(MatMulBias),
-    /// Fused: residual add + layer norm.
-    AddLayerNorm(AddLayerNorm),
-    /// Fused: scaled dot-product attention with optional mask.
-    Attention(Attention),
+    leaves {
+        /// A named run-time input.
+        Input(leaf::Input),
+        /// A named weight.
+        Param(leaf::Param),
+        /// A constant tensor.
+        Const(leaf::Const),
+        /// A named persistent buffer.
+        State(leaf::State),
+    }
+    ops {
+        Unary(unary::Unary),
+        Binary(binary::Binary),
+        Compare(compare::Compare),
+        Select(select::Select),
+        Reduce(reduce::Reduce),
+        Softmax(softmax::Softmax),
+        LayerNorm(layer_norm::LayerNorm),
+        MatMul(matmul::MatMul),
+        Conv1d(conv1d::Conv1d),
+        Reshape(reshape::Reshape),
+        Permute(permute::Permute),
+        Slice(slice::Slice),
+        Concat(concat::Concat),
+        Gather(gather::Gather),
+        Cast(cast::Cast),
+        Argmax(argmax::Argmax),
+        KvWrite(kv_write::KvWrite),
+        /// The value of a runtime scalar as a u32 tensor: a leaf, but one the harness tests.
+        ScalarRead(scalar::ScalarRead),
+        /// Fused: a chain of elementwise ops (emitted by the fusion pass).
+        FusedElementwise(fused_elementwise::FusedElementwise),
+        /// Fused: matmul + bias (+ GELU).
+        MatMulBias(matmul_bias::MatMulBias),
+        /// Fused: residual add + layer norm.
+        AddLayerNorm(add_layer_norm::AddLayerNorm),
+        /// Fused: scaled dot-product attention with optional mask.
+        Attention(attention::Attention),
+    }
 }
 
 impl Op {

@@ -3,10 +3,14 @@
 //! `max` propagates NaN (a NaN anywhere in the reduced run gives NaN), like PyTorch and
 //! consistent with argmax treating NaN as the largest value.
 
+use rand::Rng;
+
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
-use crate::ir::{Graph, NodeId, Shape, TensorType};
+use crate::ir::{DType, Graph, NodeId, Shape, TensorType};
 use crate::tensor::Tensor;
+use crate::harness::cases::{BUDGET, CaseGen, accumulate, ty};
+use crate::harness::Tolerance;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ReduceKind {
@@ -16,6 +20,8 @@ pub enum ReduceKind {
 }
 
 impl ReduceKind {
+    pub const ALL: [ReduceKind; 3] = [ReduceKind::Sum, ReduceKind::Mean, ReduceKind::Max];
+
     pub fn name(self) -> &'static str {
         match self {
             ReduceKind::Sum => "reduce_sum",
@@ -104,6 +110,26 @@ impl Graph {
     pub fn reduce_max(&mut self, x: NodeId, axis: usize, keep_dim: bool) -> Result<NodeId> {
         self.reduce(ReduceKind::Max, x, axis, keep_dim)
     }
+}
+
+/// Harness cases: every kind in f32 and f16 along a random axis, with and without `keep_dim`.
+pub(crate) fn harness_cases(cases: &mut CaseGen) -> Result<()> {
+    for kind in ReduceKind::ALL {
+        for dtype in [DType::F32, DType::F16] {
+            let rank = cases.rng.random_range(1..=3);
+            let dims = cases.shape(rank, BUDGET);
+            let axis = cases.rng.random_range(0..rank);
+            let keep_dim = cases.coin();
+            let mut g = Graph::new(kind.name());
+            let x = g.input("x", ty(dtype, &dims))?;
+            let y = g.reduce(kind, x, axis, keep_dim)?;
+            g.output("y", y)?;
+            let tol = if kind == ReduceKind::Max { Tolerance::Exact } else { accumulate(dims[axis]) };
+            let label = format!("{} {dtype} axis={axis} keep_dim={keep_dim}", kind.name());
+            cases.push(kind.name(), &label, g, tol, &[])?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

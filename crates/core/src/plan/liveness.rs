@@ -6,7 +6,7 @@
 //! that dies at it. A buffer is live from the step that defines it to the last step that reads
 //! any value stored in it.
 
-use super::{ArenaBuffer, Interval, align};
+use super::{ArenaBuffer, Interval, PlanOptions, align};
 use crate::error::{Error, Result};
 use crate::ir::{Graph, NodeId};
 use crate::ops::{Memory, Op};
@@ -41,7 +41,7 @@ struct Building {
 /// Assigns places and buffers for `g` executed in `schedule` order (a topological order of
 /// every node). Inputs are live from step 0 (they are copied in before the run) and graph
 /// outputs until the last step (they are read back after it).
-pub(super) fn analyse(g: &Graph, schedule: &[NodeId]) -> Result<Liveness> {
+pub(super) fn analyse(g: &Graph, schedule: &[NodeId], options: &PlanOptions) -> Result<Liveness> {
     let last_step = schedule.len().saturating_sub(1);
     let mut step = vec![None; g.len()];
     for (s, &id) in schedule.iter().enumerate() {
@@ -80,7 +80,7 @@ pub(super) fn analyse(g: &Graph, schedule: &[NodeId]) -> Result<Liveness> {
             Op::State(st) => Place::State(st.name.clone()),
             op if op.memory() == Memory::Alias => input_place(0)?,
             op => {
-                let size = node.ty.byte_size();
+                let size = options.value_bytes(&node.ty);
                 let mut reuse = None;
                 if op.memory() == Memory::InPlace {
                     for k in 0..node.inputs.len() {

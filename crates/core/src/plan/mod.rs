@@ -14,7 +14,7 @@ mod liveness;
 use std::fmt;
 
 use crate::error::Result;
-use crate::ir::{Graph, NodeId, verify};
+use crate::ir::{DType, Graph, NodeId, TensorType, verify};
 use crate::ops::Memory;
 
 use liveness::Place;
@@ -99,18 +99,51 @@ pub struct Plan {
     /// The index in `buffers` of every node stored in the arena, indexed by node id.
     pub buffer_of: Vec<Option<usize>>,
     pub report: MemoryReport,
+    /// The options the plan was made with.
+    pub options: PlanOptions,
 }
 
-/// Verifies `graph`, schedules it and plans its memory.
+/// What a backend needs of a memory plan.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlanOptions {
+    /// No arena value may cross a multiple of this many bytes, so a backend can split the
+    /// arena into buffers of at most this size (WebGPU limits one binding to
+    /// `max_storage_buffer_binding_size`, 128 MiB by default in browsers).
+    pub max_buffer_bytes: usize,
+    /// Bytes an f16 value takes in the arena: 2, or 4 for backends that keep f16 activations
+    /// widened to f32 (GPUs without `shader-f16`).
+    pub f16_bytes: usize,
+}
+
+impl Default for PlanOptions {
+    fn default() -> Self {
+        PlanOptions { max_buffer_bytes: usize::MAX, f16_bytes: 2 }
+    }
+}
+
+impl PlanOptions {
+    /// Bytes of a value of type `ty` in the arena.
+    pub fn value_bytes(&self, ty: &TensorType) -> usize {
+        let elem = if ty.dtype == DType::F16 { self.f16_bytes } else { ty.dtype.size() };
+        ty.numel() * elem
+    }
+}
+
+/// Verifies `graph`, schedules it and plans its memory with the default options.
+pub fn plan(graph: Graph) -> Result<Plan> {
+    plan_with(graph, &PlanOptions::default())
+}
+
+/// Verifies `graph`, schedules it and plans its memory for a backend with these needs.
 ///
 /// The schedule is the graph's insertion order. It is topological by construction and it is
 /// the order the model author wrote, which computes values close to where they are used; a
 /// reordering search could lower the peak a little but would make plans harder to read.
-pub fn plan(graph: Graph) -> Result<Plan> {
+pub fn plan_with(graph: Graph, options: &PlanOptions) -> Result<Plan> {
     verify(&graph)?;
     let schedule: Vec<NodeId> = graph.ids().collect();
-    let liveness::Liveness { place, mut buffers, in_place } = liveness::analyse(&graph, &schedule)?;
-    let arena_bytes = arena::assign_offsets(&mut buffers);
+    let liveness::Liveness { place, mut buffers, in_place } = liveness::analyse(&graph, &schedule, options)?;
+    let arena_bytes = arena::assign_offsets(&mut buffers, options.max_buffer_bytes)?;
     let peak_live_bytes = arena::peak_live(&buffers, schedule.len());
 
     let mut storage = Vec::with_capacity(graph.len());
@@ -118,7 +151,7 @@ pub fn plan(graph: Graph) -> Result<Plan> {
     let (mut arena_values, mut total_bytes) = (0, 0);
     for (id, place) in graph.ids().zip(place) {
         let node = graph.node(id);
-        let size = node.ty.byte_size();
+        let size = options.value_bytes(&node.ty);
         buffer_of.push(match place {
             Place::Buffer(b) => Some(b),
             _ => None,
@@ -137,7 +170,7 @@ pub fn plan(graph: Graph) -> Result<Plan> {
         });
     }
     let report = MemoryReport { arena_bytes, total_bytes, peak_live_bytes, arena_values, in_place };
-    Ok(Plan { graph, schedule, storage, buffers, buffer_of, report })
+    Ok(Plan { graph, schedule, storage, buffers, buffer_of, report, options: options.clone() })
 }
 
 /// Bytes in binary units with one decimal (`7.9 MiB`).
