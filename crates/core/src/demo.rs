@@ -62,7 +62,7 @@ fn split_heads(g: &mut Graph, x: NodeId, s: &EncoderLayerShape) -> Result<NodeId
 /// The graph of one pre-norm Whisper encoder layer: input `x [positions, d_model]`, output
 /// `y` of the same type, weights named like Whisper's (`attn.q.weight`, `mlp.fc1.bias`, ...).
 pub fn encoder_layer(s: &EncoderLayerShape) -> Result<Graph> {
-    if s.heads == 0 || s.d_model % s.heads != 0 {
+    if s.heads == 0 || !s.d_model.is_multiple_of(s.heads) {
         return Err(Error::InvalidGraph(format!(
             "encoder layer: d_model {} cannot be split into {} heads",
             s.d_model, s.heads

@@ -389,7 +389,7 @@ fn cpu_matches_interpreter(g: Graph, seed: u64) -> Result<(), String> {
     let names: Vec<String> = g.outputs().iter().map(|(n, _)| n.clone()).collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
     let p = plan(g).map_err(|e| e.to_string())?;
-    let mut exe = CpuBackend::new().compile(&p, &weights).map_err(|e| e.to_string())?;
+    let mut exe = block_on(CpuBackend::new().compile(&p, &weights)).map_err(|e| e.to_string())?;
     let got = block_on(exe.run(&inputs, &scalars, &names)).map_err(|e| e.to_string())?;
     for name in names {
         let (a, b) = (&got[name], &want.outputs[name]);
@@ -440,7 +440,7 @@ fn a_plan_with_overlapping_live_values_gives_wrong_numbers() {
     let mut p = plan(g).unwrap();
     let inputs = HashMap::from([("x".to_string(), Tensor::f32([64], vec![0.5; 64]).unwrap())]);
     let run = |p: &Plan| {
-        let mut exe = CpuBackend::new().compile(p, &HashMap::new()).unwrap();
+        let mut exe = block_on(CpuBackend::new().compile(p, &HashMap::new())).unwrap();
         block_on(exe.run(&inputs, &HashMap::new(), &["c"])).unwrap().remove("c").unwrap().to_f32()
     };
     let good = run(&p);
@@ -464,7 +464,7 @@ fn kv_graph() -> Graph {
 #[test]
 fn kv_cache_persists_across_runs() {
     let p = plan(kv_graph()).unwrap();
-    let mut exe = CpuBackend::new().compile(&p, &HashMap::new()).unwrap();
+    let mut exe = block_on(CpuBackend::new().compile(&p, &HashMap::new())).unwrap();
     let zeros = block_on(exe.read_state("cache")).unwrap();
     assert_eq!(zeros.to_f32(), vec![0.0; 12]);
     let step = |exe: &mut Box<dyn susurrus_core::exec::Executable>, pos: u32, row: [f32; 3]| {
@@ -493,7 +493,8 @@ fn cpu_executor_rejects_bad_arguments() {
     g.output("p", p).unwrap();
     let plan = plan(g).unwrap();
     let cpu = CpuBackend::new();
-    let compile_err = |weights: HashMap<String, Tensor>| cpu.compile(&plan, &weights).err().unwrap().to_string();
+    let compile_err =
+        |weights: HashMap<String, Tensor>| block_on(cpu.compile(&plan, &weights)).err().unwrap().to_string();
     assert_eq!(compile_err(HashMap::new()), "bad run argument: weight 'w' was not supplied");
     let f16_w = Tensor::from_f32(DType::F16, [4, 3], vec![0.0; 12]).unwrap();
     assert_eq!(
@@ -502,7 +503,7 @@ fn cpu_executor_rejects_bad_arguments() {
     );
 
     let weights = HashMap::from([("w".to_string(), Tensor::f32([4, 3], vec![1.0; 12]).unwrap())]);
-    let mut exe = cpu.compile(&plan, &weights).unwrap();
+    let mut exe = block_on(cpu.compile(&plan, &weights)).unwrap();
     let good_x = Tensor::f32([2, 3], vec![1.0; 6]).unwrap();
     let scalars = HashMap::from([("pos".to_string(), 9)]);
     let mut run = |inputs: Vec<(&str, Tensor)>, scalars: &HashMap<String, u32>, outputs: &[&str]| {

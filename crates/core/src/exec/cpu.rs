@@ -37,7 +37,14 @@ impl Backend for CpuBackend {
         true
     }
 
-    fn compile(&self, plan: &Plan, weights: &Weights) -> Result<Box<dyn Executable>> {
+    fn compile<'a>(&'a self, plan: &'a Plan, weights: &'a Weights) -> BoxFuture<'a, Box<dyn Executable>> {
+        Box::pin(std::future::ready(self.build(plan, weights)))
+    }
+}
+
+impl CpuBackend {
+    /// Takes the weights and constants, and allocates the arena and persistent buffers.
+    fn build(&self, plan: &Plan, weights: &Weights) -> Result<Box<dyn Executable>> {
         check_supported(self, plan)?;
         let mut own_weights = HashMap::new();
         let mut consts = HashMap::new();

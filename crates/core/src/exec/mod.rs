@@ -7,6 +7,7 @@
 //! default that silently does nothing; an op a backend lacks is an [`Error::Unsupported`].
 
 pub mod cpu;
+pub mod wgpu;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -32,7 +33,7 @@ pub trait Backend {
     /// Prepares `plan` to run: uploads weights and constants, allocates the arena and the
     /// persistent buffers. Fails with [`Error::Unsupported`] naming the first op without a
     /// kernel, or with [`Error::BadArgument`] when a weight is missing or mistyped.
-    fn compile(&self, plan: &Plan, weights: &Weights) -> Result<Box<dyn Executable>>;
+    fn compile<'a>(&'a self, plan: &'a Plan, weights: &'a Weights) -> BoxFuture<'a, Box<dyn Executable>>;
 }
 
 /// A compiled plan.

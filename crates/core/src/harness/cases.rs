@@ -163,7 +163,12 @@ impl CaseGen {
 
     /// Random inputs and weights for `g` (with `dists` overriding the defaults of named
     /// leaves) and `scalars`, as one run.
-    pub(crate) fn run(&mut self, g: &Graph, dists: &[(&str, Dist)], scalars: &[(&str, u32)]) -> Result<(CaseRun, Weights)> {
+    pub(crate) fn run(
+        &mut self,
+        g: &Graph,
+        dists: &[(&str, Dist)],
+        scalars: &[(&str, u32)],
+    ) -> Result<(CaseRun, Weights)> {
         let data_seed = self.rng.random::<u64>();
         let mut inputs = random_inputs(g, data_seed);
         let mut weights = random_weights(g, data_seed);
@@ -181,7 +186,14 @@ impl CaseGen {
     }
 
     /// Adds a one-run case for `g`, named `label` plus its leaves.
-    pub(crate) fn push(&mut self, op: &'static str, label: &str, g: Graph, tol: Tolerance, dists: &[(&str, Dist)]) -> Result<()> {
+    pub(crate) fn push(
+        &mut self,
+        op: &'static str,
+        label: &str,
+        g: Graph,
+        tol: Tolerance,
+        dists: &[(&str, Dist)],
+    ) -> Result<()> {
         let (run, weights) = self.run(&g, dists, &[])?;
         self.push_runs(op, label, g, tol, weights, vec![run]);
         Ok(())

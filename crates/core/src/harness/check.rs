@@ -81,7 +81,7 @@ async fn run_case(backend: &dyn Backend, case: &OpCase, diff: &mut Diff) -> Resu
     let graph = &case.graph;
     let plan = plan::plan(graph.clone()).map_err(|e| format!("planning failed: {e}"))?;
     let mut exe: Box<dyn Executable> =
-        backend.compile(&plan, &case.weights).map_err(|e| format!("compile failed: {e}"))?;
+        backend.compile(&plan, &case.weights).await.map_err(|e| format!("compile failed: {e}"))?;
     let outputs: Vec<&str> = graph.outputs().iter().map(|(name, _)| name.as_str()).collect();
     let mut states = HashMap::new();
     for (r, run) in case.runs.iter().enumerate() {

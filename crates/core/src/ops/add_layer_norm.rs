@@ -6,9 +6,10 @@ use rand::Rng;
 use super::layer_norm::{check_norm_params, normalize_rows};
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
+use crate::exec::wgpu::{KernelCtx, Lowering};
+use crate::harness::cases::{BUDGET, CaseGen, NORM, NORM_SIZES, ty};
 use crate::ir::{DType, Graph, TensorType};
 use crate::tensor::Tensor;
-use crate::harness::cases::{BUDGET, CaseGen, NORM, NORM_SIZES, ty};
 
 /// Inputs: `a [..., D]`, `b` (the same type), `gamma [D]`, `beta [D]`. The sum is kept in f32
 /// between the add and the norm, so for f16 tensors this is slightly more precise than the
@@ -45,6 +46,9 @@ impl OpKind for AddLayerNorm {
     }
     fn memory(&self) -> Memory {
         Memory::Fresh
+    }
+    fn kernel(&self, _ctx: &KernelCtx) -> Result<Lowering> {
+        Err(crate::Error::Unsupported { op: self.name().to_string(), backend: "wgpu".into() })
     }
 }
 

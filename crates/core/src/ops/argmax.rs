@@ -6,10 +6,11 @@ use rand::Rng;
 use super::reduce::split_at_axis;
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
-use crate::ir::{DType, Graph, NodeId, Shape, TensorType};
-use crate::tensor::Tensor;
+use crate::exec::wgpu::{KernelCtx, Lowering};
 use crate::harness::cases::{BUDGET, CaseGen, ty};
 use crate::harness::{Dist, Tolerance};
+use crate::ir::{DType, Graph, NodeId, Shape, TensorType};
+use crate::tensor::Tensor;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Argmax {
@@ -66,6 +67,9 @@ impl OpKind for Argmax {
     }
     fn memory(&self) -> Memory {
         Memory::Fresh
+    }
+    fn kernel(&self, _ctx: &KernelCtx) -> Result<Lowering> {
+        Err(crate::Error::Unsupported { op: self.name().to_string(), backend: "wgpu".into() })
     }
 }
 

@@ -9,10 +9,11 @@ use super::gather::infer_values;
 use super::matmul::broadcast_offset;
 use super::{EvalCtx, Memory, OpKind};
 use crate::error::{Error, Result};
+use crate::exec::wgpu::{KernelCtx, Lowering};
+use crate::harness::Tolerance;
+use crate::harness::cases::{CaseGen, ODD, ty};
 use crate::ir::{DType, Graph, Shape, TensorType};
 use crate::tensor::Tensor;
-use crate::harness::cases::{CaseGen, ODD, ty};
-use crate::harness::Tolerance;
 
 /// How scores are masked before the softmax.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -127,6 +128,9 @@ impl OpKind for Attention {
     }
     fn memory(&self) -> Memory {
         Memory::Fresh
+    }
+    fn kernel(&self, _ctx: &KernelCtx) -> Result<Lowering> {
+        Err(crate::Error::Unsupported { op: self.name().to_string(), backend: "wgpu".into() })
     }
 }
 

@@ -6,10 +6,11 @@ use rand::Rng;
 
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::Result;
-use crate::ir::{DType, Graph, NodeId, TensorType};
-use crate::tensor::Tensor;
+use crate::exec::wgpu::{KernelCtx, Lowering};
 use crate::harness::cases::{BUDGET, CaseGen, DTYPES, ty};
 use crate::harness::{Dist, Tolerance};
+use crate::ir::{DType, Graph, NodeId, TensorType};
+use crate::tensor::Tensor;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Cast {
@@ -40,6 +41,9 @@ impl OpKind for Cast {
     }
     fn memory(&self) -> Memory {
         Memory::InPlace
+    }
+    fn kernel(&self, _ctx: &KernelCtx) -> Result<Lowering> {
+        Err(crate::Error::Unsupported { op: self.name().to_string(), backend: "wgpu".into() })
     }
 }
 

@@ -7,9 +7,10 @@ use rand::Rng;
 use super::gather::infer_values;
 use super::{EvalCtx, Memory, OpKind};
 use crate::error::{Error, Result};
+use crate::exec::wgpu::{KernelCtx, Lowering};
+use crate::harness::cases::{CaseGen, ODD, accumulate, ty};
 use crate::ir::{DType, Graph, NodeId, Shape, TensorType};
 use crate::tensor::Tensor;
-use crate::harness::cases::{CaseGen, ODD, accumulate, ty};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Conv1d {
@@ -94,6 +95,9 @@ impl OpKind for Conv1d {
     }
     fn memory(&self) -> Memory {
         Memory::Fresh
+    }
+    fn kernel(&self, _ctx: &KernelCtx) -> Result<Lowering> {
+        Err(crate::Error::Unsupported { op: self.name().to_string(), backend: "wgpu".into() })
     }
 }
 

@@ -8,10 +8,11 @@
 use super::binary::{broadcast_indices, gather_f32};
 use super::{BinaryKind, EvalCtx, Memory, OpKind, UnaryKind};
 use crate::error::{Error, Result};
+use crate::exec::wgpu::{KernelCtx, Lowering};
+use crate::harness::Dist;
+use crate::harness::cases::{BUDGET, CHAIN, CaseGen, ODD, SIZES, ty};
 use crate::ir::{DType, Graph, Shape, TensorType};
 use crate::tensor::Tensor;
-use crate::harness::cases::{BUDGET, CHAIN, CaseGen, ODD, SIZES, ty};
-use crate::harness::Dist;
 
 /// One step of a fused program. Operands name earlier instructions by index.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -100,6 +101,9 @@ impl OpKind for FusedElementwise {
     }
     fn memory(&self) -> Memory {
         Memory::InPlace
+    }
+    fn kernel(&self, _ctx: &KernelCtx) -> Result<Lowering> {
+        Err(crate::Error::Unsupported { op: self.name().to_string(), backend: "wgpu".into() })
     }
 }
 

@@ -6,10 +6,11 @@
 
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
-use crate::ir::{DType, Graph, NodeId, Shape, TensorType};
-use crate::tensor::{Tensor, TensorData};
+use crate::exec::wgpu::{KernelCtx, Lowering};
 use crate::harness::cases::{CaseGen, ty};
 use crate::harness::{Dist, Tolerance};
+use crate::ir::{DType, Graph, NodeId, Shape, TensorType};
+use crate::tensor::{Tensor, TensorData};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Gather;
@@ -90,6 +91,9 @@ impl OpKind for Gather {
     }
     fn memory(&self) -> Memory {
         Memory::Fresh
+    }
+    fn kernel(&self, _ctx: &KernelCtx) -> Result<Lowering> {
+        Err(crate::Error::Unsupported { op: self.name().to_string(), backend: "wgpu".into() })
     }
 }
 

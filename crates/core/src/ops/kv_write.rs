@@ -9,11 +9,12 @@ use rand::Rng;
 use super::gather::{infer_values, take};
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
+use crate::exec::Weights;
+use crate::exec::wgpu::{KernelCtx, Lowering};
+use crate::harness::Tolerance;
+use crate::harness::cases::{BUDGET, CaseGen, ty};
 use crate::ir::{DType, Graph, NodeId, ScalarId, TensorType};
 use crate::tensor::Tensor;
-use crate::harness::cases::{BUDGET, CaseGen, ty};
-use crate::harness::Tolerance;
-use crate::exec::Weights;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct KvWrite {
@@ -81,6 +82,9 @@ impl OpKind for KvWrite {
     fn memory(&self) -> Memory {
         Memory::Alias
     }
+    fn kernel(&self, _ctx: &KernelCtx) -> Result<Lowering> {
+        Err(crate::Error::Unsupported { op: self.name().to_string(), backend: "wgpu".into() })
+    }
 }
 
 impl Graph {
@@ -129,8 +133,7 @@ pub(crate) fn harness_cases(cases: &mut CaseGen) -> Result<()> {
                 runs.push(run);
                 weights = w;
             }
-            let label =
-                format!("kv_write {dtype} axis={axis}{}", if through_permute { " then permute" } else { "" });
+            let label = format!("kv_write {dtype} axis={axis}{}", if through_permute { " then permute" } else { "" });
             cases.push_runs("kv_write", &label, g, Tolerance::Exact, weights, runs);
         }
     }

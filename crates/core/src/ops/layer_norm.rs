@@ -5,9 +5,10 @@ use rand::Rng;
 
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
+use crate::exec::wgpu::{KernelCtx, Lowering};
+use crate::harness::cases::{BUDGET, CaseGen, NORM, NORM_SIZES, ty};
 use crate::ir::{DType, Graph, NodeId, TensorType};
 use crate::tensor::Tensor;
-use crate::harness::cases::{BUDGET, CaseGen, NORM, NORM_SIZES, ty};
 
 /// Inputs: `x [..., D]`, `gamma [D]`, `beta [D]`.
 #[derive(Clone, Debug, PartialEq)]
@@ -64,6 +65,9 @@ impl OpKind for LayerNorm {
     }
     fn memory(&self) -> Memory {
         Memory::Fresh
+    }
+    fn kernel(&self, _ctx: &KernelCtx) -> Result<Lowering> {
+        Err(crate::Error::Unsupported { op: self.name().to_string(), backend: "wgpu".into() })
     }
 }
 

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
+use crate::exec::wgpu::{KernelCtx, Lowering};
 use crate::ir::TensorType;
 use crate::tensor::Tensor;
 
@@ -73,6 +74,9 @@ impl OpKind for Input {
     fn memory(&self) -> Memory {
         Memory::Fresh
     }
+    fn kernel(&self, _ctx: &KernelCtx) -> Result<Lowering> {
+        Ok(Lowering::Nothing)
+    }
 }
 
 impl OpKind for Param {
@@ -91,6 +95,9 @@ impl OpKind for Param {
     }
     fn memory(&self) -> Memory {
         Memory::Fresh
+    }
+    fn kernel(&self, _ctx: &KernelCtx) -> Result<Lowering> {
+        Ok(Lowering::Nothing)
     }
 }
 
@@ -118,6 +125,9 @@ impl OpKind for State {
     fn memory(&self) -> Memory {
         Memory::Fresh
     }
+    fn kernel(&self, _ctx: &KernelCtx) -> Result<Lowering> {
+        Ok(Lowering::Nothing)
+    }
 }
 
 impl OpKind for Const {
@@ -142,5 +152,8 @@ impl OpKind for Const {
     }
     fn memory(&self) -> Memory {
         Memory::Fresh
+    }
+    fn kernel(&self, _ctx: &KernelCtx) -> Result<Lowering> {
+        Ok(Lowering::Nothing)
     }
 }

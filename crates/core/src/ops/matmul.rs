@@ -6,9 +6,10 @@
 use super::gather::infer_values;
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
+use crate::exec::wgpu::{KernelCtx, Lowering};
+use crate::harness::cases::{CaseGen, accumulate, ty};
 use crate::ir::{DType, Graph, NodeId, Shape, TensorType};
 use crate::tensor::Tensor;
-use crate::harness::cases::{CaseGen, accumulate, ty};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct MatMul {
@@ -97,6 +98,9 @@ impl OpKind for MatMul {
     }
     fn memory(&self) -> Memory {
         Memory::Fresh
+    }
+    fn kernel(&self, _ctx: &KernelCtx) -> Result<Lowering> {
+        Err(crate::Error::Unsupported { op: self.name().to_string(), backend: "wgpu".into() })
     }
 }
 

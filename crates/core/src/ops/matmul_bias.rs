@@ -5,9 +5,10 @@ use super::gather::infer_values;
 use super::matmul::{matmul_f32, matmul_type};
 use super::{EvalCtx, Memory, OpKind, UnaryKind, expect_arity};
 use crate::error::{Error, Result};
+use crate::exec::wgpu::{KernelCtx, Lowering};
+use crate::harness::cases::{CaseGen, accumulate, ty};
 use crate::ir::{DType, Graph, TensorType};
 use crate::tensor::Tensor;
-use crate::harness::cases::{CaseGen, accumulate, ty};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct MatMulBias {
@@ -60,12 +61,14 @@ impl OpKind for MatMulBias {
     fn memory(&self) -> Memory {
         Memory::Fresh
     }
+    fn kernel(&self, _ctx: &KernelCtx) -> Result<Lowering> {
+        Err(crate::Error::Unsupported { op: self.name().to_string(), backend: "wgpu".into() })
+    }
 }
 
 /// Harness cases: every combination of `transpose_b` and GELU, with f32 and f16 weights.
 pub(crate) fn harness_cases(cases: &mut CaseGen) -> Result<()> {
-    for (i, (transpose_b, gelu)) in
-        [(true, false), (true, true), (false, true), (false, false)].into_iter().enumerate()
+    for (i, (transpose_b, gelu)) in [(true, false), (true, true), (false, true), (false, false)].into_iter().enumerate()
     {
         let w_dtype = if i % 2 == 1 { DType::F16 } else { DType::F32 };
         let (m, k, n) =

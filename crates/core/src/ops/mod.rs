@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::fmt;
 
 use crate::error::Result;
+use crate::exec::wgpu::{KernelCtx, Lowering};
 use crate::harness::cases::CaseGen;
 use crate::ir::TensorType;
 use crate::tensor::Tensor;
@@ -99,6 +100,9 @@ pub trait OpKind: Clone + fmt::Debug + PartialEq {
     fn eval(&self, inputs: &[&Tensor], ctx: &EvalCtx) -> Result<Tensor>;
     /// Storage sharing the planner may use.
     fn memory(&self) -> Memory;
+    /// How the op runs on wgpu: a kernel from `kernels/` with its parameters, or nothing for
+    /// values that are already in place (leaves, views).
+    fn kernel(&self, ctx: &KernelCtx) -> Result<Lowering>;
 }
 
 /// Generates [`Op`], its dispatch, and the list of harness case functions from the registry.
@@ -148,6 +152,9 @@ macro_rules! registry {
             }
             pub fn memory(&self) -> Memory {
                 match self { $(Op::$variant(o) => o.memory(),)* }
+            }
+            pub fn kernel(&self, ctx: &KernelCtx) -> Result<Lowering> {
+                match self { $(Op::$variant(o) => o.kernel(ctx),)* }
             }
             /// The registry entry (`Unary`, `MatMul`): one per variant, where [`Op::name`]
             /// tells kinds apart.

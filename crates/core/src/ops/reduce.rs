@@ -7,10 +7,11 @@ use rand::Rng;
 
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
+use crate::exec::wgpu::{KernelCtx, Lowering};
+use crate::harness::Tolerance;
+use crate::harness::cases::{BUDGET, CaseGen, accumulate, ty};
 use crate::ir::{DType, Graph, NodeId, Shape, TensorType};
 use crate::tensor::Tensor;
-use crate::harness::cases::{BUDGET, CaseGen, accumulate, ty};
-use crate::harness::Tolerance;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ReduceKind {
@@ -90,6 +91,9 @@ impl OpKind for Reduce {
     }
     fn memory(&self) -> Memory {
         Memory::Fresh
+    }
+    fn kernel(&self, _ctx: &KernelCtx) -> Result<Lowering> {
+        Err(crate::Error::Unsupported { op: self.name().to_string(), backend: "wgpu".into() })
     }
 }
 
@@ -198,5 +202,15 @@ mod tests {
             g.reduce_mean(i, 0, false).unwrap_err().to_string(),
             "reduce_mean: needs a float tensor, got i32[2]"
         );
+    }
+
+    #[test]
+    fn harness_cases_cover_every_kind() {
+        let mut cases = CaseGen::new(0);
+        harness_cases(&mut cases).unwrap();
+        let cases = cases.into_cases();
+        for kind in ReduceKind::ALL {
+            assert_eq!(cases.iter().filter(|c| c.op == kind.name()).count(), 2, "{}", kind.name());
+        }
     }
 }

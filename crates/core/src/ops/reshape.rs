@@ -6,10 +6,11 @@ use rand::seq::SliceRandom;
 use super::gather::infer_values;
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
+use crate::exec::wgpu::{KernelCtx, Lowering};
+use crate::harness::Tolerance;
+use crate::harness::cases::{BUDGET, CaseGen, DTYPES, ty};
 use crate::ir::{Graph, NodeId, Shape, TensorType};
 use crate::tensor::Tensor;
-use crate::harness::cases::{BUDGET, CaseGen, DTYPES, ty};
-use crate::harness::Tolerance;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Reshape {
@@ -40,6 +41,9 @@ impl OpKind for Reshape {
     }
     fn memory(&self) -> Memory {
         Memory::Alias
+    }
+    fn kernel(&self, _ctx: &KernelCtx) -> Result<Lowering> {
+        Ok(Lowering::Nothing)
     }
 }
 

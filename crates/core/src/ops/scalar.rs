@@ -5,14 +5,15 @@
 
 use rand::Rng;
 
+use super::CmpKind;
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
+use crate::exec::Weights;
+use crate::exec::wgpu::{KernelCtx, Lowering};
+use crate::harness::Tolerance;
+use crate::harness::cases::{CaseGen, ODD};
 use crate::ir::{DType, Graph, ScalarId, Shape, TensorType};
 use crate::tensor::Tensor;
-use crate::harness::cases::{CaseGen, ODD};
-use crate::harness::Tolerance;
-use crate::exec::Weights;
-use super::CmpKind;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct ScalarRead {
@@ -39,6 +40,9 @@ impl OpKind for ScalarRead {
     }
     fn memory(&self) -> Memory {
         Memory::Fresh
+    }
+    fn kernel(&self, _ctx: &KernelCtx) -> Result<Lowering> {
+        Err(crate::Error::Unsupported { op: self.name().to_string(), backend: "wgpu".into() })
     }
 }
 

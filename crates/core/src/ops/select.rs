@@ -4,10 +4,11 @@
 use super::binary::{broadcast_indices, broadcast_same_dtype, gather_f32, gather_i64};
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
-use crate::ir::{DType, Graph, NodeId, Shape, TensorType};
-use crate::tensor::Tensor;
+use crate::exec::wgpu::{KernelCtx, Lowering};
 use crate::harness::cases::{CaseGen, ODD, SIZES, ty};
 use crate::harness::{Dist, Tolerance};
+use crate::ir::{DType, Graph, NodeId, Shape, TensorType};
+use crate::tensor::Tensor;
 
 /// Inputs: `cond` (i32 or u32), `a`, `b` (one dtype); all three broadcast together.
 #[derive(Clone, Debug, PartialEq)]
@@ -49,6 +50,9 @@ impl OpKind for Select {
     }
     fn memory(&self) -> Memory {
         Memory::InPlace
+    }
+    fn kernel(&self, _ctx: &KernelCtx) -> Result<Lowering> {
+        Err(crate::Error::Unsupported { op: self.name().to_string(), backend: "wgpu".into() })
     }
 }
 

@@ -5,10 +5,11 @@ use rand::Rng;
 use super::gather::{infer_values, take};
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
+use crate::exec::wgpu::{KernelCtx, Lowering};
+use crate::harness::Tolerance;
+use crate::harness::cases::{BUDGET, CaseGen, DTYPES, ty};
 use crate::ir::{Graph, NodeId, Shape, TensorType};
 use crate::tensor::Tensor;
-use crate::harness::cases::{BUDGET, CaseGen, DTYPES, ty};
-use crate::harness::Tolerance;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Slice {
@@ -54,6 +55,9 @@ impl OpKind for Slice {
     }
     fn memory(&self) -> Memory {
         Memory::Fresh
+    }
+    fn kernel(&self, _ctx: &KernelCtx) -> Result<Lowering> {
+        Err(crate::Error::Unsupported { op: self.name().to_string(), backend: "wgpu".into() })
     }
 }
 

@@ -7,10 +7,11 @@ use rand::Rng;
 
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
+use crate::exec::wgpu::{KernelCtx, Lowering};
+use crate::harness::Dist;
+use crate::harness::cases::{BUDGET, CaseGen, ODD, SOFTMAX, ty};
 use crate::ir::{DType, Graph, NodeId, TensorType};
 use crate::tensor::Tensor;
-use crate::harness::cases::{BUDGET, CaseGen, ODD, SOFTMAX, ty};
-use crate::harness::Dist;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Softmax;
@@ -49,6 +50,9 @@ impl OpKind for Softmax {
     }
     fn memory(&self) -> Memory {
         Memory::Fresh
+    }
+    fn kernel(&self, _ctx: &KernelCtx) -> Result<Lowering> {
+        Err(crate::Error::Unsupported { op: self.name().to_string(), backend: "wgpu".into() })
     }
 }
 

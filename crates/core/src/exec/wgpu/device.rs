@@ -1,0 +1,145 @@
+//! Adapter and device set-up, and the backend object that owns them.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use super::compile::compile;
+use super::kernel::{BindingKind, PipelineKey};
+use super::lower::lower_supported;
+use crate::error::{Error, Result};
+use crate::exec::{Backend, BoxFuture, Executable, Weights};
+use crate::ops::Op;
+use crate::plan::{Plan, PlanOptions};
+
+/// Choices made when the device is created.
+#[derive(Clone, Debug)]
+pub struct WgpuOptions {
+    /// Use `shader-f16` when the adapter has it (f16 weights read natively). Off forces the
+    /// path every adapter supports (f16 unpacked from pairs of `u32`).
+    pub allow_f16: bool,
+    /// Prefer a software adapter (tests that must not depend on the machine's GPU).
+    pub force_fallback_adapter: bool,
+}
+
+impl Default for WgpuOptions {
+    fn default() -> Self {
+        WgpuOptions { allow_f16: true, force_fallback_adapter: false }
+    }
+}
+
+/// Pipelines and layouts shared by every plan compiled on one device.
+#[derive(Default)]
+pub(super) struct PipelineCache {
+    pub pipelines: HashMap<PipelineKey, wgpu::ComputePipeline>,
+    pub layouts: HashMap<Vec<BindingKind>, (wgpu::BindGroupLayout, wgpu::PipelineLayout)>,
+}
+
+/// A wgpu device ready to compile plans.
+pub struct WgpuBackend {
+    pub(super) device: wgpu::Device,
+    pub(super) queue: wgpu::Queue,
+    pub(super) info: wgpu::AdapterInfo,
+    pub(super) f16: bool,
+    pub(super) limits: wgpu::Limits,
+    /// Set by the device-lost callback: every later call fails with `Error::DeviceLost`.
+    pub(super) lost: Arc<Mutex<Option<String>>>,
+    pub(super) cache: Mutex<PipelineCache>,
+}
+
+impl WgpuBackend {
+    /// The default adapter (high performance) with default options.
+    pub async fn new() -> Result<Self> {
+        WgpuBackend::with_options(&WgpuOptions::default()).await
+    }
+
+    /// An adapter and device chosen with `options`. Fails with a clear error when there is
+    /// no adapter or the device cannot be created.
+    pub async fn with_options(options: &WgpuOptions) -> Result<Self> {
+        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+        let adapter = instance
+            .request_adapter(&wgpu::RequestAdapterOptions {
+                power_preference: wgpu::PowerPreference::HighPerformance,
+                force_fallback_adapter: options.force_fallback_adapter,
+                compatible_surface: None,
+                apply_limit_buckets: false,
+            })
+            .await
+            .map_err(|e| Error::Backend(format!("no GPU adapter found: {e}")))?;
+        let f16 = options.allow_f16 && adapter.features().contains(wgpu::Features::SHADER_F16);
+        let features = if f16 { wgpu::Features::SHADER_F16 } else { wgpu::Features::empty() };
+        let limits = adapter.limits();
+        let info = adapter.get_info();
+        let (device, queue) = adapter
+            .request_device(&wgpu::DeviceDescriptor {
+                label: Some("susurrus"),
+                required_features: features,
+                required_limits: limits.clone(),
+                experimental_features: wgpu::ExperimentalFeatures::default(),
+                memory_hints: wgpu::MemoryHints::Performance,
+                trace: wgpu::Trace::Off,
+            })
+            .await
+            .map_err(|e| Error::Backend(format!("cannot open a device on {}: {e}", info.name)))?;
+        let lost = Arc::new(Mutex::new(None));
+        let flag = lost.clone();
+        device.set_device_lost_callback(move |reason, message| {
+            if let Ok(mut l) = flag.lock() {
+                *l = Some(format!("{reason:?}: {message}"));
+            }
+        });
+        Ok(WgpuBackend { device, queue, info, f16, limits, lost, cache: Mutex::new(PipelineCache::default()) })
+    }
+
+    /// The adapter's name, driver and backend, for reports.
+    pub fn adapter(&self) -> String {
+        format!("{} ({:?}, {})", self.info.name, self.info.backend, self.info.driver)
+    }
+
+    /// True when f16 weights are read with native `shader-f16`.
+    pub fn has_f16(&self) -> bool {
+        self.f16
+    }
+
+    /// The device, e.g. to read its internal counters in tests.
+    pub fn device(&self) -> &wgpu::Device {
+        &self.device
+    }
+
+    /// The plan options this device needs: arena buffers within one binding's limit, f16
+    /// activations widened to f32 words.
+    pub fn plan_options(&self) -> PlanOptions {
+        let binding = self.limits.max_storage_buffer_binding_size.min(self.limits.max_buffer_size) as usize;
+        // Keep chunks a multiple of the arena alignment so offsets stay aligned in every chunk.
+        let max_buffer_bytes = binding / crate::plan::ARENA_ALIGN * crate::plan::ARENA_ALIGN;
+        PlanOptions { max_buffer_bytes, f16_bytes: 4 }
+    }
+
+    /// `Error::DeviceLost` once the device is gone.
+    pub(super) fn check_alive(&self) -> Result<()> {
+        check_alive(&self.lost)
+    }
+}
+
+pub(super) fn check_alive(lost: &Mutex<Option<String>>) -> Result<()> {
+    match lost.lock() {
+        Ok(l) => match &*l {
+            Some(why) => Err(Error::DeviceLost(why.clone())),
+            None => Ok(()),
+        },
+        Err(_) => Err(Error::DeviceLost("device state poisoned".into())),
+    }
+}
+
+impl Backend for WgpuBackend {
+    fn name(&self) -> &'static str {
+        if self.f16 { "wgpu-f16" } else { "wgpu" }
+    }
+
+    fn supports(&self, op: &Op) -> bool {
+        lower_supported(op)
+    }
+
+    fn compile<'a>(&'a self, plan: &'a Plan, weights: &'a Weights) -> BoxFuture<'a, Box<dyn Executable>> {
+        Box::pin(async move { compile(self, plan, weights).await })
+    }
+}

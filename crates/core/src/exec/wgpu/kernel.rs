@@ -1,0 +1,191 @@
+//! What an op asks of the GPU (a [`KernelSpec`]) and how the executor turns it into a WGSL
+//! module: a generated preamble (bindings, typed load/store helpers, parameters, runtime
+//! scalars) followed by the op's kernel file from `kernels/`, with `$NAME` placeholders filled.
+//!
+//! Binding layout of every dispatch (group 0):
+//! - 0: the dispatch's parameters (`p`), a 256-byte slot of one uniform buffer, dynamic offset;
+//! - 1: the runtime scalars of the run (`runtime_scalar(i)`);
+//! - 2..: storage bindings, one per distinct tensor range: inputs in order, then the output.
+//!
+//! Kernels never name bindings. They read input `k` with `ld{k}(i) -> f32`, `ldi{k}(i) -> i32`,
+//! `ldu{k}(i) -> u32` or `ldw{k}(i) -> u32` (the value's 32-bit word, f16 widened), and write the
+//! output with `st(i, f32)`, `sti(i, i32)`, `stu(i, u32)` or `stw(i, u32)`. Arena and state
+//! tensors are 32-bit words (f16 values kept as f32, rounded to f16 precision on store); f16
+//! weights are read natively with `shader-f16` or unpacked from pairs without it.
+
+use std::fmt::Write;
+
+use super::params::KernelParams;
+use crate::ir::DType;
+
+/// Workgroup size of one-dimensional kernels (SwiftShader allows at most 256 invocations).
+pub const WORKGROUP: u32 = 256;
+
+/// A kernel invocation an op asks for.
+#[derive(Clone, Debug)]
+pub struct KernelSpec {
+    /// The kernel's name (its file is `kernels/<name>.wgsl`).
+    pub name: &'static str,
+    /// The kernel file's text.
+    pub source: &'static str,
+    /// `$KEY` placeholders of the source and their values; part of the pipeline key.
+    pub defines: Vec<(&'static str, String)>,
+    /// The parameter block's bytes and WGSL declaration.
+    pub params: Vec<u8>,
+    pub params_wgsl: &'static str,
+    /// Workgroups to dispatch.
+    pub workgroups: [u32; 3],
+}
+
+impl KernelSpec {
+    pub fn new(name: &'static str, source: &'static str, params: &impl KernelParams) -> Self {
+        fn wgsl_of<P: KernelParams>(_: &P) -> &'static str {
+            P::WGSL
+        }
+        KernelSpec {
+            name,
+            source,
+            defines: Vec::new(),
+            params: bytemuck::bytes_of(params).to_vec(),
+            params_wgsl: wgsl_of(params),
+            workgroups: [1, 1, 1],
+        }
+    }
+
+    /// Fills `$key` in the source with `value`.
+    pub fn define(mut self, key: &'static str, value: impl Into<String>) -> Self {
+        self.defines.push((key, value.into()));
+        self
+    }
+
+    /// Enough workgroups of [`WORKGROUP`] threads for `n` invocations, spread over x and y
+    /// (each dimension holds at most 65535 workgroups). Kernels recover the index with
+    /// `linear_index(wid, nwg, lid)`.
+    pub fn threads(mut self, n: usize) -> Self {
+        self.workgroups = grid(n.div_ceil(WORKGROUP as usize));
+        self
+    }
+
+    /// Exactly these workgroups.
+    pub fn groups(mut self, x: u32, y: u32, z: u32) -> Self {
+        self.workgroups = [x, y, z];
+        self
+    }
+}
+
+/// `groups` workgroups laid out as x * y with x <= 65535.
+pub fn grid(groups: usize) -> [u32; 3] {
+    const MAX: usize = 65535;
+    let groups = groups.max(1);
+    let x = groups.min(MAX);
+    [x as u32, groups.div_ceil(x) as u32, 1]
+}
+
+/// How a storage binding's elements are stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Elem {
+    /// One 32-bit word per element holding a value of this dtype (`F16` means an f16 value
+    /// kept widened to f32).
+    Word(DType),
+    /// f16 pairs packed in `u32`s, read with `unpack2x16float` (no `shader-f16`).
+    F16Packed,
+    /// Native `f16` (the device has `shader-f16`).
+    F16Native,
+}
+
+/// One storage binding of a dispatch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct BindingKind {
+    pub elem: Elem,
+    /// Arena and state tensors are bound read-write (WebGPU forbids mixing read-only and
+    /// writable bindings of one buffer in a dispatch); weights and constants read-only.
+    pub writable: bool,
+}
+
+/// Everything that decides a pipeline: the kernel, its placeholders, its bindings, which
+/// binding each input reads and the output's dtype.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PipelineKey {
+    pub kernel: &'static str,
+    pub defines: Vec<(&'static str, String)>,
+    pub bindings: Vec<BindingKind>,
+    /// For each op input, the index of the storage binding it reads.
+    pub input_binding: Vec<usize>,
+    pub output_dtype: DType,
+    pub params_wgsl: &'static str,
+}
+
+/// Helpers every module gets (broadcast indexing, erf, GELU, ...).
+const COMMON: &str = include_str!("../../../../../kernels/common.wgsl");
+
+/// Most runtime scalars a graph may declare (four `vec4<u32>`).
+pub const MAX_RUNTIME_SCALARS: usize = 16;
+
+/// The WGSL module for `key` with the kernel `source`.
+pub fn module_source(key: &PipelineKey, source: &str) -> String {
+    let mut s = String::new();
+    if key.bindings.iter().any(|b| b.elem == Elem::F16Native) {
+        s.push_str("enable f16;\n");
+    }
+    s.push_str(key.params_wgsl);
+    s.push_str("@group(0) @binding(0) var<uniform> p: Params;\n");
+    s.push_str("@group(0) @binding(1) var<uniform> runtime: array<vec4<u32>, 4>;\n");
+    s.push_str("fn runtime_scalar(i: u32) -> u32 { return runtime[i / 4u][i % 4u]; }\n");
+    s.push_str(
+        "fn linear_index(wid: vec3<u32>, nwg: vec3<u32>, lid: vec3<u32>) -> u32 {\n    \
+         return (wid.x + wid.y * nwg.x) * 256u + lid.x;\n}\n",
+    );
+    for (j, b) in key.bindings.iter().enumerate() {
+        let access = if b.writable { "read_write" } else { "read" };
+        let ty = if b.elem == Elem::F16Native { "f16" } else { "u32" };
+        let _ = writeln!(s, "@group(0) @binding({}) var<storage, {access}> b{j}: array<{ty}>;", j + 2);
+    }
+    for (k, &j) in key.input_binding.iter().enumerate() {
+        let [f, i, u, w] = loads(key.bindings[j].elem, j);
+        let _ = writeln!(
+            s,
+            "fn ld{k}(i: u32) -> f32 {{ return {f}; }}\nfn ldi{k}(i: u32) -> i32 {{ return {i}; }}\n\
+             fn ldu{k}(i: u32) -> u32 {{ return {u}; }}\nfn ldw{k}(i: u32) -> u32 {{ return {w}; }}"
+        );
+    }
+    let out = key.bindings.len() - 1;
+    let store = match key.output_dtype {
+        DType::F32 => "bitcast<u32>(v)".to_string(),
+        DType::F16 => "bitcast<u32>(unpack2x16float(pack2x16float(vec2<f32>(v, 0.0))).x)".to_string(),
+        DType::I32 => "bitcast<u32>(i32(v))".to_string(),
+        DType::U32 => "u32(v)".to_string(),
+    };
+    let _ = writeln!(
+        s,
+        "fn st(i: u32, v: f32) {{ b{out}[i] = {store}; }}\nfn sti(i: u32, v: i32) {{ b{out}[i] = bitcast<u32>(v); }}\n\
+         fn stu(i: u32, v: u32) {{ b{out}[i] = v; }}\nfn stw(i: u32, v: u32) {{ b{out}[i] = v; }}"
+    );
+    s.push_str(COMMON);
+    // Longest names first, so `$LOAD0` is not taken for `$LOAD` followed by `0`.
+    let mut defines: Vec<_> = key.defines.iter().collect();
+    defines.sort_by_key(|(k, _)| std::cmp::Reverse(k.len()));
+    let mut body = source.to_string();
+    for (k, v) in defines {
+        body = body.replace(&format!("${k}"), v);
+    }
+    s.push_str(&body);
+    s
+}
+
+/// Expressions for `ld`, `ldi`, `ldu` and `ldw` of binding `j` at index `i`.
+fn loads(elem: Elem, j: usize) -> [String; 4] {
+    let word = format!("b{j}[i]");
+    let from_float = |v: String| [v.clone(), format!("i32({v})"), format!("u32({v})"), format!("bitcast<u32>({v})")];
+    match elem {
+        Elem::Word(DType::F32 | DType::F16) => {
+            let v = format!("bitcast<f32>({word})");
+            [v.clone(), format!("i32({v})"), format!("u32({v})"), word]
+        }
+        Elem::Word(DType::I32) => {
+            [format!("f32(bitcast<i32>({word}))"), format!("bitcast<i32>({word})"), word.clone(), word]
+        }
+        Elem::Word(DType::U32) => [format!("f32({word})"), format!("bitcast<i32>({word})"), word.clone(), word],
+        Elem::F16Packed => from_float(format!("unpack2x16float(b{j}[i >> 1u])[i & 1u]")),
+        Elem::F16Native => from_float(format!("f32({word})")),
+    }
+}

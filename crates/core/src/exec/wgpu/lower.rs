@@ -1,0 +1,37 @@
+//! The bridge from ops to kernels: each op's file chooses its kernel through
+//! `OpKind::kernel`; this module holds what that choice sees and returns.
+
+use super::kernel::KernelSpec;
+use crate::error::Result;
+use crate::ir::TensorType;
+use crate::ops::Op;
+
+/// What an op's kernel choice may depend on.
+pub struct KernelCtx<'a> {
+    /// Input types, in the op's input order.
+    pub inputs: &'a [&'a TensorType],
+    /// The output type.
+    pub output: &'a TensorType,
+    /// The device reads f16 natively (`shader-f16`).
+    pub f16: bool,
+}
+
+/// What running an op on the GPU takes.
+#[derive(Clone, Debug)]
+pub enum Lowering {
+    /// Nothing: the value is already where it belongs (leaves, views).
+    Nothing,
+    /// One kernel dispatch.
+    Kernel(KernelSpec),
+}
+
+/// The lowering of `op`.
+pub(super) fn lower(op: &Op, ctx: &KernelCtx) -> Result<Lowering> {
+    op.kernel(ctx)
+}
+
+/// Every registered op has a kernel; limits (such as bindings per dispatch) are checked when
+/// a plan is compiled, with an error naming the op.
+pub(super) fn lower_supported(_op: &Op) -> bool {
+    true
+}

@@ -1,0 +1,21 @@
+//! The wgpu arena executor: runs plans on any GPU through wgpu, natively (Vulkan, Metal,
+//! DX12) and in the browser (WebGPU).
+//!
+//! `compile` does all the allocation: the arena (split into buffers no larger than one
+//! binding may be), weights and constants, persistent buffers, one uniform buffer holding
+//! every dispatch's parameters (addressed by dynamic offsets), staging buffers for readback,
+//! pipelines (cached by [`PipelineKey`]) and bind groups. `run` only writes the inputs and the
+//! runtime scalars, records the dispatches in one command encoder and reads back the outputs
+//! asked for.
+
+mod compile;
+mod device;
+mod kernel;
+mod lower;
+mod params;
+mod run;
+
+pub use device::{WgpuBackend, WgpuOptions};
+pub use kernel::{BindingKind, Elem, KernelSpec, PipelineKey, WORKGROUP, grid};
+pub use lower::{KernelCtx, Lowering};
+pub use params::{KernelParams, pack_dims};

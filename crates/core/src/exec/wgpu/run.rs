@@ -1,0 +1,115 @@
+//! Running a compiled plan: inputs and runtime scalars in, dispatches recorded in one command
+//! encoder, requested outputs copied into their staging buffers and mapped asynchronously.
+
+use std::collections::HashMap;
+
+use super::compile::{Readback, WgpuExecutable, decode, encode};
+use super::device::check_alive;
+use super::kernel::MAX_RUNTIME_SCALARS;
+use crate::error::{Error, Result};
+use crate::exec::{BoxFuture, Executable};
+use crate::tensor::Tensor;
+
+impl Executable for WgpuExecutable {
+    fn run<'a>(
+        &'a mut self,
+        inputs: &'a HashMap<String, Tensor>,
+        scalars: &'a HashMap<String, u32>,
+        outputs: &'a [&'a str],
+    ) -> BoxFuture<'a, HashMap<String, Tensor>> {
+        Box::pin(async move {
+            check_alive(&self.lost)?;
+            let wanted: Vec<&Readback> = outputs
+                .iter()
+                .map(|name| {
+                    self.outputs.get(*name).ok_or_else(|| {
+                        Error::BadArgument(format!("graph '{}' has no output '{name}'", self.graph.name()))
+                    })
+                })
+                .collect::<Result<_>>()?;
+            if let Some(unknown) = inputs.keys().find(|k| !self.inputs.iter().any(|(n, _, _)| n == *k)) {
+                return Err(Error::BadArgument(format!("graph '{}' has no input '{unknown}'", self.graph.name())));
+            }
+            let mut uploads = Vec::with_capacity(self.inputs.len());
+            for (name, ty, loc) in &self.inputs {
+                let t =
+                    inputs.get(name).ok_or_else(|| Error::BadArgument(format!("input '{name}' was not supplied")))?;
+                t.expect_type(ty, &format!("input '{name}'"))?;
+                uploads.push((loc, encode(t, loc.elem)));
+            }
+            let values = self.graph.scalar_values(scalars)?;
+            let mut words = [0u32; MAX_RUNTIME_SCALARS];
+            words[..values.len()].copy_from_slice(&values);
+
+            for (loc, bytes) in uploads {
+                self.queue.write_buffer(&self.buffers[&loc.buf], loc.offset, &bytes);
+            }
+            self.queue.write_buffer(&self.runtime, 0, bytemuck::cast_slice(&words));
+            let mut encoder =
+                self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("run") });
+            {
+                let mut pass =
+                    encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: None });
+                for d in &self.dispatches {
+                    pass.set_pipeline(&d.pipeline);
+                    pass.set_bind_group(0, &d.bind_group, &[d.uniform_offset]);
+                    pass.dispatch_workgroups(d.workgroups[0], d.workgroups[1], d.workgroups[2]);
+                }
+            }
+            for r in &wanted {
+                encoder.copy_buffer_to_buffer(&self.buffers[&r.loc.buf], r.loc.offset, &r.staging, 0, r.loc.size);
+            }
+            self.queue.submit([encoder.finish()]);
+            let mut result = HashMap::with_capacity(wanted.len());
+            for (name, r) in outputs.iter().zip(&wanted) {
+                result.insert(name.to_string(), self.read(r).await?);
+            }
+            Ok(result)
+        })
+    }
+
+    fn read_state<'a>(&'a mut self, name: &'a str) -> BoxFuture<'a, Tensor> {
+        Box::pin(async move {
+            check_alive(&self.lost)?;
+            let r = self.states.get(name).ok_or_else(|| {
+                Error::BadArgument(format!("graph '{}' has no persistent buffer '{name}'", self.graph.name()))
+            })?;
+            let mut encoder =
+                self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("read state") });
+            encoder.copy_buffer_to_buffer(&self.buffers[&r.loc.buf], r.loc.offset, &r.staging, 0, r.loc.size);
+            self.queue.submit([encoder.finish()]);
+            self.read(r).await
+        })
+    }
+}
+
+impl WgpuExecutable {
+    /// Maps `r`'s staging buffer (filled by the last submission), decodes it and unmaps it.
+    /// Natively the device is polled until the copy is done; in the browser the future waits
+    /// without blocking the thread.
+    async fn read(&self, r: &Readback) -> Result<Tensor> {
+        let (send, receive) = futures_channel::oneshot::channel();
+        r.staging.map_async(wgpu::MapMode::Read, .., move |result| {
+            let _ = send.send(result);
+        });
+        #[cfg(not(target_arch = "wasm32"))]
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| Error::DeviceLost(format!("waiting for the GPU failed: {e}")))?;
+        let mapped = receive.await.map_err(|_| Error::DeviceLost("the GPU dropped a readback".into()))?;
+        mapped.map_err(|e| {
+            check_alive(&self.lost)
+                .err()
+                .unwrap_or_else(|| Error::Backend(format!("reading back from the GPU failed: {e}")))
+        })?;
+        let tensor = {
+            let view = r
+                .staging
+                .get_mapped_range(..)
+                .map_err(|e| Error::Backend(format!("mapping a readback buffer: {e}")))?;
+            decode(&view, r.loc.elem, &r.ty)
+        };
+        r.staging.unmap();
+        tensor
+    }
+}

@@ -1,0 +1,44 @@
+// Helpers every kernel module gets (the executor prepends this file).
+
+// Entry `k` of eight values packed as two vec4s.
+fn pick8(lo: vec4<u32>, hi: vec4<u32>, k: u32) -> u32 {
+    if (k < 4u) {
+        return lo[k];
+    }
+    return hi[k - 4u];
+}
+
+// Offset of output element `i` in an input read with `strides` (0 on broadcast axes), for an
+// output of `rank` dimensions `dims` (row-major).
+fn broadcast_offset(i: u32, rank: u32, dims_lo: vec4<u32>, dims_hi: vec4<u32>, st_lo: vec4<u32>, st_hi: vec4<u32>) -> u32 {
+    var rest = i;
+    var offset = 0u;
+    for (var k = i32(rank) - 1; k >= 0; k--) {
+        let d = pick8(dims_lo, dims_hi, u32(k));
+        offset += (rest % d) * pick8(st_lo, st_hi, u32(k));
+        rest /= d;
+    }
+    return offset;
+}
+
+// erf with Abramowitz & Stegun 7.1.26 (absolute error below 1.5e-7).
+fn erf_f32(x: f32) -> f32 {
+    let t = 1.0 / (1.0 + 0.3275911 * abs(x));
+    let poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))));
+    let y = 1.0 - poly * exp(-x * x);
+    return select(-y, y, x >= 0.0);
+}
+
+// GELU in its erf form, as Whisper uses.
+fn gelu_f32(x: f32) -> f32 {
+    return 0.5 * x * (1.0 + erf_f32(x * 0.70710678118654752));
+}
+
+fn sigmoid_f32(x: f32) -> f32 {
+    return 1.0 / (1.0 + exp(-x));
+}
+
+// tanh that stays finite where exp would overflow (some drivers compute tanh through exp).
+fn tanh_f32(x: f32) -> f32 {
+    return tanh(clamp(x, -15.0, 15.0));
+}
