@@ -46,7 +46,7 @@ fn spec() -> impl Strategy<Value = Spec> {
 fn reshape_targets(ty: &TensorType) -> Vec<Shape> {
     let n = ty.numel();
     let mut out = vec![Shape::from([n])];
-    if n % 2 == 0 {
+    if n.is_multiple_of(2) {
         out.push(Shape::from([n / 2, 2]));
     }
     let mut reversed = ty.shape.dims().to_vec();
