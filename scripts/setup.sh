@@ -1,10 +1,28 @@
 #!/usr/bin/env bash
 # Prepares a fresh machine (Debian, rustup toolchain) for building and testing Susurrus.
 # Idempotent: installs only what is missing and prints nothing when there is nothing to do.
+# Tools built from crates.io go to ~/.cache/susurrus/tools (put its bin/ on PATH, as
+# scripts/test.sh does).
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
 cache="${HOME}/.cache/susurrus"
-mkdir -p "$cache"
+tools="${cache}/tools"
+mkdir -p "$cache" "$tools"
+
+# Debian packages: Mesa's software Vulkan driver (lavapipe) for the native GPU tests, Chromium
+# and its WebDriver for the browser tests.
+missing=()
+for pkg in mesa-vulkan-drivers libvulkan1 chromium chromium-driver; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo_cmd=""
+  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
 
 installed_components=$(rustup component list --installed)
 for component in rustfmt clippy; do
@@ -18,3 +36,17 @@ if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
   echo "setup: adding rustup target wasm32-unknown-unknown"
   rustup target add wasm32-unknown-unknown
 fi
+
+# wasm-pack drives the browser tests; wasm-bindgen-cli must match the wasm-bindgen in Cargo.lock.
+install_tool() { # crate version binary [--locked]
+  local crate=$1 version=$2 binary=$3
+  shift 3
+  if [ -x "${tools}/bin/${binary}" ] && "${tools}/bin/${binary}" --version 2>/dev/null | grep -q " ${version}\b"; then
+    return
+  fi
+  echo "setup: installing ${crate} ${version} (a few minutes, once)"
+  cargo install --quiet --root "$tools" "$@" "${crate}" --version "${version}" --force
+}
+install_tool wasm-pack 0.15.1 wasm-pack --locked
+bindgen_version=$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/[^0-9.]/, ""); print; exit }' Cargo.lock)
+install_tool wasm-bindgen-cli "$bindgen_version" wasm-bindgen

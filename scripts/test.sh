@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The project's one test command: formatting, lints, every test, and the wasm build.
+# The project's one test command: formatting, lints, every native test (the GPU ones on Mesa
+# lavapipe), the wasm build and the browser suite (WebGPU in headless Chromium).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -7,17 +8,23 @@ step() { printf '\n== %s ==\n' "$*"; }
 
 step setup
 ./scripts/setup.sh
+export PATH="${HOME}/.cache/susurrus/tools/bin:${PATH}"
+# wgpu's Vulkan loader warns without a private runtime directory.
+export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-${HOME}/.cache/susurrus/xdg}"
+mkdir -p -m 700 "$XDG_RUNTIME_DIR"
 
 step "cargo fmt --all --check"
 cargo fmt --all --check
 
 step "cargo clippy --workspace --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
+cargo clippy -p susurrus-web --target wasm32-unknown-unknown --all-targets -- -D warnings
 
 step "cargo test --workspace"
 cargo test --workspace
 
-step "cargo check -p susurrus-web --target wasm32-unknown-unknown"
-cargo check -p susurrus-web --target wasm32-unknown-unknown
+step "browser: wasm-pack test --headless --chrome (crates/web)"
+(cd crates/web && WASM_BINDGEN_TEST_TIMEOUT=900 wasm-pack test --mode no-install --headless --chrome \
+  --chromedriver /usr/bin/chromedriver)
 
 step "all passed"

@@ -161,6 +161,14 @@ impl Executable for CorruptingExe {
             })
         })
     }
+    fn run_repeatedly<'a>(
+        &'a mut self,
+        inputs: &'a HashMap<String, Tensor>,
+        scalars: &'a HashMap<String, u32>,
+        times: usize,
+    ) -> BoxFuture<'a, ()> {
+        self.inner.run_repeatedly(inputs, scalars, times)
+    }
 }
 
 #[test]

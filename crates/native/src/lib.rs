@@ -3,6 +3,8 @@
 //! Each subcommand renders its whole output as one `String`; `main` only writes it out and
 //! turns errors into a message and exit code 1.
 
+pub mod bench_ops;
+
 use clap::{Args, Parser, Subcommand};
 use susurrus_core::Result;
 use susurrus_core::demo::{EncoderLayerShape, encoder_layer};
@@ -26,6 +28,19 @@ pub enum Command {
     /// Prints the graph as built, the graph after the optimisation passes (with the passes
     /// that changed it), the arena memory report and where every value is stored.
     Demo(DemoArgs),
+    /// Time the ops of Whisper tiny (encoder at 1500 positions, one decoder step) on the wgpu
+    /// and CPU executors and print time, GFLOP/s and GB/s per op.
+    BenchOps(BenchOpsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BenchOpsArgs {
+    /// Backends to measure.
+    #[arg(long, value_enum, default_value = "all")]
+    pub backend: bench_ops::BenchBackend,
+    /// Store weights as f16 (read natively where the GPU has shader-f16).
+    #[arg(long)]
+    pub f16: bool,
 }
 
 #[derive(Debug, Args)]
@@ -40,6 +55,7 @@ pub struct DemoArgs {
 pub fn run(cli: &Cli) -> Result<String> {
     match &cli.command {
         Command::Demo(args) => demo(args),
+        Command::BenchOps(args) => bench_ops::bench_ops(args.backend, args.f16),
     }
 }
 

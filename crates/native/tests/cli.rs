@@ -88,10 +88,19 @@ fn unknown_subcommand_is_a_usage_error() {
 }
 
 #[test]
-fn help_lists_the_demo() {
+fn help_lists_the_subcommands() {
     let out = susurrus(&["--help"]);
     assert!(out.status.success());
     let text = stdout(&out);
     assert!(text.starts_with("Whisper speech recognition"), "{text}");
-    assert!(text.contains("  demo  Build a Whisper-tiny-shaped encoder layer"), "{text}");
+    assert!(text.contains("  demo       Build a Whisper-tiny-shaped encoder layer"), "{text}");
+    assert!(text.contains("  bench-ops  Time the ops of Whisper tiny"), "{text}");
+}
+
+#[test]
+fn bench_ops_rejects_an_unknown_backend() {
+    let out = susurrus(&["bench-ops", "--backend", "tpu"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("invalid value 'tpu' for '--backend <BACKEND>'"), "{err}");
 }

@@ -237,4 +237,18 @@ impl Executable for CpuExecutable {
             })
         })
     }
+
+    fn run_repeatedly<'a>(
+        &'a mut self,
+        inputs: &'a HashMap<String, Tensor>,
+        scalars: &'a HashMap<String, u32>,
+        times: usize,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            for _ in 0..times {
+                self.run_now(inputs, scalars, &[])?;
+            }
+            Ok(())
+        })
+    }
 }

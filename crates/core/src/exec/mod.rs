@@ -50,6 +50,15 @@ pub trait Executable {
 
     /// The current contents of the persistent buffer `name`.
     fn read_state<'a>(&'a mut self, name: &'a str) -> BoxFuture<'a, Tensor>;
+
+    /// Runs the plan `times` times back to back without reading outputs, and resolves when
+    /// the device has finished: what benchmarks time.
+    fn run_repeatedly<'a>(
+        &'a mut self,
+        inputs: &'a HashMap<String, Tensor>,
+        scalars: &'a HashMap<String, u32>,
+        times: usize,
+    ) -> BoxFuture<'a, ()>;
 }
 
 /// The first op of `plan` that `backend` lacks, as an [`Error::Unsupported`].

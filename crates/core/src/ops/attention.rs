@@ -9,7 +9,7 @@ use super::gather::infer_values;
 use super::matmul::broadcast_offset;
 use super::{EvalCtx, Memory, OpKind};
 use crate::error::{Error, Result};
-use crate::exec::wgpu::{KernelCtx, Lowering};
+use crate::exec::wgpu::{KernelCtx, KernelSpec, Lowering, grid, pack_dims};
 use crate::harness::Tolerance;
 use crate::harness::cases::{CaseGen, ODD, ty};
 use crate::ir::{DType, Graph, Shape, TensorType};
@@ -129,8 +129,138 @@ impl OpKind for Attention {
     fn memory(&self) -> Memory {
         Memory::Fresh
     }
-    fn kernel(&self, _ctx: &KernelCtx) -> Result<Lowering> {
-        Err(crate::Error::Unsupported { op: self.name().to_string(), backend: "wgpu".into() })
+    fn kernel(&self, ctx: &KernelCtx) -> Result<Lowering> {
+        let (q, k, v) = (&ctx.inputs[0].shape, &ctx.inputs[1].shape, &ctx.inputs[2].shape);
+        let r = q.rank();
+        let (sq, d, sk, dv) = (q.dims()[r - 2], q.dims()[r - 1], k.dims()[r - 2], v.dims()[r - 1]);
+        if !(1..=MAX_HEAD).contains(&d) || !(1..=MAX_HEAD).contains(&dv) || r > 8 {
+            return Err(Error::Unsupported {
+                op: format!("attention on q {}, v {} (D {d}, Dv {dv}, rank {r})", q, v),
+                backend: format!("wgpu (head sizes 1 to {MAX_HEAD}, rank at most 8)"),
+            });
+        }
+        let lead = Shape::from(&q.dims()[..r - 2]);
+        let mut scores = lead.0.clone();
+        scores.extend([sq, sk]);
+        let mask_strides = match ctx.inputs.get(3) {
+            Some(m) => m.shape.broadcast_strides(&Shape(scores)),
+            None => vec![0; r],
+        };
+        let mut cfg = KernelConfig::new(sq, d, dv);
+        if let Ok(c) = std::env::var("XX_ATT_CFG") {
+            let v: Vec<usize> = c.split(',').map(|x| x.parse().unwrap()).collect();
+            if cfg.stage {
+                cfg.bq = v[0];
+                cfg.bk = v[1];
+                cfg.cg = v[2];
+            }
+        }
+        let qblocks = sq.div_ceil(cfg.bq);
+        let ([lead0, lead1], [mask0, mask1]) = (pack_dims(lead.dims()), pack_dims(&mask_strides[..r - 2]));
+        let params = AttentionParams {
+            lead0,
+            lead1,
+            mask0,
+            mask1,
+            sq: sq as u32,
+            sk: sk as u32,
+            batch: lead.numel() as u32,
+            qblocks: qblocks as u32,
+            lead_rank: (r - 2) as u32,
+            mask_sq: mask_strides[r - 2] as u32,
+            mask_sk: mask_strides[r - 1] as u32,
+            scale: self.scale,
+        };
+        let mask = match self.mask {
+            MaskKind::None => 0,
+            MaskKind::Additive => 1,
+            MaskKind::Causal => 2,
+        };
+        let [x, y, _] = grid(lead.numel() * qblocks);
+        let src: &'static str = match std::env::var("XX_ATT_KERNEL") {
+            Ok(path) => Box::leak(std::fs::read_to_string(path).unwrap().into_boxed_str()),
+            Err(_) => include_str!("../../../../kernels/attention.wgsl"),
+        };
+        let spec = KernelSpec::new("attention", src, &params)
+            .define("BQ", cfg.bq.to_string())
+            .define("BK", cfg.bk.to_string())
+            .define("D", d.to_string())
+            .define("DV", dv.to_string())
+            .define("CG", cfg.cg.to_string())
+            .define("STAGE", cfg.stage.to_string())
+            .define("MASK", mask.to_string())
+            .define("MASK_LOAD", if self.mask == MaskKind::Additive { "ld3(e)" } else { "0.0" })
+            .define("KT_LEN", cfg.kt_len(d).to_string())
+            .define("VT_LEN", cfg.vt_len(dv).to_string())
+            .define("VT4_LEN", if cfg.stage { cfg.bk * dv.div_ceil(4) } else { 1 }.to_string())
+            .groups(x, y, 1);
+        Ok(Lowering::Kernel(spec))
+    }
+}
+
+/// Largest head size (D and Dv) of the wgpu kernel: a thread keeps a query row in registers
+/// and a key block of this width must fit in WebGPU's default 16 KiB of workgroup memory.
+const MAX_HEAD: usize = 128;
+
+crate::kernel_params! {
+    /// One attention dispatch (kernels/attention.wgsl): the leading (batch, head) dims, the
+    /// mask's strides over them and along Sq and Sk (0 where it broadcasts), the sequence
+    /// lengths, the flattened batch count and the query blocks per batch.
+    pub struct AttentionParams {
+        pub lead0: vec4u,
+        pub lead1: vec4u,
+        pub mask0: vec4u,
+        pub mask1: vec4u,
+        pub sq: u32,
+        pub sk: u32,
+        pub batch: u32,
+        pub qblocks: u32,
+        pub lead_rank: u32,
+        pub mask_sq: u32,
+        pub mask_sk: u32,
+        pub scale: f32,
+    }
+}
+
+/// How the attention kernel divides its work (see kernels/attention.wgsl).
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct KernelConfig {
+    /// Queries per workgroup of 256 threads.
+    bq: usize,
+    /// Keys per block.
+    bk: usize,
+    /// Threads of a query that split the output columns (the rest split the keys).
+    cg: usize,
+    /// Copy each key block into workgroup memory, shared by the workgroup's queries.
+    stage: bool,
+}
+
+impl KernelConfig {
+    /// Many queries (encoders, prompts): 32 per workgroup share staged key blocks, 8 threads
+    /// per query. Few queries (decoder steps): one per workgroup, each of its 256 threads
+    /// scores one key of a block of 256 read in place, and the value sums are split over
+    /// keys as well as columns.
+    fn new(sq: usize, d: usize, dv: usize) -> KernelConfig {
+        if sq < 8 {
+            KernelConfig { bq: 1, bk: 256, cg: dv.next_power_of_two().min(256), stage: false }
+        } else {
+            KernelConfig { bq: 32, bk: if d.max(dv) <= 64 { 16 } else { 8 }, cg: 8, stage: true }
+        }
+    }
+
+    /// vec4s of the staged key block (rows padded by one vec4), at least 1.
+    fn kt_len(&self, d: usize) -> usize {
+        if self.stage { self.bk * (d.div_ceil(4) + 1) } else { 1 }
+    }
+
+    /// Floats of the staged value block, at least 1.
+    fn vt_len(&self, dv: usize) -> usize {
+        if self.stage { self.bk * dv } else { 1 }
+    }
+
+    /// Bytes of workgroup memory the kernel declares.
+    fn workgroup_bytes(&self, d: usize, dv: usize) -> usize {
+        16 * self.kt_len(d) + 4 * self.vt_len(dv) + 4 * self.bq * (self.bk + 1) + 4 * 256
     }
 }
 

@@ -3,9 +3,10 @@
 
 use rand::Rng;
 
+use super::reduce::axis_layout;
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
-use crate::exec::wgpu::{KernelCtx, Lowering};
+use crate::exec::wgpu::{KernelCtx, KernelSpec, Lowering};
 use crate::harness::cases::{BUDGET, CaseGen, NORM, NORM_SIZES, ty};
 use crate::ir::{DType, Graph, NodeId, TensorType};
 use crate::tensor::Tensor;
@@ -34,12 +35,14 @@ pub(crate) fn check_norm_params(op: &str, x: &TensorType, gamma: &TensorType, be
 /// + beta` with the biased variance (divided by `d`), all in f32. Shared with add + layer norm.
 pub(crate) fn normalize_rows(x: &mut [f32], gamma: &[f32], beta: &[f32], eps: f32) {
     let d = gamma.len();
+    // Mean and variance accumulate in f64: the reference must not lose digits on rows with a
+    // large offset (a sequential f32 sum does), since every backend is measured against it.
     for row in x.chunks_mut(d) {
-        let mean = row.iter().sum::<f32>() / d as f32;
-        let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / d as f32;
-        let scale = 1.0 / (var + eps).sqrt();
+        let mean = row.iter().map(|&v| f64::from(v)).sum::<f64>() / d as f64;
+        let var = row.iter().map(|&v| (f64::from(v) - mean).powi(2)).sum::<f64>() / d as f64;
+        let scale = 1.0 / (var + f64::from(eps)).sqrt();
         for ((v, g), b) in row.iter_mut().zip(gamma).zip(beta) {
-            *v = (*v - mean) * scale * g + b;
+            *v = ((f64::from(*v) - mean) * scale) as f32 * g + b;
         }
     }
 }
@@ -66,9 +69,32 @@ impl OpKind for LayerNorm {
     fn memory(&self) -> Memory {
         Memory::Fresh
     }
-    fn kernel(&self, _ctx: &KernelCtx) -> Result<Lowering> {
-        Err(crate::Error::Unsupported { op: self.name().to_string(), backend: "wgpu".into() })
+    fn kernel(&self, ctx: &KernelCtx) -> Result<Lowering> {
+        Ok(Lowering::Kernel(norm_kernel(ctx, "ld0(i)", 1, self.eps)))
     }
+}
+
+crate::kernel_params! {
+    /// Rows of `n` values to normalise, and the epsilon added to their variance.
+    pub struct NormParams {
+        pub n: u32,
+        pub rows: u32,
+        pub eps: f32,
+    }
+}
+
+/// The layer norm kernel over the rows of the output, reading x at index `i` with the WGSL
+/// expression `load_x` and gamma and beta from inputs `gamma` and `gamma + 1`. Shared with
+/// add + layer norm, which reads x as the sum of two inputs.
+pub(crate) fn norm_kernel(ctx: &KernelCtx, load_x: &str, gamma: usize, eps: f32) -> KernelSpec {
+    let n = ctx.output.shape.last();
+    let rows = ctx.output.numel() / n;
+    let params = NormParams { n: n as u32, rows: rows as u32, eps };
+    let spec = KernelSpec::new("layer_norm", include_str!("../../../../kernels/layer_norm.wgsl"), &params)
+        .define("LOAD_X", load_x)
+        .define("GAMMA", format!("ld{gamma}"))
+        .define("BETA", format!("ld{}", gamma + 1));
+    axis_layout(spec, (rows, n, 1))
 }
 
 impl Graph {

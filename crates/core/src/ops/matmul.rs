@@ -6,7 +6,7 @@
 use super::gather::infer_values;
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
-use crate::exec::wgpu::{KernelCtx, Lowering};
+use crate::exec::wgpu::{KernelCtx, KernelSpec, Lowering, grid, pack_dims};
 use crate::harness::cases::{CaseGen, accumulate, ty};
 use crate::ir::{DType, Graph, NodeId, Shape, TensorType};
 use crate::tensor::Tensor;
@@ -99,9 +99,113 @@ impl OpKind for MatMul {
     fn memory(&self) -> Memory {
         Memory::Fresh
     }
-    fn kernel(&self, _ctx: &KernelCtx) -> Result<Lowering> {
-        Err(crate::Error::Unsupported { op: self.name().to_string(), backend: "wgpu".into() })
+    fn kernel(&self, ctx: &KernelCtx) -> Result<Lowering> {
+        matmul_kernel(self.name(), ctx, self.transpose_b, "v")
     }
+}
+
+crate::kernel_params! {
+    /// One matmul dispatch (kernels/matmul.wgsl and kernels/gemv.wgsl): the output's batch
+    /// dims and, per unit of each batch index, the element offset into `a` and `b` (0 where
+    /// the operand is broadcast); the matrix sizes of one batch.
+    pub struct MatMulParams {
+        pub batch0: vec4u,
+        pub batch1: vec4u,
+        pub a0: vec4u,
+        pub a1: vec4u,
+        pub b0: vec4u,
+        pub b1: vec4u,
+        pub m: u32,
+        pub n: u32,
+        pub k: u32,
+        pub batch_rank: u32,
+    }
+}
+
+/// WebGPU's default limit on workgroups along one dispatch dimension.
+const MAX_GROUPS: usize = 65535;
+
+/// Output rows and columns of one workgroup of the tiled kernel (kernels/matmul.wgsl).
+const TILE: usize = 64;
+
+/// The parameters of `a x b` (inputs 0 and 1 of `ctx`) and the number of batches, which the
+/// kernels take from the z workgroup id. When `b` has a single batch, the batches of `a`
+/// are consecutive rows of one taller matrix: they are folded into M (fewer partial tiles,
+/// one dispatch dimension free).
+fn matmul_params(ctx: &KernelCtx) -> (MatMulParams, usize) {
+    let (a, b, out) = (&ctx.inputs[0].shape, &ctx.inputs[1].shape, &ctx.output.shape);
+    let (ra, rb, ro) = (a.rank(), b.rank(), out.rank());
+    let (mut m, k, n) = (a.dims()[ra - 2], a.dims()[ra - 1], out.dims()[ro - 1]);
+    let mut batch = Shape::from(&out.dims()[..ro - 2]);
+    let mut a_batch = Shape::from(&a.dims()[..ra - 2]);
+    let mut b_batch = Shape::from(&b.dims()[..rb - 2]);
+    if b_batch.numel() == 1 {
+        // `b` broadcasts to every batch, so the output's batches are exactly `a`'s.
+        m *= batch.numel();
+        (batch, a_batch, b_batch) = (Shape(Vec::new()), Shape(Vec::new()), Shape(Vec::new()));
+    }
+    let offsets = |s: &Shape, per_batch: usize| {
+        let strides: Vec<usize> = s.broadcast_strides(&batch).iter().map(|x| x * per_batch).collect();
+        pack_dims(&strides)
+    };
+    let ([batch0, batch1], [a0, a1], [b0, b1]) =
+        (pack_dims(batch.dims()), offsets(&a_batch, m * k), offsets(&b_batch, k * n));
+    let params = MatMulParams {
+        batch0,
+        batch1,
+        a0,
+        a1,
+        b0,
+        b1,
+        m: m as u32,
+        n: n as u32,
+        k: k as u32,
+        batch_rank: batch.rank() as u32,
+    };
+    (params, batch.numel())
+}
+
+/// The dispatch of `act(a x b)` for matmul and the fused matmul + bias: the tiled kernel, or
+/// the matrix-vector kernel when every batch has a single row (decoder steps). `epilogue` is
+/// the WGSL expression applied to each accumulated value `v` of column `col`.
+pub(crate) fn matmul_kernel(op: &str, ctx: &KernelCtx, transpose_b: bool, epilogue: &str) -> Result<Lowering> {
+    let out = &ctx.output.shape;
+    if out.rank() > 10 {
+        return Err(Error::Unsupported {
+            op: format!("{op} with {} batch dimensions", out.rank() - 2),
+            backend: "wgpu (at most 8)".into(),
+        });
+    }
+    let (params, batches) = matmul_params(ctx);
+    let (m, n) = (params.m as usize, params.n as usize);
+    let gemv = m == 1;
+    let cols = if transpose_b { 8 } else { 64 };
+    let (tm, tn) = match std::env::var("XX_MM_TILE") {
+        Ok(v) => {
+            let v: Vec<usize> = v.split(',').map(|x| x.parse().unwrap()).collect();
+            (v[0], v[1])
+        }
+        Err(_) => (TILE, TILE),
+    };
+    let [x, y, _] = if gemv { grid(n.div_ceil(cols)) } else { [n.div_ceil(tn) as u32, m.div_ceil(tm) as u32, 1] };
+    if [x as usize, y as usize, batches].iter().any(|&g| g > MAX_GROUPS) {
+        return Err(Error::Unsupported {
+            op: format!("{op} of {} ({batches} batches of {m}x{n})", ctx.output),
+            backend: format!("wgpu (at most {MAX_GROUPS} workgroups per dimension)"),
+        });
+    }
+    let spec = if gemv {
+        KernelSpec::new("gemv", include_str!("../../../../kernels/gemv.wgsl"), &params).define("COLS", cols.to_string())
+    } else {
+        let src: &'static str = match std::env::var("XX_MM_KERNEL") {
+            Ok(path) => Box::leak(std::fs::read_to_string(path).unwrap().into_boxed_str()),
+            Err(_) => include_str!("../../../../kernels/matmul.wgsl"),
+        };
+        KernelSpec::new("matmul", src, &params).define("TM", tm.to_string()).define("TN", tn.to_string())
+    };
+    let spec =
+        spec.define("TRANSPOSE_B", transpose_b.to_string()).define("EPILOGUE", epilogue).groups(x, y, batches as u32);
+    Ok(Lowering::Kernel(spec))
 }
 
 impl Graph {

@@ -2,7 +2,7 @@
 //! Emitted by the matmul fusion pass; the linear layers of Whisper are all this op.
 
 use super::gather::infer_values;
-use super::matmul::{matmul_f32, matmul_type};
+use super::matmul::{matmul_f32, matmul_kernel, matmul_type};
 use super::{EvalCtx, Memory, OpKind, UnaryKind, expect_arity};
 use crate::error::{Error, Result};
 use crate::exec::wgpu::{KernelCtx, Lowering};
@@ -61,8 +61,11 @@ impl OpKind for MatMulBias {
     fn memory(&self) -> Memory {
         Memory::Fresh
     }
-    fn kernel(&self, _ctx: &KernelCtx) -> Result<Lowering> {
-        Err(crate::Error::Unsupported { op: self.name().to_string(), backend: "wgpu".into() })
+    /// The matmul kernels with the bias (input 2) and GELU applied to each accumulated value
+    /// before it is stored.
+    fn kernel(&self, ctx: &KernelCtx) -> Result<Lowering> {
+        let epilogue = if self.gelu { "gelu_f32(v + ld2(col))" } else { "v + ld2(col)" };
+        matmul_kernel(self.name(), ctx, self.transpose_b, epilogue)
     }
 }
 

@@ -5,9 +5,10 @@
 
 use rand::Rng;
 
+use super::reduce::{AxisParams, axis_layout};
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
-use crate::exec::wgpu::{KernelCtx, Lowering};
+use crate::exec::wgpu::{KernelCtx, KernelSpec, Lowering};
 use crate::harness::Dist;
 use crate::harness::cases::{BUDGET, CaseGen, ODD, SOFTMAX, ty};
 use crate::ir::{DType, Graph, NodeId, TensorType};
@@ -51,8 +52,12 @@ impl OpKind for Softmax {
     fn memory(&self) -> Memory {
         Memory::Fresh
     }
-    fn kernel(&self, _ctx: &KernelCtx) -> Result<Lowering> {
-        Err(crate::Error::Unsupported { op: self.name().to_string(), backend: "wgpu".into() })
+    fn kernel(&self, ctx: &KernelCtx) -> Result<Lowering> {
+        let n = ctx.output.shape.last();
+        let split = (ctx.output.numel() / n, n, 1);
+        let spec =
+            KernelSpec::new("softmax", include_str!("../../../../kernels/softmax.wgsl"), &AxisParams::new(split));
+        Ok(Lowering::Kernel(axis_layout(spec, split)))
     }
 }
 

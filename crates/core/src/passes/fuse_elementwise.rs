@@ -14,6 +14,10 @@ use crate::error::Result;
 use crate::ir::{Graph, NodeId};
 use crate::ops::{FusedElementwise, Instr, Op};
 
+/// Most external inputs of one fused op: a GPU dispatch binds at most 8 storage buffers
+/// (WebGPU's default), one of them the output. Larger groups are left unfused.
+pub const MAX_FUSED_INPUTS: usize = 7;
+
 pub struct FuseElementwise;
 
 impl Pass for FuseElementwise {
@@ -31,7 +35,7 @@ impl Pass for FuseElementwise {
                 }
                 let mut builder = ProgramBuilder::new(g, &uses, root);
                 builder.emit(root);
-                if builder.fused_ops < 2 {
+                if builder.fused_ops < 2 || builder.inputs.len() > MAX_FUSED_INPUTS {
                     continue;
                 }
                 let (program, inputs) = (builder.program, builder.inputs);
@@ -159,5 +163,25 @@ mod tests {
         let before = g.to_string();
         assert!(!FuseElementwise.run(&mut g).unwrap());
         assert_eq!(g.to_string(), before);
+    }
+
+    #[test]
+    fn no_fused_op_takes_more_inputs_than_a_dispatch_can_bind() {
+        let mut g = Graph::new("ew");
+        let xs: Vec<_> = (0..=MAX_FUSED_INPUTS)
+            .map(|i| g.input(&format!("x{i}"), TensorType::new(DType::F32, [3])).unwrap())
+            .collect();
+        let mut sum = xs[0];
+        for &x in &xs[1..] {
+            sum = g.add(sum, x).unwrap();
+        }
+        g.output("y", sum).unwrap();
+        // The whole chain reads 8 inputs: the last add stays outside, the rest fuses.
+        let (after, changed) = run_and_compare(&FuseElementwise, &g, 1e-6);
+        assert!(changed);
+        let fused: Vec<_> = after.nodes().iter().filter(|n| matches!(n.op, Op::FusedElementwise(_))).collect();
+        assert_eq!(fused.len(), 1, "{after}");
+        assert_eq!(fused[0].inputs.len(), MAX_FUSED_INPUTS, "{after}");
+        assert!(after.to_string().contains("= add("), "{after}");
     }
 }

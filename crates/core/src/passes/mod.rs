@@ -16,7 +16,7 @@ pub use dce::DeadCodeElimination;
 pub use fold::{ConstantFolding, MAX_FOLDED_ELEMENTS};
 pub use fuse_add_norm::FuseAddLayerNorm;
 pub use fuse_attention::FuseAttention;
-pub use fuse_elementwise::FuseElementwise;
+pub use fuse_elementwise::{FuseElementwise, MAX_FUSED_INPUTS};
 pub use fuse_matmul::FuseMatMulBias;
 
 use crate::error::Result;

@@ -58,6 +58,7 @@ pub(super) struct WgpuExecutable {
     pub device: wgpu::Device,
     pub queue: wgpu::Queue,
     pub lost: Arc<Mutex<Option<String>>>,
+    pub errors: Arc<Mutex<Option<String>>>,
     pub graph: Graph,
     pub buffers: HashMap<Buf, wgpu::Buffer>,
     pub runtime: wgpu::Buffer,
@@ -112,20 +113,33 @@ pub(super) async fn compile(backend: &WgpuBackend, plan: &Plan, weights: &Weight
             backend: format!("wgpu (at most {MAX_RUNTIME_SCALARS})"),
         });
     }
-    let device = &backend.device;
+    let built = scoped(&backend.device, g.name(), || build(backend, plan, weights)).await;
+    if built.is_err() {
+        // A rejected shader must not stay cached as if it were good.
+        if let Ok(mut cache) = backend.cache.lock() {
+            *cache = PipelineCache::default();
+        }
+    }
+    let built = built??;
+    backend.check_alive()?;
+    Ok(Box::new(built))
+}
+
+/// Runs `f` inside out-of-memory and validation error scopes and turns what they catch
+/// (allocation failures, rejected shaders) into errors naming `what`.
+async fn scoped<T>(device: &wgpu::Device, what: &str, f: impl FnOnce() -> T) -> Result<T> {
     let oom_scope = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
     let validation_scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
-    let built = build(backend, plan, weights);
+    let value = f();
     let validation = validation_scope.pop().await;
     let oom = oom_scope.pop().await;
     if let Some(e) = oom {
-        return Err(Error::Backend(format!("out of GPU memory while compiling '{}': {e}", g.name())));
+        return Err(Error::Backend(format!("out of GPU memory while compiling '{what}': {e}")));
     }
     if let Some(e) = validation {
-        return Err(Error::Backend(format!("the GPU rejected plan '{}': {e}", g.name())));
+        return Err(Error::Backend(format!("the GPU rejected '{what}': {e}")));
     }
-    backend.check_alive()?;
-    Ok(Box::new(built?))
+    Ok(value)
 }
 
 fn build(backend: &WgpuBackend, plan: &Plan, weights: &Weights) -> Result<WgpuExecutable> {
@@ -355,6 +369,7 @@ fn build(backend: &WgpuBackend, plan: &Plan, weights: &Weights) -> Result<WgpuEx
         device: device.clone(),
         queue: backend.queue.clone(),
         lost: backend.lost.clone(),
+        errors: backend.errors.clone(),
         graph: g.clone(),
         buffers,
         runtime,
@@ -426,5 +441,36 @@ fn uniform_entry(binding: u32, dynamic: bool) -> wgpu::BindGroupLayoutEntry {
             min_binding_size: None,
         },
         count: None,
+    }
+}
+
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod tests {
+    use super::*;
+    use crate::exec::wgpu::WgpuOptions;
+
+    #[test]
+    fn rejected_shaders_and_huge_buffers_are_errors() {
+        let backend = pollster::block_on(WgpuBackend::with_options(&WgpuOptions::default())).unwrap();
+        let device = &backend.device;
+        let bad_shader = pollster::block_on(scoped(device, "broken kernel", || {
+            device.create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: None,
+                source: wgpu::ShaderSource::Wgsl("fn main( { oops".into()),
+            })
+        }));
+        let err = bad_shader.err().unwrap().to_string();
+        assert!(err.starts_with("backend error: the GPU rejected 'broken kernel':"), "{err}");
+        let huge = pollster::block_on(scoped(device, "huge arena", || {
+            device.create_buffer(&wgpu::BufferDescriptor {
+                label: None,
+                size: backend.limits.max_buffer_size.saturating_add(4),
+                usage: wgpu::BufferUsages::STORAGE,
+                mapped_at_creation: false,
+            })
+        }));
+        assert!(huge.is_err());
+        // The device is still usable afterwards.
+        backend.check_alive().unwrap();
     }
 }

@@ -19,11 +19,14 @@ pub struct WgpuOptions {
     pub allow_f16: bool,
     /// Prefer a software adapter (tests that must not depend on the machine's GPU).
     pub force_fallback_adapter: bool,
+    /// Split the arena into buffers of at most this many bytes even when the device allows
+    /// more (to reproduce a browser's 128 MiB binding limit natively, or to test the split).
+    pub max_buffer_bytes: Option<usize>,
 }
 
 impl Default for WgpuOptions {
     fn default() -> Self {
-        WgpuOptions { allow_f16: true, force_fallback_adapter: false }
+        WgpuOptions { allow_f16: true, force_fallback_adapter: false, max_buffer_bytes: None }
     }
 }
 
@@ -41,8 +44,11 @@ pub struct WgpuBackend {
     pub(super) info: wgpu::AdapterInfo,
     pub(super) f16: bool,
     pub(super) limits: wgpu::Limits,
+    pub(super) max_buffer_bytes: Option<usize>,
     /// Set by the device-lost callback: every later call fails with `Error::DeviceLost`.
     pub(super) lost: Arc<Mutex<Option<String>>>,
+    /// The first GPU error no error scope caught, reported by the next call.
+    pub(super) errors: Arc<Mutex<Option<String>>>,
     pub(super) cache: Mutex<PipelineCache>,
 }
 
@@ -87,7 +93,26 @@ impl WgpuBackend {
                 *l = Some(format!("{reason:?}: {message}"));
             }
         });
-        Ok(WgpuBackend { device, queue, info, f16, limits, lost, cache: Mutex::new(PipelineCache::default()) })
+        // wgpu panics on errors no scope catches; keep the first one for the next call to
+        // report instead.
+        let errors = Arc::new(Mutex::new(None));
+        let sink = errors.clone();
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+            if let Ok(mut first) = sink.lock() {
+                first.get_or_insert_with(|| e.to_string());
+            }
+        }));
+        Ok(WgpuBackend {
+            device,
+            queue,
+            info,
+            f16,
+            limits,
+            max_buffer_bytes: options.max_buffer_bytes,
+            lost,
+            errors,
+            cache: Mutex::new(PipelineCache::default()),
+        })
     }
 
     /// The adapter's name, driver and backend, for reports.
@@ -108,25 +133,34 @@ impl WgpuBackend {
     /// The plan options this device needs: arena buffers within one binding's limit, f16
     /// activations widened to f32 words.
     pub fn plan_options(&self) -> PlanOptions {
-        let binding = self.limits.max_storage_buffer_binding_size.min(self.limits.max_buffer_size) as usize;
+        let device_max = self.limits.max_storage_buffer_binding_size.min(self.limits.max_buffer_size) as usize;
+        let binding = self.max_buffer_bytes.map_or(device_max, |m| m.min(device_max));
         // Keep chunks a multiple of the arena alignment so offsets stay aligned in every chunk.
         let max_buffer_bytes = binding / crate::plan::ARENA_ALIGN * crate::plan::ARENA_ALIGN;
         PlanOptions { max_buffer_bytes, f16_bytes: 4 }
     }
 
-    /// `Error::DeviceLost` once the device is gone.
+    /// `Error::DeviceLost` once the device is gone; the first uncaught GPU error otherwise.
     pub(super) fn check_alive(&self) -> Result<()> {
-        check_alive(&self.lost)
+        check_alive(&self.lost, &self.errors)
     }
 }
 
-pub(super) fn check_alive(lost: &Mutex<Option<String>>) -> Result<()> {
+/// `Error::DeviceLost` once the device is gone, else the first GPU error no scope caught
+/// (taken, so it is reported once).
+pub(super) fn check_alive(lost: &Mutex<Option<String>>, errors: &Mutex<Option<String>>) -> Result<()> {
     match lost.lock() {
-        Ok(l) => match &*l {
-            Some(why) => Err(Error::DeviceLost(why.clone())),
-            None => Ok(()),
-        },
-        Err(_) => Err(Error::DeviceLost("device state poisoned".into())),
+        Ok(l) => {
+            if let Some(why) = &*l {
+                return Err(Error::DeviceLost(why.clone()));
+            }
+        }
+        Err(_) => return Err(Error::DeviceLost("device state poisoned".into())),
+    }
+    match errors.lock().map(|mut e| e.take()) {
+        Ok(Some(e)) => Err(Error::Backend(format!("the GPU reported an error: {e}"))),
+        Ok(None) => Ok(()),
+        Err(_) => Err(Error::Backend("GPU error state poisoned".into())),
     }
 }
 

@@ -18,7 +18,6 @@ impl Executable for WgpuExecutable {
         outputs: &'a [&'a str],
     ) -> BoxFuture<'a, HashMap<String, Tensor>> {
         Box::pin(async move {
-            check_alive(&self.lost)?;
             let wanted: Vec<&Readback> = outputs
                 .iter()
                 .map(|name| {
@@ -27,35 +26,8 @@ impl Executable for WgpuExecutable {
                     })
                 })
                 .collect::<Result<_>>()?;
-            if let Some(unknown) = inputs.keys().find(|k| !self.inputs.iter().any(|(n, _, _)| n == *k)) {
-                return Err(Error::BadArgument(format!("graph '{}' has no input '{unknown}'", self.graph.name())));
-            }
-            let mut uploads = Vec::with_capacity(self.inputs.len());
-            for (name, ty, loc) in &self.inputs {
-                let t =
-                    inputs.get(name).ok_or_else(|| Error::BadArgument(format!("input '{name}' was not supplied")))?;
-                t.expect_type(ty, &format!("input '{name}'"))?;
-                uploads.push((loc, encode(t, loc.elem)));
-            }
-            let values = self.graph.scalar_values(scalars)?;
-            let mut words = [0u32; MAX_RUNTIME_SCALARS];
-            words[..values.len()].copy_from_slice(&values);
-
-            for (loc, bytes) in uploads {
-                self.queue.write_buffer(&self.buffers[&loc.buf], loc.offset, &bytes);
-            }
-            self.queue.write_buffer(&self.runtime, 0, bytemuck::cast_slice(&words));
-            let mut encoder =
-                self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("run") });
-            {
-                let mut pass =
-                    encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: None });
-                for d in &self.dispatches {
-                    pass.set_pipeline(&d.pipeline);
-                    pass.set_bind_group(0, &d.bind_group, &[d.uniform_offset]);
-                    pass.dispatch_workgroups(d.workgroups[0], d.workgroups[1], d.workgroups[2]);
-                }
-            }
+            let mut encoder = self.prepare(inputs, scalars)?;
+            self.record(&mut encoder);
             for r in &wanted {
                 encoder.copy_buffer_to_buffer(&self.buffers[&r.loc.buf], r.loc.offset, &r.staging, 0, r.loc.size);
             }
@@ -70,7 +42,7 @@ impl Executable for WgpuExecutable {
 
     fn read_state<'a>(&'a mut self, name: &'a str) -> BoxFuture<'a, Tensor> {
         Box::pin(async move {
-            check_alive(&self.lost)?;
+            check_alive(&self.lost, &self.errors)?;
             let r = self.states.get(name).ok_or_else(|| {
                 Error::BadArgument(format!("graph '{}' has no persistent buffer '{name}'", self.graph.name()))
             })?;
@@ -81,9 +53,80 @@ impl Executable for WgpuExecutable {
             self.read(r).await
         })
     }
+
+    fn run_repeatedly<'a>(
+        &'a mut self,
+        inputs: &'a HashMap<String, Tensor>,
+        scalars: &'a HashMap<String, u32>,
+        times: usize,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            // Every run uploads its inputs again: the arena reuses an input's bytes once the
+            // input is dead, so a second pass over the same dispatches would read garbage.
+            for _ in 0..times {
+                let mut encoder = self.prepare(inputs, scalars)?;
+                self.record(&mut encoder);
+                self.queue.submit([encoder.finish()]);
+            }
+            let (send, receive) = futures_channel::oneshot::channel();
+            self.queue.on_submitted_work_done(move || {
+                let _ = send.send(());
+            });
+            self.wait()?;
+            receive.await.map_err(|_| Error::DeviceLost("the GPU dropped a submission".into()))?;
+            check_alive(&self.lost, &self.errors)
+        })
+    }
 }
 
 impl WgpuExecutable {
+    /// Checks the run's arguments, writes the inputs and runtime scalars, and returns the
+    /// command encoder the run records into.
+    fn prepare(
+        &self,
+        inputs: &HashMap<String, Tensor>,
+        scalars: &HashMap<String, u32>,
+    ) -> Result<wgpu::CommandEncoder> {
+        check_alive(&self.lost, &self.errors)?;
+        if let Some(unknown) = inputs.keys().find(|k| !self.inputs.iter().any(|(n, _, _)| n == *k)) {
+            return Err(Error::BadArgument(format!("graph '{}' has no input '{unknown}'", self.graph.name())));
+        }
+        let mut uploads = Vec::with_capacity(self.inputs.len());
+        for (name, ty, loc) in &self.inputs {
+            let t = inputs.get(name).ok_or_else(|| Error::BadArgument(format!("input '{name}' was not supplied")))?;
+            t.expect_type(ty, &format!("input '{name}'"))?;
+            uploads.push((loc, encode(t, loc.elem)));
+        }
+        let values = self.graph.scalar_values(scalars)?;
+        let mut words = [0u32; MAX_RUNTIME_SCALARS];
+        words[..values.len()].copy_from_slice(&values);
+        for (loc, bytes) in uploads {
+            self.queue.write_buffer(&self.buffers[&loc.buf], loc.offset, &bytes);
+        }
+        self.queue.write_buffer(&self.runtime, 0, bytemuck::cast_slice(&words));
+        Ok(self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("run") }))
+    }
+
+    /// Records every dispatch of the plan in one compute pass.
+    fn record(&self, encoder: &mut wgpu::CommandEncoder) {
+        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: None });
+        for d in &self.dispatches {
+            pass.set_pipeline(&d.pipeline);
+            pass.set_bind_group(0, &d.bind_group, &[d.uniform_offset]);
+            pass.dispatch_workgroups(d.workgroups[0], d.workgroups[1], d.workgroups[2]);
+        }
+    }
+
+    /// Natively, blocks until the device has finished the submitted work (callbacks run);
+    /// in the browser the callbacks' futures are awaited instead.
+    fn wait(&self) -> Result<()> {
+        #[cfg(not(target_arch = "wasm32"))]
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| Error::DeviceLost(format!("waiting for the GPU failed: {e}")))?;
+        Ok(())
+    }
+
     /// Maps `r`'s staging buffer (filled by the last submission), decodes it and unmaps it.
     /// Natively the device is polled until the copy is done; in the browser the future waits
     /// without blocking the thread.
@@ -92,13 +135,11 @@ impl WgpuExecutable {
         r.staging.map_async(wgpu::MapMode::Read, .., move |result| {
             let _ = send.send(result);
         });
-        #[cfg(not(target_arch = "wasm32"))]
-        self.device
-            .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| Error::DeviceLost(format!("waiting for the GPU failed: {e}")))?;
+        self.wait()?;
+        check_alive(&self.lost, &self.errors)?;
         let mapped = receive.await.map_err(|_| Error::DeviceLost("the GPU dropped a readback".into()))?;
         mapped.map_err(|e| {
-            check_alive(&self.lost)
+            check_alive(&self.lost, &self.errors)
                 .err()
                 .unwrap_or_else(|| Error::Backend(format!("reading back from the GPU failed: {e}")))
         })?;

@@ -1,0 +1,60 @@
+// Matrix-vector product, the one-row case of matmul.wgsl (same parameters and epilogue):
+// out[z] = epilogue(a[z] x b[z]) with a [1, K], b [K, N] (or [N, K] when `$TRANSPOSE_B` is
+// true) and out [1, N]; z, the batch index, is the workgroup's z id.
+//
+// A workgroup computes `$COLS` output columns; the LANES = 256 / COLS threads of one column
+// split K between them (lane l takes k = l, l + LANES, ...) and their partial sums are added
+// in workgroup memory. The thread layout follows the weight's memory: with b [N, K] the lanes
+// of a column are adjacent threads, so they read consecutive k; with b [K, N] adjacent threads
+// are adjacent columns, reading consecutive elements of one row of b.
+
+const COLS: u32 = $COLS;
+const LANES: u32 = 256u / COLS;
+const TRANSPOSE_B: bool = $TRANSPOSE_B;
+
+// partial[c * LANES + lane]: the sum of column c over the k of `lane`.
+var<workgroup> partial: array<f32, 256>;
+
+fn epilogue(v: f32, col: u32) -> f32 {
+    return $EPILOGUE;
+}
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+    var c: u32;
+    var lane: u32;
+    if (TRANSPOSE_B) {
+        c = t / LANES;
+        lane = t % LANES;
+    } else {
+        c = t % COLS;
+        lane = t / COLS;
+    }
+    let col = (wid.x + wid.y * nwg.x) * COLS + c;
+    let a_base = broadcast_offset(wid.z, p.batch_rank, p.batch0, p.batch1, p.a0, p.a1);
+    let b_base = broadcast_offset(wid.z, p.batch_rank, p.batch0, p.batch1, p.b0, p.b1);
+
+    var acc = 0.0;
+    if (col < p.n) {
+        for (var k = lane; k < p.k; k += LANES) {
+            var w: f32;
+            if (TRANSPOSE_B) {
+                w = ld1(b_base + col * p.k + k);
+            } else {
+                w = ld1(b_base + k * p.n + col);
+            }
+            acc += ld0(a_base + k) * w;
+        }
+    }
+    partial[c * LANES + lane] = acc;
+    workgroupBarrier();
+    for (var s = LANES / 2u; s > 0u; s /= 2u) {
+        if (lane < s) {
+            partial[c * LANES + lane] += partial[c * LANES + lane + s];
+        }
+        workgroupBarrier();
+    }
+    if (lane == 0u && col < p.n) {
+        st(wid.z * p.n + col, epilogue(partial[c * LANES], col));
+    }
+}

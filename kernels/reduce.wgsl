@@ -1,0 +1,60 @@
+// Sum, mean or max over one axis of x viewed as [outer, n, inner]; result m = o * inner + i.
+//
+// Each workgroup of 256 threads computes SLOTS results; LANES threads (a power of two) share
+// one result. A thread's slot and lane come from its index: LANE_STRIDE and SLOT_STRIDE are
+// the index distances between neighbouring lanes and slots. With inner == 1 the lanes of a
+// slot are neighbours (they read consecutive values of one row); otherwise the slots are
+// (they read consecutive results' values at one k). Either way neighbouring threads load
+// neighbouring words. Each lane folds the values k = lane, lane + LANES, ... in f32, then the
+// lanes of a slot are combined by a tree in workgroup memory.
+//
+// `$COMBINE` folds `a` and `b`, `$INIT` is a lane's starting value (it may read `ld0(base)`,
+// the slot's first value) and `$FINAL` turns the combined `v` into the result.
+
+const LANES: u32 = $LANES;
+const SLOTS: u32 = $SLOTS;
+const LANE_STRIDE: u32 = $LANE_STRIDE;
+const SLOT_STRIDE: u32 = $SLOT_STRIDE;
+
+var<workgroup> part: array<f32, 256>;
+
+// NaN by its bits: compilers may fold `x != x` away.
+fn is_nan(x: f32) -> bool {
+    return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;
+}
+
+// The larger of a and b, NaN if either is (WGSL's max leaves NaN unspecified).
+fn max_nan(a: f32, b: f32) -> f32 {
+    return select(select(max(a, b), b, is_nan(b)), a, is_nan(a));
+}
+
+fn combine(a: f32, b: f32) -> f32 {
+    return $COMBINE;
+}
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) l: u32) {
+    let slot = (l / SLOT_STRIDE) % SLOTS;
+    let lane = (l / LANE_STRIDE) % LANES;
+    let m = (wid.x + wid.y * nwg.x) * SLOTS + slot;
+    var acc = 0.0;
+    if (m < p.outputs) {
+        let base = (m / p.inner) * p.n * p.inner + m % p.inner;
+        acc = $INIT;
+        for (var k = lane; k < p.n; k += LANES) {
+            acc = combine(acc, ld0(base + k * p.inner));
+        }
+    }
+    part[l] = acc;
+    workgroupBarrier();
+    for (var s = LANES / 2u; s > 0u; s >>= 1u) {
+        if (lane < s) {
+            part[l] = combine(part[l], part[l + s * LANE_STRIDE]);
+        }
+        workgroupBarrier();
+    }
+    if (lane == 0u && m < p.outputs) {
+        let v = part[l];
+        st(m, $FINAL);
+    }
+}
