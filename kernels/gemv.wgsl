@@ -3,8 +3,8 @@
 // true) and out [1, N]; z, the batch index, is the workgroup's z id.
 //
 // A workgroup computes `$COLS` output columns; the LANES = 256 / COLS threads of one column
-// split K between them (lane l takes k = l, l + LANES, ...) and their partial sums are added
-// in workgroup memory. The thread layout follows the weight's memory: with b [N, K] the lanes
+// split K between them (lane l takes k = l, l + LANES, ...; four at a time, so that four
+// loads are in flight at once) and their partial sums are added in workgroup memory. The thread layout follows the weight's memory: with b [N, K] the lanes
 // of a column are adjacent threads, so they read consecutive k; with b [K, N] adjacent threads
 // are adjacent columns, reading consecutive elements of one row of b.
 
@@ -17,6 +17,14 @@ var<workgroup> partial: array<f32, 256>;
 
 fn epilogue(v: f32, col: u32) -> f32 {
     return $EPILOGUE;
+}
+
+// b^T[col][k] of this batch.
+fn weight(b_base: u32, col: u32, k: u32) -> f32 {
+    if (TRANSPOSE_B) {
+        return ld1(b_base + col * p.k + k);
+    }
+    return ld1(b_base + k * p.n + col);
 }
 
 @compute @workgroup_size(256)
@@ -36,14 +44,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 
     var acc = 0.0;
     if (col < p.n) {
-        for (var k = lane; k < p.k; k += LANES) {
-            var w: f32;
-            if (TRANSPOSE_B) {
-                w = ld1(b_base + col * p.k + k);
-            } else {
-                w = ld1(b_base + k * p.n + col);
-            }
-            acc += ld0(a_base + k) * w;
+        var k = lane;
+        for (; k + 3u * LANES < p.k; k += 4u * LANES) {
+            let w = vec4<f32>(
+                weight(b_base, col, k),
+                weight(b_base, col, k + LANES),
+                weight(b_base, col, k + 2u * LANES),
+                weight(b_base, col, k + 3u * LANES),
+            );
+            let x = vec4<f32>(ld0(a_base + k), ld0(a_base + k + LANES), ld0(a_base + k + 2u * LANES), ld0(a_base + k + 3u * LANES));
+            acc += dot(x, w);
+        }
+        for (; k < p.k; k += LANES) {
+            acc += ld0(a_base + k) * weight(b_base, col, k);
         }
     }
     partial[c * LANES + lane] = acc;

@@ -6,7 +6,8 @@
 // block (rows ty*4.., columns tx*4..). K advances in steps of 16: the A and B tiles of a step
 // are staged in workgroup memory, k-major, so that a thread reads its four rows and its four
 // columns as one vec4 each. The next step's values are loaded into registers while the current
-// step is computed, hiding global memory latency. Edges read zeros and skip stores.
+// step is computed, hiding global memory latency. The 16 products of a step are unrolled by
+// hand (measurably faster than the loop on the GPUs tried). Edges read zeros and skip stores.
 // `$EPILOGUE` is f(v, col) applied to each accumulated value before the store.
 
 const TILE: u32 = 64u;
@@ -99,9 +100,129 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             }
         }
 
-        for (var k = 0u; k < TK; k++) {
-            let a = at[k * STRIDE + ty];
-            let b = bt[k * STRIDE + tx];
+        {
+            let a = at[0u * STRIDE + ty];
+            let b = bt[0u * STRIDE + tx];
+            acc0 += a.x * b;
+            acc1 += a.y * b;
+            acc2 += a.z * b;
+            acc3 += a.w * b;
+        }
+        {
+            let a = at[1u * STRIDE + ty];
+            let b = bt[1u * STRIDE + tx];
+            acc0 += a.x * b;
+            acc1 += a.y * b;
+            acc2 += a.z * b;
+            acc3 += a.w * b;
+        }
+        {
+            let a = at[2u * STRIDE + ty];
+            let b = bt[2u * STRIDE + tx];
+            acc0 += a.x * b;
+            acc1 += a.y * b;
+            acc2 += a.z * b;
+            acc3 += a.w * b;
+        }
+        {
+            let a = at[3u * STRIDE + ty];
+            let b = bt[3u * STRIDE + tx];
+            acc0 += a.x * b;
+            acc1 += a.y * b;
+            acc2 += a.z * b;
+            acc3 += a.w * b;
+        }
+        {
+            let a = at[4u * STRIDE + ty];
+            let b = bt[4u * STRIDE + tx];
+            acc0 += a.x * b;
+            acc1 += a.y * b;
+            acc2 += a.z * b;
+            acc3 += a.w * b;
+        }
+        {
+            let a = at[5u * STRIDE + ty];
+            let b = bt[5u * STRIDE + tx];
+            acc0 += a.x * b;
+            acc1 += a.y * b;
+            acc2 += a.z * b;
+            acc3 += a.w * b;
+        }
+        {
+            let a = at[6u * STRIDE + ty];
+            let b = bt[6u * STRIDE + tx];
+            acc0 += a.x * b;
+            acc1 += a.y * b;
+            acc2 += a.z * b;
+            acc3 += a.w * b;
+        }
+        {
+            let a = at[7u * STRIDE + ty];
+            let b = bt[7u * STRIDE + tx];
+            acc0 += a.x * b;
+            acc1 += a.y * b;
+            acc2 += a.z * b;
+            acc3 += a.w * b;
+        }
+        {
+            let a = at[8u * STRIDE + ty];
+            let b = bt[8u * STRIDE + tx];
+            acc0 += a.x * b;
+            acc1 += a.y * b;
+            acc2 += a.z * b;
+            acc3 += a.w * b;
+        }
+        {
+            let a = at[9u * STRIDE + ty];
+            let b = bt[9u * STRIDE + tx];
+            acc0 += a.x * b;
+            acc1 += a.y * b;
+            acc2 += a.z * b;
+            acc3 += a.w * b;
+        }
+        {
+            let a = at[10u * STRIDE + ty];
+            let b = bt[10u * STRIDE + tx];
+            acc0 += a.x * b;
+            acc1 += a.y * b;
+            acc2 += a.z * b;
+            acc3 += a.w * b;
+        }
+        {
+            let a = at[11u * STRIDE + ty];
+            let b = bt[11u * STRIDE + tx];
+            acc0 += a.x * b;
+            acc1 += a.y * b;
+            acc2 += a.z * b;
+            acc3 += a.w * b;
+        }
+        {
+            let a = at[12u * STRIDE + ty];
+            let b = bt[12u * STRIDE + tx];
+            acc0 += a.x * b;
+            acc1 += a.y * b;
+            acc2 += a.z * b;
+            acc3 += a.w * b;
+        }
+        {
+            let a = at[13u * STRIDE + ty];
+            let b = bt[13u * STRIDE + tx];
+            acc0 += a.x * b;
+            acc1 += a.y * b;
+            acc2 += a.z * b;
+            acc3 += a.w * b;
+        }
+        {
+            let a = at[14u * STRIDE + ty];
+            let b = bt[14u * STRIDE + tx];
+            acc0 += a.x * b;
+            acc1 += a.y * b;
+            acc2 += a.z * b;
+            acc3 += a.w * b;
+        }
+        {
+            let a = at[15u * STRIDE + ty];
+            let b = bt[15u * STRIDE + tx];
             acc0 += a.x * b;
             acc1 += a.y * b;
             acc2 += a.z * b;

@@ -31,6 +31,10 @@ pub enum Error {
     /// A backend could not be created or a resource could not be allocated.
     #[error("backend error: {0}")]
     Backend(String),
+    /// A model file (weights, config, tokenizer) is missing, corrupt or does not match the
+    /// model; `msg` says what and where (tensor, line, byte offset).
+    #[error("{file}: {msg}")]
+    Model { file: String, msg: String },
 }
 
 /// Result alias used throughout the core crate.

@@ -14,6 +14,7 @@ pub mod ops;
 pub mod passes;
 pub mod plan;
 pub mod tensor;
+pub mod whisper;
 
 pub use error::{Error, Result};
 pub use ir::{DType, Graph, NodeId, ScalarId, Shape, TensorType};

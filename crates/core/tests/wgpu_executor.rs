@@ -6,9 +6,9 @@
 use std::collections::HashMap;
 
 use pollster::block_on;
+use susurrus_core::exec::Backend;
 use susurrus_core::exec::cpu::CpuBackend;
 use susurrus_core::exec::wgpu::{WgpuBackend, WgpuOptions};
-use susurrus_core::exec::{Backend, Executable};
 use susurrus_core::harness::{random_inputs, random_weights};
 use susurrus_core::plan::plan;
 use susurrus_core::{DType, Error, Graph, Tensor, TensorType};

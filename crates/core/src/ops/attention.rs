@@ -129,13 +129,15 @@ impl OpKind for Attention {
     fn memory(&self) -> Memory {
         Memory::Fresh
     }
+    /// The fused kernel (kernels/attention.wgsl), its work split chosen by [`KernelConfig`];
+    /// head sizes past [`MAX_HEAD`] are unsupported.
     fn kernel(&self, ctx: &KernelCtx) -> Result<Lowering> {
         let (q, k, v) = (&ctx.inputs[0].shape, &ctx.inputs[1].shape, &ctx.inputs[2].shape);
         let r = q.rank();
         let (sq, d, sk, dv) = (q.dims()[r - 2], q.dims()[r - 1], k.dims()[r - 2], v.dims()[r - 1]);
         if !(1..=MAX_HEAD).contains(&d) || !(1..=MAX_HEAD).contains(&dv) || r > 8 {
             return Err(Error::Unsupported {
-                op: format!("attention on q {}, v {} (D {d}, Dv {dv}, rank {r})", q, v),
+                op: format!("attention on q {q}, v {v} (D {d}, Dv {dv}, rank {r})"),
                 backend: format!("wgpu (head sizes 1 to {MAX_HEAD}, rank at most 8)"),
             });
         }
@@ -146,15 +148,7 @@ impl OpKind for Attention {
             Some(m) => m.shape.broadcast_strides(&Shape(scores)),
             None => vec![0; r],
         };
-        let mut cfg = KernelConfig::new(sq, d, dv);
-        if let Ok(c) = std::env::var("XX_ATT_CFG") {
-            let v: Vec<usize> = c.split(',').map(|x| x.parse().unwrap()).collect();
-            if cfg.stage {
-                cfg.bq = v[0];
-                cfg.bk = v[1];
-                cfg.cg = v[2];
-            }
-        }
+        let cfg = KernelConfig::new(sq, d, dv);
         let qblocks = sq.div_ceil(cfg.bq);
         let ([lead0, lead1], [mask0, mask1]) = (pack_dims(lead.dims()), pack_dims(&mask_strides[..r - 2]));
         let params = AttentionParams {
@@ -177,11 +171,7 @@ impl OpKind for Attention {
             MaskKind::Causal => 2,
         };
         let [x, y, _] = grid(lead.numel() * qblocks);
-        let src: &'static str = match std::env::var("XX_ATT_KERNEL") {
-            Ok(path) => Box::leak(std::fs::read_to_string(path).unwrap().into_boxed_str()),
-            Err(_) => include_str!("../../../../kernels/attention.wgsl"),
-        };
-        let spec = KernelSpec::new("attention", src, &params)
+        let spec = KernelSpec::new("attention", include_str!("../../../../kernels/attention.wgsl"), &params)
             .define("BQ", cfg.bq.to_string())
             .define("BK", cfg.bk.to_string())
             .define("D", d.to_string())
@@ -192,7 +182,6 @@ impl OpKind for Attention {
             .define("MASK_LOAD", if self.mask == MaskKind::Additive { "ld3(e)" } else { "0.0" })
             .define("KT_LEN", cfg.kt_len(d).to_string())
             .define("VT_LEN", cfg.vt_len(dv).to_string())
-            .define("VT4_LEN", if cfg.stage { cfg.bk * dv.div_ceil(4) } else { 1 }.to_string())
             .groups(x, y, 1);
         Ok(Lowering::Kernel(spec))
     }
@@ -229,7 +218,8 @@ struct KernelConfig {
     bq: usize,
     /// Keys per block.
     bk: usize,
-    /// Threads of a query that split the output columns (the rest split the keys).
+    /// Threads of a query that split the output columns, in vec4 chunks (the rest of its
+    /// threads split the keys).
     cg: usize,
     /// Copy each key block into workgroup memory, shared by the workgroup's queries.
     stage: bool,
@@ -237,12 +227,12 @@ struct KernelConfig {
 
 impl KernelConfig {
     /// Many queries (encoders, prompts): 32 per workgroup share staged key blocks, 8 threads
-    /// per query. Few queries (decoder steps): one per workgroup, each of its 256 threads
-    /// scores one key of a block of 256 read in place, and the value sums are split over
-    /// keys as well as columns.
+    /// per query. Few queries (decoder steps): one per workgroup, its 256 threads score a
+    /// block of 256 keys read in place, one key each, and split the value sums over keys as
+    /// well as columns.
     fn new(sq: usize, d: usize, dv: usize) -> KernelConfig {
         if sq < 8 {
-            KernelConfig { bq: 1, bk: 256, cg: dv.next_power_of_two().min(256), stage: false }
+            KernelConfig { bq: 1, bk: 256, cg: dv.div_ceil(4).next_power_of_two(), stage: false }
         } else {
             KernelConfig { bq: 32, bk: if d.max(dv) <= 64 { 16 } else { 8 }, cg: 8, stage: true }
         }
@@ -253,14 +243,16 @@ impl KernelConfig {
         if self.stage { self.bk * (d.div_ceil(4) + 1) } else { 1 }
     }
 
-    /// Floats of the staged value block, at least 1.
+    /// vec4s of the staged value block, at least 1.
     fn vt_len(&self, dv: usize) -> usize {
-        if self.stage { self.bk * dv } else { 1 }
+        if self.stage { self.bk * dv.div_ceil(4) } else { 1 }
     }
 
-    /// Bytes of workgroup memory the kernel declares.
+    /// Bytes of workgroup memory the kernel declares: the key and value blocks, the weights
+    /// (`bq` rows of `bk + 1`) and 256 floats for reductions.
+    #[cfg(test)]
     fn workgroup_bytes(&self, d: usize, dv: usize) -> usize {
-        16 * self.kt_len(d) + 4 * self.vt_len(dv) + 4 * self.bq * (self.bk + 1) + 4 * 256
+        16 * (self.kt_len(d) + self.vt_len(dv)) + 4 * self.bq * (self.bk + 1) + 4 * 256
     }
 }
 
@@ -480,6 +472,77 @@ mod tests {
             .collect();
         // Identical up to f32 summation order, which can flip a rounding by one f16 step.
         close(&y.to_f32(), &want, 1e-3);
+    }
+
+    fn lower(op: &Attention, inputs: &[TensorType]) -> Result<crate::exec::wgpu::KernelSpec> {
+        let refs: Vec<&TensorType> = inputs.iter().collect();
+        let output = op.infer(&refs)?;
+        match op.kernel(&KernelCtx { inputs: &refs, output: &output, f16: false })? {
+            Lowering::Kernel(spec) => Ok(spec),
+            Lowering::Nothing => panic!("attention lowered to nothing"),
+        }
+    }
+
+    fn define<'a>(spec: &'a crate::exec::wgpu::KernelSpec, key: &str) -> &'a str {
+        &spec.defines.iter().find(|(k, _)| *k == key).unwrap().1
+    }
+
+    #[test]
+    fn kernel_configs_fit_workgroup_memory() {
+        // WebGPU's default limit is 16 KiB; check every head size in both regimes.
+        for d in 1..=MAX_HEAD {
+            for dv in 1..=MAX_HEAD {
+                for sq in [1, 1500] {
+                    let cfg = KernelConfig::new(sq, d, dv);
+                    assert!(cfg.workgroup_bytes(d, dv) <= 16384, "{cfg:?} d {d} dv {dv}");
+                    // Every lane scores at least one key and the value slices split the block evenly.
+                    assert_eq!(cfg.bk % (256 / cfg.bq), 0, "{cfg:?}");
+                    assert_eq!((256 / cfg.bq) % cfg.cg, 0, "{cfg:?}");
+                }
+            }
+        }
+        // D = Dv = 64 with many queries: keys 16 * 17 vec4s, values 16 * 16, weights 32 * 17 floats.
+        assert_eq!(KernelConfig::new(1500, 64, 64).workgroup_bytes(64, 64), 16 * (272 + 256) + 4 * 32 * 17 + 1024);
+    }
+
+    #[test]
+    fn kernel_parameters_follow_the_shapes() {
+        // Two batches of 3 heads, Sq = 33, Sk = 65, D = 64, Dv = 33, a key-padding mask
+        // [2, 1, 1, 65]: its strides over the scores [2, 3, 33, 65] are [65, 0, 0, 1].
+        let t = |dims: &[usize]| TensorType::new(DType::F32, dims);
+        let op = Attention { scale: 0.125, mask: MaskKind::Additive };
+        let spec =
+            lower(&op, &[t(&[2, 3, 33, 64]), t(&[2, 3, 65, 64]), t(&[2, 3, 65, 33]), t(&[2, 1, 1, 65])]).unwrap();
+        let words: &[u32] = bytemuck::cast_slice(&spec.params);
+        // lead dims [2, 3], mask lead strides [65, 0], then sq, sk, batch, qblocks (33 / 32
+        // rounded up), lead rank, mask strides along Sq and Sk, scale.
+        assert_eq!(&words[..4], &[2, 3, 0, 0]);
+        assert_eq!(&words[8..12], &[65, 0, 0, 0]);
+        assert_eq!(&words[16..23], &[33, 65, 6, 2, 2, 0, 1]);
+        assert_eq!(f32::from_bits(words[23]), 0.125);
+        // 6 heads of 2 query blocks.
+        assert_eq!(spec.workgroups, [12, 1, 1]);
+        assert_eq!((define(&spec, "BQ"), define(&spec, "STAGE"), define(&spec, "MASK_LOAD")), ("32", "true", "ld3(e)"));
+
+        // A decoder step: one query per workgroup, keys read in place, 9 value chunks over 16 lanes.
+        let op = Attention { scale: 0.125, mask: MaskKind::Causal };
+        let spec = lower(&op, &[t(&[6, 1, 64]), t(&[6, 448, 64]), t(&[6, 448, 33])]).unwrap();
+        assert_eq!(spec.workgroups, [6, 1, 1]);
+        assert_eq!((define(&spec, "BQ"), define(&spec, "STAGE"), define(&spec, "CG")), ("1", "false", "16"));
+        assert_eq!((define(&spec, "MASK"), define(&spec, "MASK_LOAD")), ("2", "0.0"));
+    }
+
+    #[test]
+    fn heads_beyond_the_kernel_are_unsupported() {
+        let t = |dims: &[usize]| TensorType::new(DType::F32, dims);
+        let op = Attention { scale: 1.0, mask: MaskKind::None };
+        let err = lower(&op, &[t(&[2, 3, 129]), t(&[2, 5, 129]), t(&[2, 5, 8])]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "attention on q [2,3,129], v [2,5,8] (D 129, Dv 8, rank 3) is not supported by the wgpu \
+             (head sizes 1 to 128, rank at most 8) backend"
+        );
+        assert!(lower(&op, &[t(&[2, 3, 128]), t(&[2, 5, 128]), t(&[2, 5, 128])]).is_ok());
     }
 
     #[test]

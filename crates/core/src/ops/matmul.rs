@@ -180,14 +180,7 @@ pub(crate) fn matmul_kernel(op: &str, ctx: &KernelCtx, transpose_b: bool, epilog
     let (m, n) = (params.m as usize, params.n as usize);
     let gemv = m == 1;
     let cols = if transpose_b { 8 } else { 64 };
-    let (tm, tn) = match std::env::var("XX_MM_TILE") {
-        Ok(v) => {
-            let v: Vec<usize> = v.split(',').map(|x| x.parse().unwrap()).collect();
-            (v[0], v[1])
-        }
-        Err(_) => (TILE, TILE),
-    };
-    let [x, y, _] = if gemv { grid(n.div_ceil(cols)) } else { [n.div_ceil(tn) as u32, m.div_ceil(tm) as u32, 1] };
+    let [x, y, _] = if gemv { grid(n.div_ceil(cols)) } else { [n.div_ceil(TILE) as u32, m.div_ceil(TILE) as u32, 1] };
     if [x as usize, y as usize, batches].iter().any(|&g| g > MAX_GROUPS) {
         return Err(Error::Unsupported {
             op: format!("{op} of {} ({batches} batches of {m}x{n})", ctx.output),
@@ -197,11 +190,7 @@ pub(crate) fn matmul_kernel(op: &str, ctx: &KernelCtx, transpose_b: bool, epilog
     let spec = if gemv {
         KernelSpec::new("gemv", include_str!("../../../../kernels/gemv.wgsl"), &params).define("COLS", cols.to_string())
     } else {
-        let src: &'static str = match std::env::var("XX_MM_KERNEL") {
-            Ok(path) => Box::leak(std::fs::read_to_string(path).unwrap().into_boxed_str()),
-            Err(_) => include_str!("../../../../kernels/matmul.wgsl"),
-        };
-        KernelSpec::new("matmul", src, &params).define("TM", tm.to_string()).define("TN", tn.to_string())
+        KernelSpec::new("matmul", include_str!("../../../../kernels/matmul.wgsl"), &params)
     };
     let spec =
         spec.define("TRANSPOSE_B", transpose_b.to_string()).define("EPILOGUE", epilogue).groups(x, y, batches as u32);
@@ -325,6 +314,64 @@ mod tests {
         let y = eval_op(MatMul { transpose_b: false }, &[&a16, &w]).unwrap();
         assert_eq!(y.dtype(), DType::F16);
         assert_eq!(y.to_f32(), vec![half::f16::from_f32(2.0 * 0.099_975_586 + 1.0).to_f32()]);
+    }
+
+    fn lower(transpose_b: bool, a: &[usize], b: &[usize]) -> Result<KernelSpec> {
+        let (a, b) = (TensorType::new(DType::F32, a), TensorType::new(DType::F16, b));
+        let output = matmul_type("matmul", &a, &b, transpose_b)?;
+        match (MatMul { transpose_b }).kernel(&KernelCtx { inputs: &[&a, &b], output: &output, f16: false })? {
+            Lowering::Kernel(spec) => Ok(spec),
+            Lowering::Nothing => panic!("matmul lowered to nothing"),
+        }
+    }
+
+    fn params(spec: &KernelSpec) -> MatMulParams {
+        bytemuck::pod_read_unaligned(&spec.params)
+    }
+
+    #[test]
+    fn a_shared_weight_folds_the_batches_into_rows() {
+        // [2, 3, 1500, 384] x [1536, 384]^T: one 9000 x 1536 product, 24 x 141 tiles of 64.
+        let spec = lower(true, &[2, 3, 1500, 384], &[1536, 384]).unwrap();
+        assert_eq!(spec.name, "matmul");
+        assert_eq!(spec.workgroups, [24, 141, 1]);
+        let p = params(&spec);
+        assert_eq!((p.m, p.n, p.k, p.batch_rank), (9000, 1536, 384, 0));
+        assert_eq!(spec.defines, vec![("TRANSPOSE_B", "true".to_string()), ("EPILOGUE", "v".to_string())]);
+    }
+
+    #[test]
+    fn broadcast_batches_get_element_offsets() {
+        // a [2, 1, 5, 4] x b [3, 4, 7] -> [2, 3, 5, 7]: batch (i, j) reads a at i * 5 * 4 and
+        // b at j * 4 * 7.
+        let spec = lower(false, &[2, 1, 5, 4], &[3, 4, 7]).unwrap();
+        let p = params(&spec);
+        assert_eq!((p.m, p.n, p.k, p.batch_rank), (5, 7, 4, 2));
+        assert_eq!((p.batch0, p.a0, p.b0), ([2, 3, 0, 0], [20, 0, 0, 0], [0, 28, 0, 0]));
+        assert_eq!(spec.workgroups, [1, 1, 6]);
+    }
+
+    #[test]
+    fn single_rows_use_the_matrix_vector_kernel() {
+        // Logits of a decoder step: 51864 columns, 8 per workgroup with a transposed weight.
+        let spec = lower(true, &[1, 1, 384], &[51864, 384]).unwrap();
+        assert_eq!(spec.name, "gemv");
+        assert_eq!(spec.workgroups, [6483, 1, 1]);
+        assert!(spec.defines.contains(&("COLS", "8".to_string())));
+        // Batched rows against batched matrices stay per batch: [6, 1, 64] x [6, 64, 1500].
+        let spec = lower(false, &[6, 1, 64], &[6, 64, 1500]).unwrap();
+        assert_eq!((spec.name, spec.workgroups), ("gemv", [24, 1, 6]));
+        assert_eq!(params(&spec).b0, [64 * 1500, 0, 0, 0]);
+    }
+
+    #[test]
+    fn dispatches_beyond_the_workgroup_limit_are_unsupported() {
+        let err = lower(false, &[70000, 1, 2], &[70000, 2, 3]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "matmul of f32[70000,1,3] (70000 batches of 1x3) is not supported by the wgpu \
+             (at most 65535 workgroups per dimension) backend"
+        );
     }
 
     #[test]

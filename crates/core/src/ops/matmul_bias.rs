@@ -155,6 +155,22 @@ mod tests {
     }
 
     #[test]
+    fn the_kernel_adds_the_bias_and_gelu_before_storing() {
+        let a = TensorType::new(DType::F32, [3, 4]);
+        let w = TensorType::new(DType::F16, [2, 4]);
+        let bias = TensorType::new(DType::F16, [2]);
+        let output = TensorType::new(DType::F32, [3, 2]);
+        let ctx = KernelCtx { inputs: &[&a, &w, &bias], output: &output, f16: false };
+        for (gelu, epilogue) in [(false, "v + ld2(col)"), (true, "gelu_f32(v + ld2(col))")] {
+            let Lowering::Kernel(spec) = (MatMulBias { transpose_b: true, gelu }).kernel(&ctx).unwrap() else {
+                panic!("matmul_bias lowered to nothing");
+            };
+            assert_eq!(spec.name, "matmul");
+            assert!(spec.defines.contains(&("EPILOGUE", epilogue.to_string())), "{:?}", spec.defines);
+        }
+    }
+
+    #[test]
     fn bias_must_match_the_output_columns() {
         let mut g = Graph::new("t");
         let a = g.input("a", TensorType::new(DType::F32, [3, 4])).unwrap();
