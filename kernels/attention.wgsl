@@ -13,10 +13,10 @@
 //   them to its share of l (the shares are added once, at the end);
 // - values: lanes split the output columns in vec4 chunks (CG lanes, chunks c, c + CG, ...)
 //   and, when G > CG, the block's keys (NS = G / CG slices, added at the end).
-// With STAGE (many queries), the K and V rows of a block are copied into workgroup memory,
-// where the BQ queries share them; each thread loads its part of the next block into
-// registers while the current one is computed. Without it (one query per workgroup, decoder
-// steps) nothing would be shared: threads read K and V straight from memory.
+// The K and V rows of a block are copied into workgroup memory, where the BQ queries share
+// them; each thread loads its part of the next block into registers while the current one is
+// computed. (A one-query variant that read K and V in place hung SwiftShader's WebGPU adapter;
+// decoder steps use this kernel with one live query per workgroup.)
 //
 // The dot products and value sums are unrolled by hand, 16 vec4s at a time: written as loops,
 // the loads were issued one round trip after another on the GPUs measured (several times
@@ -32,7 +32,6 @@ const BK: u32 = $BK;
 const D: u32 = $D;
 const DV: u32 = $DV;
 const CG: u32 = $CG;
-const STAGE: bool = $STAGE;
 const MASK: u32 = $MASK;
 
 const G: u32 = 256u / BQ;
@@ -71,36 +70,18 @@ fn key4(kbase: u32, j: u32, key: u32, d4: u32) -> vec4<f32> {
     if (d4 >= D4) {
         return vec4<f32>(0.0);
     }
-    if (STAGE) {
-        return kt[j * KS4 + d4];
-    }
-    var r = vec4<f32>(0.0);
-    for (var c = 0u; c < 4u; c++) {
-        if (d4 * 4u + c < D) {
-            r[c] = ld1(kbase + key * D + d4 * 4u + c);
-        }
-    }
-    return r;
+    return kt[j * KS4 + d4];
 }
 
 // Value chunk `ch` (columns 4 * ch ..) of `key` (block slot `j`), zero past DV.
 fn value4(vbase: u32, j: u32, key: u32, ch: u32) -> vec4<f32> {
-    if (STAGE) {
-        return vt[j * DV4 + ch];
-    }
-    var r = vec4<f32>(0.0);
-    for (var c = 0u; c < 4u; c++) {
-        if (ch * 4u + c < DV) {
-            r[c] = ld2(vbase + key * DV + ch * 4u + c);
-        }
-    }
-    return r;
+    return vt[j * DV4 + ch];
 }
 
 // The weight of block slot `slice + NS * r` for query `qi`, zero past KPT and Sk.
 fn pv_weight(qi: u32, j0: u32, kend: u32, r: u32, slice: u32) -> f32 {
     let j = slice + NS * r;
-    if (r < KPT && (STAGE || j0 + j < kend)) {
+    if (r < KPT) {
         return wt[qi * PS + j];
     }
     return 0.0;
@@ -109,7 +90,7 @@ fn pv_weight(qi: u32, j0: u32, kend: u32, r: u32, slice: u32) -> f32 {
 // Value chunk `ch` of block slot `slice + NS * r`, zero past KPT and Sk.
 fn pv_value(vbase: u32, j0: u32, kend: u32, r: u32, slice: u32, ch: u32) -> vec4<f32> {
     let j = slice + NS * r;
-    if (r < KPT && (STAGE || j0 + j < kend)) {
+    if (r < KPT) {
         return value4(vbase, j, j0 + j, ch);
     }
     return vec4<f32>(0.0);
@@ -188,7 +169,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     // the keys (e / DV of the values), and the rows of a block are contiguous in memory.
     var kr: array<f32, KLOADS>;
     var vr: array<f32, VLOADS>;
-    if (STAGE) {
+    {
         for (var r = 0u; r < KLOADS; r++) {
             let e = t + 256u * r;
             if (e < BK * D && e / D < kend) {
@@ -203,7 +184,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
     }
     for (var j0 = 0u; j0 < kend; j0 += BK) {
-        if (STAGE) {
+        {
             for (var r = 0u; r < KLOADS; r++) {
                 let e = t + 256u * r;
                 if (e < BK * D) {

@@ -148,7 +148,7 @@ impl OpKind for Attention {
             Some(m) => m.shape.broadcast_strides(&Shape(scores)),
             None => vec![0; r],
         };
-        let cfg = KernelConfig::new(sq, d, dv);
+        let cfg = KernelConfig::new(d, dv);
         let qblocks = sq.div_ceil(cfg.bq);
         let ([lead0, lead1], [mask0, mask1]) = (pack_dims(lead.dims()), pack_dims(&mask_strides[..r - 2]));
         let params = AttentionParams {
@@ -177,7 +177,6 @@ impl OpKind for Attention {
             .define("D", d.to_string())
             .define("DV", dv.to_string())
             .define("CG", cfg.cg.to_string())
-            .define("STAGE", cfg.stage.to_string())
             .define("MASK", mask.to_string())
             .define("MASK_LOAD", if self.mask == MaskKind::Additive { "ld3(e)" } else { "0.0" })
             .define("KT_LEN", cfg.kt_len(d).to_string())
@@ -221,31 +220,24 @@ struct KernelConfig {
     /// Threads of a query that split the output columns, in vec4 chunks (the rest of its
     /// threads split the keys).
     cg: usize,
-    /// Copy each key block into workgroup memory, shared by the workgroup's queries.
-    stage: bool,
 }
 
 impl KernelConfig {
-    /// Many queries (encoders, prompts): 32 per workgroup share staged key blocks, 8 threads
-    /// per query. Few queries (decoder steps): one per workgroup, its 256 threads score a
-    /// block of 256 keys read in place, one key each, and split the value sums over keys as
-    /// well as columns.
-    fn new(sq: usize, d: usize, dv: usize) -> KernelConfig {
-        if sq < 8 {
-            KernelConfig { bq: 1, bk: 256, cg: dv.div_ceil(4).next_power_of_two(), stage: false }
-        } else {
-            KernelConfig { bq: 32, bk: if d.max(dv) <= 64 { 16 } else { 8 }, cg: 8, stage: true }
-        }
+    /// 32 queries per workgroup share key/value blocks staged in workgroup memory, 8 threads
+    /// per query; blocks of 16 keys, 8 when a head is wider than 64. Decoder steps run the
+    /// same kernel with one live query per workgroup.
+    fn new(d: usize, dv: usize) -> KernelConfig {
+        KernelConfig { bq: 32, bk: if d.max(dv) <= 64 { 16 } else { 8 }, cg: 8 }
     }
 
-    /// vec4s of the staged key block (rows padded by one vec4), at least 1.
+    /// vec4s of the staged key block (rows padded by one vec4).
     fn kt_len(&self, d: usize) -> usize {
-        if self.stage { self.bk * (d.div_ceil(4) + 1) } else { 1 }
+        self.bk * (d.div_ceil(4) + 1)
     }
 
-    /// vec4s of the staged value block, at least 1.
+    /// vec4s of the staged value block.
     fn vt_len(&self, dv: usize) -> usize {
-        if self.stage { self.bk * dv.div_ceil(4) } else { 1 }
+        self.bk * dv.div_ceil(4)
     }
 
     /// Bytes of workgroup memory the kernel declares: the key and value blocks, the weights
@@ -489,20 +481,18 @@ mod tests {
 
     #[test]
     fn kernel_configs_fit_workgroup_memory() {
-        // WebGPU's default limit is 16 KiB; check every head size in both regimes.
+        // WebGPU's default limit is 16 KiB; check every head size.
         for d in 1..=MAX_HEAD {
             for dv in 1..=MAX_HEAD {
-                for sq in [1, 1500] {
-                    let cfg = KernelConfig::new(sq, d, dv);
-                    assert!(cfg.workgroup_bytes(d, dv) <= 16384, "{cfg:?} d {d} dv {dv}");
-                    // Every lane scores at least one key and the value slices split the block evenly.
-                    assert_eq!(cfg.bk % (256 / cfg.bq), 0, "{cfg:?}");
-                    assert_eq!((256 / cfg.bq) % cfg.cg, 0, "{cfg:?}");
-                }
+                let cfg = KernelConfig::new(d, dv);
+                assert!(cfg.workgroup_bytes(d, dv) <= 16384, "{cfg:?} d {d} dv {dv}");
+                // Every lane scores at least one key and the value slices split the block evenly.
+                assert_eq!(cfg.bk % (256 / cfg.bq), 0, "{cfg:?}");
+                assert_eq!((256 / cfg.bq) % cfg.cg, 0, "{cfg:?}");
             }
         }
         // D = Dv = 64 with many queries: keys 16 * 17 vec4s, values 16 * 16, weights 32 * 17 floats.
-        assert_eq!(KernelConfig::new(1500, 64, 64).workgroup_bytes(64, 64), 16 * (272 + 256) + 4 * 32 * 17 + 1024);
+        assert_eq!(KernelConfig::new(64, 64).workgroup_bytes(64, 64), 16 * (272 + 256) + 4 * 32 * 17 + 1024);
     }
 
     #[test]
@@ -522,13 +512,13 @@ mod tests {
         assert_eq!(f32::from_bits(words[23]), 0.125);
         // 6 heads of 2 query blocks.
         assert_eq!(spec.workgroups, [12, 1, 1]);
-        assert_eq!((define(&spec, "BQ"), define(&spec, "STAGE"), define(&spec, "MASK_LOAD")), ("32", "true", "ld3(e)"));
+        assert_eq!((define(&spec, "BQ"), define(&spec, "MASK_LOAD")), ("32", "ld3(e)"));
 
-        // A decoder step: one query per workgroup, keys read in place, 9 value chunks over 16 lanes.
+        // A decoder step: one (partly used) query block per head.
         let op = Attention { scale: 0.125, mask: MaskKind::Causal };
         let spec = lower(&op, &[t(&[6, 1, 64]), t(&[6, 448, 64]), t(&[6, 448, 33])]).unwrap();
         assert_eq!(spec.workgroups, [6, 1, 1]);
-        assert_eq!((define(&spec, "BQ"), define(&spec, "STAGE"), define(&spec, "CG")), ("1", "false", "16"));
+        assert_eq!((define(&spec, "BQ"), define(&spec, "CG")), ("32", "8"));
         assert_eq!((define(&spec, "MASK"), define(&spec, "MASK_LOAD")), ("2", "0.0"));
     }
 

@@ -39,6 +39,9 @@ pub(super) struct PipelineCache {
 
 /// A wgpu device ready to compile plans.
 pub struct WgpuBackend {
+    /// Kept alive with the device: in the browser a collected instance loses the device.
+    _instance: wgpu::Instance,
+    _adapter: wgpu::Adapter,
     pub(super) device: wgpu::Device,
     pub(super) queue: wgpu::Queue,
     pub(super) info: wgpu::AdapterInfo,
@@ -103,6 +106,8 @@ impl WgpuBackend {
             }
         }));
         Ok(WgpuBackend {
+            _instance: instance,
+            _adapter: adapter,
             device,
             queue,
             info,
