@@ -1,6 +1,7 @@
 // KV-cache write: copies `value` (input 1, viewed as [outer, len, inner] around the axis) into
 // the buffer (the output, viewed as [outer, cap, inner]) at rows offset..offset+len, where the
-// offset is runtime scalar `p.scalar`. The buffer is the output binding itself: its other rows
+// offset is runtime scalar `p.scalar` (0 when `p.scalar` is 0xffffffff: a write without an
+// offset scalar). The buffer is the output binding itself: its other rows
 // are left as they are. Words are copied as they are (ldw/stw), so every dtype is exact.
 //
 // A write that would run past the capacity writes nothing: the CPU reference reports it as an
@@ -12,7 +13,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (i >= p.n) {
         return;
     }
-    let offset = runtime_scalar(p.scalar);
+    var offset = 0u;
+    if (p.scalar != 0xffffffffu) {
+        offset = runtime_scalar(p.scalar);
+    }
     // Shape inference makes len <= cap, so cap - len does not wrap.
     if (offset > p.cap - p.len) {
         return;

@@ -123,10 +123,17 @@ impl Backend for Corrupting {
     fn supports(&self, op: &Op) -> bool {
         CpuBackend::new().supports(op)
     }
-    fn compile<'a>(&'a self, plan: &'a Plan, weights: &'a Weights) -> BoxFuture<'a, Box<dyn Executable>> {
+    fn compile_linked<'a>(
+        &'a self,
+        plans: Vec<&'a Plan>,
+        weights: &'a Weights,
+    ) -> BoxFuture<'a, Vec<Box<dyn Executable>>> {
         Box::pin(async move {
-            let inner = CpuBackend::new().compile(plan, weights).await?;
-            Ok(Box::new(CorruptingExe { inner, what: self.0 }) as Box<dyn Executable>)
+            let inner = CpuBackend::new().compile_linked(plans, weights).await?;
+            Ok(inner
+                .into_iter()
+                .map(|inner| Box::new(CorruptingExe { inner, what: self.0 }) as Box<dyn Executable>)
+                .collect())
         })
     }
 }
@@ -197,7 +204,7 @@ fn a_wrong_state_fails_the_cases_that_write_state() {
             assert!(report.passed(), "{report}");
         }
     }
-    assert_eq!(writers, 4);
+    assert_eq!(writers, 6);
 }
 
 #[test]
@@ -221,10 +228,16 @@ impl Backend for NoMatmul {
     fn supports(&self, op: &Op) -> bool {
         !matches!(op, Op::MatMul(_))
     }
-    fn compile<'a>(&'a self, plan: &'a Plan, weights: &'a Weights) -> BoxFuture<'a, Box<dyn Executable>> {
+    fn compile_linked<'a>(
+        &'a self,
+        plans: Vec<&'a Plan>,
+        weights: &'a Weights,
+    ) -> BoxFuture<'a, Vec<Box<dyn Executable>>> {
         Box::pin(async move {
-            check_supported(self, plan)?;
-            CpuBackend::new().compile(plan, weights).await
+            for plan in &plans {
+                check_supported(self, plan)?;
+            }
+            CpuBackend::new().compile_linked(plans, weights).await
         })
     }
 }

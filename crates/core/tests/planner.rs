@@ -455,7 +455,7 @@ fn kv_graph() -> Graph {
     let cache = g.state("cache", f32_ty(&[4, 3])).unwrap();
     let x = g.input("x", f32_ty(&[1, 3])).unwrap();
     let pos = g.scalar("pos");
-    let written = g.push(KvWrite { axis: 0, offset: pos }, &[cache, x]).unwrap();
+    let written = g.push(KvWrite { axis: 0, offset: Some(pos) }, &[cache, x]).unwrap();
     let sum = g.push(Reduce { kind: ReduceKind::Sum, axis: 0, keep_dim: false }, &[written]).unwrap();
     g.output("sum", sum).unwrap();
     g

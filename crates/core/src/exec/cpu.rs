@@ -8,10 +8,12 @@
 //! ([`crate::ir::evaluate`]) tests the planner too.
 
 use std::borrow::Cow;
+use std::cell::RefCell;
 use std::collections::HashMap;
+use std::rc::Rc;
 use std::sync::Arc;
 
-use super::{Backend, BoxFuture, Executable, Weights, check_supported};
+use super::{Backend, BoxFuture, Executable, Weights, check_supported, linked_states};
 use crate::error::{Error, Result};
 use crate::ir::{NodeId, TensorType};
 use crate::ops::{EvalCtx, Op};
@@ -37,18 +39,29 @@ impl Backend for CpuBackend {
         true
     }
 
-    fn compile<'a>(&'a self, plan: &'a Plan, weights: &'a Weights) -> BoxFuture<'a, Box<dyn Executable>> {
-        Box::pin(std::future::ready(self.build(plan, weights)))
+    fn compile_linked<'a>(
+        &'a self,
+        plans: Vec<&'a Plan>,
+        weights: &'a Weights,
+    ) -> BoxFuture<'a, Vec<Box<dyn Executable>>> {
+        Box::pin(std::future::ready(self.build_linked(&plans, weights)))
     }
 }
 
 impl CpuBackend {
-    /// Takes the weights and constants, and allocates the arena and persistent buffers.
-    fn build(&self, plan: &Plan, weights: &Weights) -> Result<Box<dyn Executable>> {
+    /// Builds every plan's executable around one set of persistent buffers.
+    fn build_linked(&self, plans: &[&Plan], weights: &Weights) -> Result<Vec<Box<dyn Executable>>> {
+        let shared: Shared =
+            Rc::new(RefCell::new(linked_states(plans)?.into_iter().map(|(n, ty)| (n, Tensor::zeros(&ty))).collect()));
+        plans.iter().map(|plan| self.build(plan, weights, &shared)).collect()
+    }
+
+    /// Takes the weights and constants, and allocates the arena.
+    fn build(&self, plan: &Plan, weights: &Weights, shared: &Shared) -> Result<Box<dyn Executable>> {
         check_supported(self, plan)?;
         let mut own_weights = HashMap::new();
         let mut consts = HashMap::new();
-        let mut states = HashMap::new();
+        let mut state_names = Vec::new();
         for id in plan.graph.ids() {
             match &plan.graph.node(id).op {
                 Op::Param(p) => {
@@ -62,16 +75,27 @@ impl CpuBackend {
                     consts.insert(id, Arc::clone(&c.value));
                 }
                 Op::State(s) => {
-                    states.insert(s.name.clone(), Tensor::zeros(&s.ty));
+                    state_names.push(s.name.clone());
                 }
                 _ => {}
             }
         }
         // The arena is u32 words so that every offset (a multiple of 256) is 4-byte aligned.
         let arena = vec![0u32; plan.report.arena_bytes.div_ceil(4)];
-        Ok(Box::new(CpuExecutable { plan: plan.clone(), arena, weights: own_weights, consts, states }))
+        Ok(Box::new(CpuExecutable {
+            plan: plan.clone(),
+            arena,
+            weights: own_weights,
+            consts,
+            states: HashMap::new(),
+            state_names,
+            shared: Rc::clone(shared),
+        }))
     }
 }
+
+/// The persistent buffers of executables compiled together.
+type Shared = Rc<RefCell<HashMap<String, Tensor>>>;
 
 /// A plan prepared for the CPU: weights and constants held once, one arena allocated at
 /// compile time that never grows, and the persistent buffers.
@@ -80,7 +104,11 @@ struct CpuExecutable {
     arena: Vec<u32>,
     weights: HashMap<String, Tensor>,
     consts: HashMap<NodeId, Arc<Tensor>>,
+    /// The persistent buffers this plan uses, taken out of `shared` for the length of a run
+    /// (a move, not a copy) and put back after it.
     states: HashMap<String, Tensor>,
+    state_names: Vec<String>,
+    shared: Shared,
 }
 
 /// `t` seen as type `ty`: the same data, reshaped when a view (reshape) of it is read.
@@ -171,12 +199,30 @@ impl CpuExecutable {
         let scalar_values = self.plan.graph.scalar_values(scalars)?;
         let empty = HashMap::new();
         let ctx = EvalCtx { inputs: &empty, weights: &empty, states: &empty, scalars: &scalar_values };
-        self.execute(inputs, &ctx)?;
+        self.take_states()?;
+        let ran = self.execute(inputs, &ctx);
+        self.return_states();
+        ran?;
         let mut out = HashMap::new();
         for (&name, id) in outputs.iter().zip(wanted) {
             out.insert(name.to_string(), self.read(id)?.into_owned());
         }
         Ok(out)
+    }
+
+    /// Moves this plan's persistent buffers out of the shared set for a run.
+    fn take_states(&mut self) -> Result<()> {
+        let mut shared = self.shared.borrow_mut();
+        for name in &self.state_names {
+            let t = shared.remove(name).ok_or_else(|| not_held("persistent buffer", name))?;
+            self.states.insert(name.clone(), t);
+        }
+        Ok(())
+    }
+
+    /// Puts the persistent buffers back, for the next run of any linked executable.
+    fn return_states(&mut self) {
+        self.shared.borrow_mut().extend(self.states.drain());
     }
 
     /// Copies the inputs in, then runs every non-leaf node in schedule order.
@@ -232,9 +278,9 @@ impl Executable for CpuExecutable {
 
     fn read_state<'a>(&'a mut self, name: &'a str) -> BoxFuture<'a, Tensor> {
         Box::pin(async move {
-            self.states.get(name).cloned().ok_or_else(|| {
-                Error::BadArgument(format!("graph '{}' has no persistent buffer '{name}'", self.plan.graph.name()))
-            })
+            self.shared.borrow().get(name).filter(|_| self.state_names.iter().any(|n| n == name)).cloned().ok_or_else(
+                || Error::BadArgument(format!("graph '{}' has no persistent buffer '{name}'", self.plan.graph.name())),
+            )
         })
     }
 

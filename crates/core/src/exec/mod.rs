@@ -30,10 +30,54 @@ pub trait Backend {
     fn name(&self) -> &'static str;
     /// True when this backend has a kernel for `op`.
     fn supports(&self, op: &Op) -> bool;
-    /// Prepares `plan` to run: uploads weights and constants, allocates the arena and the
-    /// persistent buffers. Fails with [`Error::Unsupported`] naming the first op without a
-    /// kernel, or with [`Error::BadArgument`] when a weight is missing or mistyped.
-    fn compile<'a>(&'a self, plan: &'a Plan, weights: &'a Weights) -> BoxFuture<'a, Box<dyn Executable>>;
+    /// Prepares `plans` to run as one program: uploads weights and constants, allocates each
+    /// plan's arena and the persistent buffers. The executables (one per plan, in order)
+    /// share the weights, uploaded once, and the persistent buffers, by name: what one
+    /// writes the next reads (an encoder graph fills the cross-attention keys that the
+    /// decoder graphs read). Fails with [`Error::Unsupported`] naming the first op without a
+    /// kernel, or with [`Error::BadArgument`] when a weight is missing or mistyped, or when
+    /// two plans declare one persistent buffer with different types.
+    fn compile_linked<'a>(
+        &'a self,
+        plans: Vec<&'a Plan>,
+        weights: &'a Weights,
+    ) -> BoxFuture<'a, Vec<Box<dyn Executable>>>;
+
+    /// Prepares one plan to run (see [`Backend::compile_linked`]).
+    fn compile<'a>(&'a self, plan: &'a Plan, weights: &'a Weights) -> BoxFuture<'a, Box<dyn Executable>> {
+        Box::pin(async move {
+            let mut executables = self.compile_linked(vec![plan], weights).await?;
+            executables.pop().ok_or_else(|| Error::Backend(format!("{} compiled no executable", self.name())))
+        })
+    }
+}
+
+/// The type each persistent buffer has across `plans`, or an error naming a buffer that two
+/// plans declare differently.
+pub fn linked_states(plans: &[&Plan]) -> Result<HashMap<String, crate::ir::TensorType>> {
+    let mut states: HashMap<String, crate::ir::TensorType> = HashMap::new();
+    for plan in plans {
+        for node in plan.graph.nodes() {
+            if let Op::State(s) = &node.op {
+                match states.get(&s.name) {
+                    Some(ty) if *ty != s.ty => {
+                        return Err(Error::BadArgument(format!(
+                            "persistent buffer '{}' is {} in one graph and {} in '{}'",
+                            s.name,
+                            ty,
+                            s.ty,
+                            plan.graph.name()
+                        )));
+                    }
+                    Some(_) => {}
+                    None => {
+                        states.insert(s.name.clone(), s.ty.clone());
+                    }
+                }
+            }
+        }
+    }
+    Ok(states)
 }
 
 /// A compiled plan.

@@ -40,7 +40,7 @@ pub fn verify(g: &Graph) -> Result<()> {
         }
         let scalar = match &node.op {
             Op::ScalarRead(s) => Some(s.scalar),
-            Op::KvWrite(w) => Some(w.offset),
+            Op::KvWrite(w) => w.offset,
             _ => None,
         };
         if let Some(s) = scalar {

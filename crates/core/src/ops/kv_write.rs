@@ -2,7 +2,9 @@
 //! one axis and yields the updated buffer (no new storage: it *is* the buffer).
 //!
 //! Inputs: the buffer (a `State` or an earlier write to it) and `value`, whose shape equals
-//! the buffer's except along `axis`. Writing past the end is a run-time error.
+//! the buffer's except along `axis`. Writing past the end is a run-time error. Without an
+//! offset scalar the value goes to the start of the buffer: how one graph fills a buffer
+//! that another graph of the same program reads (e.g. cross-attention keys per window).
 
 use rand::Rng;
 
@@ -28,11 +30,14 @@ crate::kernel_params! {
     }
 }
 
+/// The `scalar` parameter of a write without an offset scalar (kernels/kv_write.wgsl).
+const NO_OFFSET: u32 = u32::MAX;
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct KvWrite {
     pub axis: usize,
-    /// The runtime scalar holding the offset along `axis`.
-    pub offset: ScalarId,
+    /// The runtime scalar holding the offset along `axis`; `None` writes at offset 0.
+    pub offset: Option<ScalarId>,
 }
 
 impl OpKind for KvWrite {
@@ -40,7 +45,10 @@ impl OpKind for KvWrite {
         "kv_write"
     }
     fn attrs(&self) -> String {
-        format!("axis={} offset=#{}", self.axis, self.offset.0)
+        match self.offset {
+            Some(s) => format!("axis={} offset=#{}", self.axis, s.0),
+            None => format!("axis={}", self.axis),
+        }
     }
     fn infer(&self, inputs: &[&TensorType]) -> Result<TensorType> {
         expect_arity("kv_write", inputs.len(), 2)?;
@@ -63,8 +71,13 @@ impl OpKind for KvWrite {
     fn eval(&self, inputs: &[&Tensor], ctx: &EvalCtx) -> Result<Tensor> {
         let out = infer_values(self, inputs)?;
         let (buf, value) = (inputs[0], inputs[1]);
-        let missing = || Error::runtime("kv_write", format!("runtime scalar #{} has no value", self.offset.0));
-        let offset = ctx.scalars.get(self.offset.index()).copied().ok_or_else(missing)? as usize;
+        let offset = match self.offset {
+            Some(s) => {
+                let missing = || Error::runtime("kv_write", format!("runtime scalar #{} has no value", s.0));
+                ctx.scalars.get(s.index()).copied().ok_or_else(missing)? as usize
+            }
+            None => 0,
+        };
         let dims = buf.shape().dims();
         let (cap, len) = (dims[self.axis], value.shape().dims()[self.axis]);
         // `infer` made len <= cap, so this cannot overflow (usize is 32 bits on wasm).
@@ -106,7 +119,7 @@ impl OpKind for KvWrite {
             len: value.shape.dims()[self.axis] as u32,
             cap: dims[self.axis] as u32,
             inner: dims[self.axis + 1..].iter().product::<usize>() as u32,
-            scalar: self.offset.0,
+            scalar: self.offset.map_or(NO_OFFSET, |s| s.0),
         };
         let spec = KernelSpec::new("kv_write", include_str!("../../../../kernels/kv_write.wgsl"), &params)
             .threads(value.numel());
@@ -119,7 +132,16 @@ impl Graph {
     /// at the runtime scalar `offset` along `axis`, and returns the updated buffer: how a
     /// decoder step appends its keys and values to the KV cache without recompiling.
     pub fn kv_write(&mut self, buf: NodeId, value: NodeId, axis: usize, offset: ScalarId) -> Result<NodeId> {
-        self.push(KvWrite { axis, offset }, &[buf, value])
+        self.push(KvWrite { axis, offset: Some(offset) }, &[buf, value])
+    }
+
+    /// Overwrites the persistent buffer `buf` with `value` of the same type, and returns the
+    /// updated buffer: one graph of a program fills what later runs of another graph read.
+    pub fn write_state(&mut self, buf: NodeId, value: NodeId) -> Result<NodeId> {
+        if self.ty(buf) != self.ty(value) {
+            return Err(Error::shape("write_state", format!("cannot write {} into {}", self.ty(value), self.ty(buf))));
+        }
+        self.push(KvWrite { axis: 0, offset: None }, &[buf, value])
     }
 }
 
@@ -163,6 +185,15 @@ pub(crate) fn harness_cases(cases: &mut CaseGen) -> Result<()> {
             let label = format!("kv_write {dtype} axis={axis}{}", if through_permute { " then permute" } else { "" });
             cases.push_runs("kv_write", &label, g, Tolerance::Exact, weights, runs);
         }
+        // A whole-buffer write without an offset scalar, read back through a cast.
+        let dims = cases.shape(2, BUDGET / 4);
+        let mut g = Graph::new("write_state");
+        let buf = g.state("cache", ty(dtype, &dims))?;
+        let v = g.input("value", ty(dtype, &dims))?;
+        let w = g.write_state(buf, v)?;
+        let y = g.cast(w, DType::F32)?;
+        g.output("y", y)?;
+        cases.push("kv_write", &format!("write_state {dtype}"), g, Tolerance::Exact, &[])?;
     }
     Ok(())
 }
@@ -177,7 +208,7 @@ mod tests {
     use crate::ops::testing::eval_op_with_scalars;
 
     fn write(axis: usize, buf: &Tensor, value: &Tensor, offset: u32) -> Result<Tensor> {
-        eval_op_with_scalars(KvWrite { axis, offset: ScalarId(0) }, &[buf, value], &[offset])
+        eval_op_with_scalars(KvWrite { axis, offset: Some(ScalarId(0)) }, &[buf, value], &[offset])
     }
 
     #[test]
@@ -208,7 +239,8 @@ mod tests {
         let value = Tensor::f32([2, 2], vec![1.0; 4]).unwrap();
         let err = write(1, &buf, &value, 3).unwrap_err();
         assert_eq!(err.to_string(), "kv_write failed at run time: offset 3 + length 2 exceeds capacity 4 along axis 1");
-        let err = eval_op_with_scalars(KvWrite { axis: 1, offset: ScalarId(0) }, &[&buf, &value], &[]).unwrap_err();
+        let err =
+            eval_op_with_scalars(KvWrite { axis: 1, offset: Some(ScalarId(0)) }, &[&buf, &value], &[]).unwrap_err();
         assert_eq!(err.to_string(), "kv_write failed at run time: runtime scalar #0 has no value");
     }
 

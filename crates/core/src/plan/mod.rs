@@ -265,7 +265,7 @@ mod tests {
         let x = g.input("x", TensorType::new(DType::F32, [1, 3])).unwrap();
         let wr = g.push(Reshape { shape: [6].into() }, &[w]).unwrap();
         let cr = g.push(Reshape { shape: [1, 3].into() }, &[c]).unwrap();
-        let kv = g.push(KvWrite { axis: 0, offset: pos }, &[s, x]).unwrap();
+        let kv = g.push(KvWrite { axis: 0, offset: Some(pos) }, &[s, x]).unwrap();
         let p = g.read_scalar(pos).unwrap();
         g.output("w", wr).unwrap();
         g.output("c", cr).unwrap();

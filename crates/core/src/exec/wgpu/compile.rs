@@ -10,7 +10,7 @@ use super::device::{PipelineCache, WgpuBackend};
 use super::kernel::{BindingKind, Elem, MAX_RUNTIME_SCALARS, PipelineKey, module_source};
 use super::lower::{KernelCtx, Lowering, lower};
 use crate::error::{Error, Result};
-use crate::exec::{Executable, Weights, check_supported};
+use crate::exec::{Executable, Weights, check_supported, linked_states};
 use crate::ir::{DType, Graph, NodeId, TensorType};
 use crate::ops::Op;
 use crate::plan::{Plan, Storage, plan_with};
@@ -95,7 +95,34 @@ pub(super) fn decode(bytes: &[u8], elem: Elem, ty: &TensorType) -> Result<Tensor
     }
 }
 
-pub(super) async fn compile(backend: &WgpuBackend, plan: &Plan, weights: &Weights) -> Result<Box<dyn Executable>> {
+/// Device buffers that executables compiled together share: weights by name (uploaded
+/// once) and persistent buffers by name.
+#[derive(Default)]
+struct Shared {
+    weights: HashMap<String, (wgpu::Buffer, u64)>,
+    states: HashMap<String, wgpu::Buffer>,
+}
+
+pub(super) async fn compile_linked(
+    backend: &WgpuBackend,
+    plans: &[&Plan],
+    weights: &Weights,
+) -> Result<Vec<Box<dyn Executable>>> {
+    linked_states(plans)?;
+    let mut shared = Shared::default();
+    let mut out = Vec::with_capacity(plans.len());
+    for plan in plans {
+        out.push(compile(backend, plan, weights, &mut shared).await?);
+    }
+    Ok(out)
+}
+
+async fn compile(
+    backend: &WgpuBackend,
+    plan: &Plan,
+    weights: &Weights,
+    shared: &mut Shared,
+) -> Result<Box<dyn Executable>> {
     backend.check_alive()?;
     check_supported(backend, plan)?;
     let options = backend.plan_options();
@@ -113,7 +140,7 @@ pub(super) async fn compile(backend: &WgpuBackend, plan: &Plan, weights: &Weight
             backend: format!("wgpu (at most {MAX_RUNTIME_SCALARS})"),
         });
     }
-    let built = scoped(&backend.device, g.name(), || build(backend, plan, weights)).await;
+    let built = scoped(&backend.device, g.name(), || build(backend, plan, weights, shared)).await;
     if built.is_err() {
         // A rejected shader must not stay cached as if it were good.
         if let Ok(mut cache) = backend.cache.lock() {
@@ -142,7 +169,7 @@ async fn scoped<T>(device: &wgpu::Device, what: &str, f: impl FnOnce() -> T) -> 
     Ok(value)
 }
 
-fn build(backend: &WgpuBackend, plan: &Plan, weights: &Weights) -> Result<WgpuExecutable> {
+fn build(backend: &WgpuBackend, plan: &Plan, weights: &Weights, shared: &mut Shared) -> Result<WgpuExecutable> {
     let device = &backend.device;
     let g = &plan.graph;
     let storage_usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC;
@@ -186,15 +213,20 @@ fn build(backend: &WgpuBackend, plan: &Plan, weights: &Weights) -> Result<WgpuEx
                 let next = weight_index.len();
                 let index = *weight_index.entry(name.clone()).or_insert(next);
                 let elem = leaf_elem(&p.ty);
-                let bytes = encode(w, elem);
-                let size = bytes.len() as u64;
-                buffers.entry(Buf::Weight(index)).or_insert_with(|| {
-                    device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                        label: Some(name),
-                        contents: &bytes,
-                        usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
+                let (buffer, size) = shared
+                    .weights
+                    .entry(name.clone())
+                    .or_insert_with(|| {
+                        let bytes = encode(w, elem);
+                        let buffer = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                            label: Some(name),
+                            contents: &bytes,
+                            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
+                        });
+                        (buffer, bytes.len() as u64)
                     })
-                });
+                    .clone();
+                buffers.insert(Buf::Weight(index), buffer);
                 Loc { buf: Buf::Weight(index), offset: 0, size, elem }
             }
             (Storage::Const(c), Op::Const(value)) if *c == id => {
@@ -212,12 +244,18 @@ fn build(backend: &WgpuBackend, plan: &Plan, weights: &Weights) -> Result<WgpuEx
                 let index = state_index.len();
                 state_index.insert(name.clone(), (index, s.ty.clone()));
                 let size = pad4(s.ty.numel() as u64 * 4);
-                let buffer = device.create_buffer(&wgpu::BufferDescriptor {
-                    label: Some(name),
-                    size,
-                    usage: storage_usage,
-                    mapped_at_creation: false,
-                });
+                let buffer = shared
+                    .states
+                    .entry(name.clone())
+                    .or_insert_with(|| {
+                        device.create_buffer(&wgpu::BufferDescriptor {
+                            label: Some(name),
+                            size,
+                            usage: storage_usage,
+                            mapped_at_creation: false,
+                        })
+                    })
+                    .clone();
                 buffers.insert(Buf::State(index), buffer);
                 Loc { buf: Buf::State(index), offset: 0, size, elem: Elem::Word(s.ty.dtype) }
             }

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use super::compile::compile;
+use super::compile::compile_linked;
 use super::kernel::{BindingKind, PipelineKey};
 use super::lower::lower_supported;
 use crate::error::{Error, Result};
@@ -178,7 +178,11 @@ impl Backend for WgpuBackend {
         lower_supported(op)
     }
 
-    fn compile<'a>(&'a self, plan: &'a Plan, weights: &'a Weights) -> BoxFuture<'a, Box<dyn Executable>> {
-        Box::pin(async move { compile(self, plan, weights).await })
+    fn compile_linked<'a>(
+        &'a self,
+        plans: Vec<&'a Plan>,
+        weights: &'a Weights,
+    ) -> BoxFuture<'a, Vec<Box<dyn Executable>>> {
+        Box::pin(async move { compile_linked(self, &plans, weights).await })
     }
 }
