@@ -35,6 +35,15 @@ pub enum Error {
     /// model; `msg` says what and where (tensor, line, byte offset).
     #[error("{file}: {msg}")]
     Model { file: String, msg: String },
+    /// A transcription option that cannot be honoured.
+    #[error("invalid option: {0}")]
+    BadOption(String),
+    /// Audio that cannot be transcribed (e.g. NaN samples).
+    #[error("bad audio: {0}")]
+    BadAudio(String),
+    /// The caller stopped the work (e.g. an aborted browser request).
+    #[error("cancelled")]
+    Cancelled,
 }
 
 /// Result alias used throughout the core crate.

@@ -19,7 +19,7 @@ use std::collections::HashMap;
 
 use super::layers::{Builder, MASKED, f32_type};
 use crate::error::{Error, Result};
-use crate::ir::{DType, NodeId, TensorType};
+use crate::ir::NodeId;
 use crate::ops::CmpKind;
 use crate::tensor::Tensor;
 
@@ -157,7 +157,114 @@ pub(crate) fn select_token(b: &mut Builder, logits: NodeId, sel: &Selection) -> 
     Ok(())
 }
 
-/// The type of the [`TOKEN`] output.
-pub fn token_type() -> TensorType {
-    TensorType::new(DType::U32, [1])
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod tests {
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    use super::*;
+    use crate::exec::Backend;
+    use crate::exec::cpu::CpuBackend;
+    use crate::exec::wgpu::{WgpuBackend, WgpuOptions};
+    use crate::whisper::layers::ModelWeights;
+    use crate::whisper::weights::testing::small_config;
+
+    const V: usize = 40;
+    const TB: u32 = 30;
+
+    fn selection() -> Selection {
+        Selection { suppress: vec![1, 5], blank: vec![3, 29], timestamp_begin: TB }
+    }
+
+    /// The rules written out on the host in f64, independently of the graph.
+    fn reference(logits: &[f32], rules: &Rules, inv_t: f32, noise: &[f32]) -> (u32, f32) {
+        let sel = selection();
+        let mut x: Vec<f64> = logits.iter().map(|&v| v as f64).collect();
+        let ban = |x: &mut Vec<f64>, i: usize| x[i] = f64::NEG_INFINITY;
+        for &i in &sel.suppress {
+            ban(&mut x, i as usize);
+        }
+        for &(lo, hi) in &rules.banned {
+            for i in lo..hi {
+                ban(&mut x, i as usize);
+            }
+        }
+        if rules.blank {
+            for &i in &sel.blank {
+                ban(&mut x, i as usize);
+            }
+        }
+        let lse = |v: &[f64]| {
+            let m = v.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            m + v.iter().map(|a| (a - m).exp()).sum::<f64>().ln()
+        };
+        if rules.timestamp_rule {
+            let total = lse(&x);
+            let ts = lse(&x[TB as usize..]) - total;
+            let text = x[..TB as usize].iter().cloned().fold(f64::NEG_INFINITY, f64::max) - total;
+            if ts > text {
+                for i in 0..TB as usize {
+                    ban(&mut x, i);
+                }
+            }
+        }
+        let scores: Vec<f64> = x.iter().zip(noise).map(|(v, n)| v * inv_t as f64 + *n as f64).collect();
+        let best = (0..V).fold(0, |b, i| if scores[i] > scores[b] { i } else { b });
+        (best as u32, (x[best] - lse(&x)) as f32)
+    }
+
+    fn check(backend: &dyn Backend) {
+        let model = ModelWeights { config: small_config(), weights: Default::default() };
+        let mut b = Builder::new("select", &model);
+        let logits = b.g.input("logits", f32_type(&[1, V])).unwrap();
+        select_token(&mut b, logits, &selection()).unwrap();
+        let mut g = b.g;
+        crate::passes::optimize(&mut g).unwrap();
+        let plan = crate::plan::plan(g).unwrap();
+        let mut exe = pollster::block_on(backend.compile(&plan, &Default::default())).unwrap();
+        let mut rng = StdRng::seed_from_u64(3);
+        let mut rule_hits = 0;
+        for case in 0..40 {
+            let values: Vec<f32> = (0..V).map(|_| rng.random_range(-4.0..4.0)).collect();
+            let ranges = rng.random_range(0..=RANGES);
+            let banned = (0..ranges)
+                .map(|_| {
+                    let lo = rng.random_range(0..V as u32);
+                    (lo, rng.random_range(lo..=(lo + 12).min(V as u32)))
+                })
+                .filter(|&(lo, hi)| !(lo == 0 && hi as usize == V))
+                .collect();
+            let rules = Rules { banned, blank: rng.random(), timestamp_rule: rng.random() };
+            let (inv_t, noise): (f32, Vec<f32>) = if case % 3 == 0 {
+                (1.0 / 0.7, (0..V).map(|_| rng.random_range(-1.0..3.0)).collect())
+            } else {
+                (1.0, vec![0.0; V])
+            };
+            let want = reference(&values, &rules, inv_t, &noise);
+            let inputs = std::collections::HashMap::from([
+                ("logits".to_string(), Tensor::f32([1, V], values.clone()).unwrap()),
+                (INV_TEMPERATURE.to_string(), Tensor::f32([1, 1], vec![inv_t]).unwrap()),
+                (NOISE.to_string(), Tensor::f32([1, V], noise.clone()).unwrap()),
+            ]);
+            let mut scalars = HashMap::new();
+            rules.scalars(&mut scalars).unwrap();
+            let out = pollster::block_on(exe.run(&inputs, &scalars, &[TOKEN, LOGPROB])).unwrap();
+            let token = out[TOKEN].as_u32().unwrap()[0];
+            let logprob = out[LOGPROB].to_f32()[0];
+            assert_eq!(token, want.0, "{} case {case}: {rules:?}", backend.name());
+            assert!((logprob - want.1).abs() < 1e-4, "{} case {case}: logprob {logprob} vs {}", backend.name(), want.1);
+            rule_hits += usize::from(rules.timestamp_rule && want.0 >= TB);
+        }
+        assert!(rule_hits > 3, "the timestamp rule decided too few cases ({rule_hits})");
+    }
+
+    #[test]
+    fn cpu_selection_follows_the_rules() {
+        check(&CpuBackend::new());
+    }
+
+    #[test]
+    fn wgpu_selection_follows_the_rules() {
+        check(&pollster::block_on(WgpuBackend::with_options(&WgpuOptions::default())).unwrap());
+    }
 }
