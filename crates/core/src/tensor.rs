@@ -4,6 +4,8 @@
 //! Floats are computed in f32: [`Tensor::to_f32`] widens any dtype and
 //! [`Tensor::from_f32`] rounds back to the storage dtype.
 
+use std::borrow::Cow;
+
 use half::f16;
 
 use crate::error::{Error, Result};
@@ -158,6 +160,20 @@ impl Tensor {
         }
     }
 
+    /// The values as f32 like [`Tensor::to_f32`], but borrowed when the tensor already is f32:
+    /// evaluations read weights this way, so a large weight is not copied on every use.
+    pub fn to_f32_cow(&self) -> Cow<'_, [f32]> {
+        match &self.data {
+            TensorData::F32(v) => Cow::Borrowed(v),
+            _ => Cow::Owned(self.to_f32()),
+        }
+    }
+
+    /// The same values as an f32 tensor of the same shape (exact for f16 and f32).
+    pub fn f32_widened(&self) -> Tensor {
+        Tensor { shape: self.shape.clone(), data: TensorData::F32(self.to_f32()) }
+    }
+
     /// Integer values as i64 (floats truncated toward zero).
     pub fn to_i64(&self) -> Vec<i64> {
         match &self.data {
@@ -202,6 +218,16 @@ impl Tensor {
         }
     }
 
+    /// The raw little-endian bytes of the data, borrowed (no copy, unlike [`Tensor::to_bytes`]).
+    pub fn as_bytes(&self) -> &[u8] {
+        match &self.data {
+            TensorData::F32(v) => bytemuck::cast_slice(v),
+            TensorData::F16(v) => bytemuck::cast_slice(v),
+            TensorData::I32(v) => bytemuck::cast_slice(v),
+            TensorData::U32(v) => bytemuck::cast_slice(v),
+        }
+    }
+
     /// A tensor of type `ty` from raw little-endian bytes.
     pub fn from_bytes(ty: &TensorType, bytes: &[u8]) -> Result<Self> {
         if bytes.len() != ty.byte_size() {
@@ -237,5 +263,20 @@ mod tests {
         assert!(Tensor::f32([2, 2], vec![1.0; 3]).is_err());
         let err = Tensor::from_bytes(&TensorType::new(DType::F32, [2]), &[0u8; 7]).unwrap_err();
         assert_eq!(err.to_string(), "bad tensor: f32[2] needs 8 bytes, got 7");
+        assert_eq!(t.as_bytes(), t.to_bytes().as_slice());
+    }
+
+    #[test]
+    fn f32_values_are_borrowed_only_from_f32_tensors() {
+        let t = Tensor::f32([2], vec![1.5, -2.0]).unwrap();
+        let v = t.to_f32_cow();
+        assert!(matches!(v, Cow::Borrowed(_)));
+        assert_eq!(v.as_ptr(), t.as_f32().unwrap().as_ptr());
+        // 0.1 widens from f16 as 0.0999755859375, the value `to_f32` gives.
+        let h = Tensor::from_f32(DType::F16, [2], vec![0.1, 3.0]).unwrap();
+        let v = h.to_f32_cow();
+        assert!(matches!(v, Cow::Owned(_)));
+        assert_eq!(*v, [0.099_975_586, 3.0]);
+        assert_eq!(*Tensor::i32([1], vec![-7]).unwrap().to_f32_cow(), [-7.0]);
     }
 }

@@ -9,13 +9,13 @@
 
 use std::borrow::Cow;
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 use std::sync::Arc;
 
 use super::{Backend, BoxFuture, Executable, Weights, check_supported, linked_states};
 use crate::error::{Error, Result};
-use crate::ir::{NodeId, TensorType};
+use crate::ir::{DType, NodeId, TensorType};
 use crate::ops::{EvalCtx, Op};
 use crate::plan::{Plan, Storage};
 use crate::tensor::Tensor;
@@ -53,11 +53,19 @@ impl CpuBackend {
     fn build_linked(&self, plans: &[&Plan], weights: &Weights) -> Result<Vec<Box<dyn Executable>>> {
         let shared: Shared =
             Rc::new(RefCell::new(linked_states(plans)?.into_iter().map(|(n, ty)| (n, Tensor::zeros(&ty))).collect()));
-        plans.iter().map(|plan| self.build(plan, weights, &shared)).collect()
+        let mut widened = HashMap::new();
+        plans.iter().map(|plan| self.build(plan, weights, &shared, &mut widened)).collect()
     }
 
-    /// Takes the weights and constants, and allocates the arena.
-    fn build(&self, plan: &Plan, weights: &Weights, shared: &Shared) -> Result<Box<dyn Executable>> {
+    /// Takes the weights and constants, widens f16 weights (into `widened`, shared by the
+    /// linked executables), and allocates the arena.
+    fn build(
+        &self,
+        plan: &Plan,
+        weights: &Weights,
+        shared: &Shared,
+        widened: &mut HashMap<String, Arc<Tensor>>,
+    ) -> Result<Box<dyn Executable>> {
         check_supported(self, plan)?;
         let mut own_weights = HashMap::new();
         let mut consts = HashMap::new();
@@ -80,18 +88,64 @@ impl CpuBackend {
                 _ => {}
             }
         }
+        let (wide_weights, wide_operands) = widen_f16_weights(plan, &own_weights, widened);
         // The arena is u32 words so that every offset (a multiple of 256) is 4-byte aligned.
         let arena = vec![0u32; plan.report.arena_bytes.div_ceil(4)];
         Ok(Box::new(CpuExecutable {
             plan: plan.clone(),
             arena,
             weights: own_weights,
+            wide_weights,
+            wide_operands,
             consts,
             states: HashMap::new(),
             state_names,
             shared: Rc::clone(shared),
         }))
     }
+}
+
+/// Input `.1` of node `.0`.
+type Operand = (NodeId, usize);
+
+/// f32 copies of the f16 weights, made once at compile time rather than by every evaluation
+/// that reads them (the 384 x 51864 logits weight alone is 40 MB of f16), and the operands
+/// (consumer, input position) that read the copy. Copies come from `widened` when a linked
+/// executable made them already, and are added there otherwise.
+///
+/// Widening f16 is exact, and evaluations compute in f32 from the values alone, so an
+/// operand reads the copy wherever its op infers the same output type from an f32 operand
+/// there: a matmul's weight, a bias, a gamma. Where the dtype decides the result's type (a
+/// gather's table gives an f16 output), the operand reads the f16 weight as declared.
+fn widen_f16_weights(
+    plan: &Plan,
+    weights: &HashMap<String, Tensor>,
+    widened: &mut HashMap<String, Arc<Tensor>>,
+) -> (HashMap<String, Arc<Tensor>>, HashSet<Operand>) {
+    let g = &plan.graph;
+    let mut wide = HashMap::new();
+    let mut operands = HashSet::new();
+    for id in g.ids() {
+        let node = g.node(id);
+        if node.op.is_leaf() {
+            continue;
+        }
+        for (pos, &input) in node.inputs.iter().enumerate() {
+            let Storage::Param(name) = &plan.storage[input.index()] else { continue };
+            let Some(w) = weights.get(name).filter(|w| w.dtype() == DType::F16 && w.shape() == &g.ty(input).shape)
+            else {
+                continue;
+            };
+            let mut tys: Vec<TensorType> = node.inputs.iter().map(|&i| g.ty(i).clone()).collect();
+            tys[pos].dtype = DType::F32;
+            if node.op.infer(&tys.iter().collect::<Vec<_>>()).ok().as_ref() == Some(&node.ty) {
+                operands.insert((id, pos));
+                let copy = widened.entry(name.clone()).or_insert_with(|| Arc::new(w.f32_widened()));
+                wide.insert(name.clone(), Arc::clone(copy));
+            }
+        }
+    }
+    (wide, operands)
 }
 
 /// The persistent buffers of executables compiled together.
@@ -103,6 +157,10 @@ struct CpuExecutable {
     plan: Plan,
     arena: Vec<u32>,
     weights: HashMap<String, Tensor>,
+    /// f32 copies of f16 weights, read by the operands in `wide_operands` (see
+    /// [`widen_f16_weights`]).
+    wide_weights: HashMap<String, Arc<Tensor>>,
+    wide_operands: HashSet<Operand>,
     consts: HashMap<NodeId, Arc<Tensor>>,
     /// The persistent buffers this plan uses, taken out of `shared` for the length of a run
     /// (a move, not a copy) and put back after it.
@@ -111,9 +169,10 @@ struct CpuExecutable {
     shared: Shared,
 }
 
-/// `t` seen as type `ty`: the same data, reshaped when a view (reshape) of it is read.
+/// `t` seen with `ty`'s shape: the same data, reshaped when a view (reshape) of it is read.
+/// (Its dtype is `ty`'s, or f32 for a widened f16 weight.)
 fn view<'a>(t: &'a Tensor, ty: &TensorType) -> Result<Cow<'a, Tensor>> {
-    if &t.ty() == ty { Ok(Cow::Borrowed(t)) } else { Ok(Cow::Owned(t.clone().reshaped(ty.shape.clone())?)) }
+    if t.shape() == &ty.shape { Ok(Cow::Borrowed(t)) } else { Ok(Cow::Owned(t.clone().reshaped(ty.shape.clone())?)) }
 }
 
 /// An error for storage the executable should hold but does not (a plan and executable
@@ -142,13 +201,25 @@ impl CpuExecutable {
         }
     }
 
+    /// Input `pos` of node `id`, which is node `input`: the f32 copy of an f16 weight where
+    /// [`widen_f16_weights`] chose it, else [`CpuExecutable::read`].
+    fn read_operand(&self, id: NodeId, pos: usize, input: NodeId) -> Result<Cow<'_, Tensor>> {
+        if self.wide_operands.contains(&(id, pos)) {
+            if let Storage::Param(name) = &self.plan.storage[input.index()] {
+                let w = self.wide_weights.get(name).ok_or_else(|| not_held("widened weight", name))?;
+                return view(w, self.plan.graph.ty(input));
+            }
+        }
+        self.read(input)
+    }
+
     /// Stores `value` as node `id`'s value. Weights and constants are read-only: a view of
     /// them already reads the right bytes, so only arena values and KV-cache writes store.
     fn write(&mut self, id: NodeId, value: &Tensor) -> Result<()> {
         match &self.plan.storage[id.index()] {
             Storage::Arena { offset, size } => {
                 let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut self.arena);
-                bytes[*offset..*offset + *size].copy_from_slice(&value.to_bytes());
+                bytes[*offset..*offset + *size].copy_from_slice(value.as_bytes());
             }
             Storage::State(name) if matches!(self.plan.graph.node(id).op, Op::KvWrite(_)) => {
                 let state = self.states.get_mut(name).ok_or_else(|| not_held("persistent buffer", name))?;
@@ -200,14 +271,15 @@ impl CpuExecutable {
         let empty = HashMap::new();
         let ctx = EvalCtx { inputs: &empty, weights: &empty, states: &empty, scalars: &scalar_values };
         self.take_states()?;
-        let ran = self.execute(inputs, &ctx);
+        let ran = self.execute(inputs, &ctx).and_then(|()| {
+            let mut out = HashMap::new();
+            for (&name, id) in outputs.iter().zip(wanted) {
+                out.insert(name.to_string(), self.read(id)?.into_owned());
+            }
+            Ok(out)
+        });
         self.return_states();
-        ran?;
-        let mut out = HashMap::new();
-        for (&name, id) in outputs.iter().zip(wanted) {
-            out.insert(name.to_string(), self.read(id)?.into_owned());
-        }
-        Ok(out)
+        ran
     }
 
     /// Moves this plan's persistent buffers out of the shared set for a run.
@@ -245,7 +317,12 @@ impl CpuExecutable {
                 }
                 op if op.is_leaf() => continue,
                 op => {
-                    let args = node.inputs.iter().map(|&i| self.read(i)).collect::<Result<Vec<_>>>()?;
+                    let args = node
+                        .inputs
+                        .iter()
+                        .enumerate()
+                        .map(|(pos, &i)| self.read_operand(id, pos, i))
+                        .collect::<Result<Vec<_>>>()?;
                     let refs: Vec<&Tensor> = args.iter().map(|a| a.as_ref()).collect();
                     let value = op.eval(&refs, ctx)?;
                     if value.ty() != node.ty {
@@ -296,5 +373,48 @@ impl Executable for CpuExecutable {
             }
             Ok(())
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::{Graph, evaluate};
+
+    #[test]
+    fn f16_weights_are_widened_only_where_the_dtype_does_not_type_the_result() {
+        // One f16 table used as a matmul weight (read widened) and by a gather, whose output
+        // is f16 because the table is (read as declared).
+        let mut g = Graph::new("tied");
+        let x = g.input("x", TensorType::new(DType::F32, [2, 3])).unwrap();
+        let ids = g.input("ids", TensorType::new(DType::I32, [2])).unwrap();
+        let table = g.param("table", TensorType::new(DType::F16, [4, 3])).unwrap();
+        let logits = g.matmul_t(x, table).unwrap();
+        let rows = g.gather(table, ids).unwrap();
+        g.output("logits", logits).unwrap();
+        g.output("rows", rows).unwrap();
+        let plan = crate::plan::plan(g.clone()).unwrap();
+        // 0.1 is 0.0999755859375 in f16: the widened copy must hold that value.
+        let values = vec![0.1, 1.0, -2.0, 0.5, 0.25, 3.0, -1.0, 0.0, 2.0, 1.5, -0.5, 0.75];
+        let weights = HashMap::from([("table".to_string(), Tensor::from_f32(DType::F16, [4, 3], values).unwrap())]);
+        let inputs = HashMap::from([
+            ("x".to_string(), Tensor::f32([2, 3], vec![1.0, 2.0, 3.0, -1.0, 0.5, 2.0]).unwrap()),
+            ("ids".to_string(), Tensor::i32([2], vec![3, 0]).unwrap()),
+        ]);
+
+        let (wide, operands) = widen_f16_weights(&plan, &weights, &mut HashMap::new());
+        assert_eq!(wide["table"].to_f32(), weights["table"].to_f32());
+        assert_eq!(wide["table"].dtype(), DType::F32);
+        let (matmul, gather) = (plan.graph.outputs()[0].1, plan.graph.outputs()[1].1);
+        assert_eq!(operands, HashSet::from([(matmul, 1)]), "the gather ({gather:?}) reads the f16 table");
+
+        let mut exe = pollster::block_on(CpuBackend::new().compile(&plan, &weights)).unwrap();
+        let got = pollster::block_on(exe.run(&inputs, &HashMap::new(), &["logits", "rows"])).unwrap();
+        let want = evaluate(&g, &inputs, &weights, &HashMap::new(), &HashMap::new()).unwrap();
+        assert_eq!(got["logits"], want.outputs["logits"]);
+        assert_eq!(got["rows"], want.outputs["rows"]);
+        assert_eq!(got["rows"].dtype(), DType::F16);
+        // Row 0 of x against row 0 of the table: 0.0999755859375 + 2 - 6.
+        assert_eq!(got["logits"].to_f32()[0], 0.099_975_586 + 2.0 - 6.0);
     }
 }

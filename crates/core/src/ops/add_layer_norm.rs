@@ -40,8 +40,9 @@ impl OpKind for AddLayerNorm {
     fn eval(&self, inputs: &[&Tensor], _: &EvalCtx) -> Result<Tensor> {
         let ty = self.infer(&[&inputs[0].ty(), &inputs[1].ty(), &inputs[2].ty(), &inputs[3].ty()])?;
         // The sum stays in f32 (not rounded to an f16 input dtype) before normalising.
-        let mut sum: Vec<f32> = inputs[0].to_f32().iter().zip(inputs[1].to_f32()).map(|(a, b)| a + b).collect();
-        normalize_rows(&mut sum, &inputs[2].to_f32(), &inputs[3].to_f32(), self.eps);
+        let mut sum = inputs[0].to_f32();
+        sum.iter_mut().zip(inputs[1].to_f32_cow().iter()).for_each(|(a, b)| *a += b);
+        normalize_rows(&mut sum, &inputs[2].to_f32_cow(), &inputs[3].to_f32_cow(), self.eps);
         Tensor::from_f32(ty.dtype, ty.shape, sum)
     }
     fn memory(&self) -> Memory {

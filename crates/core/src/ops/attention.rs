@@ -5,6 +5,7 @@
 
 use rand::Rng;
 
+use super::cpu_kernels::{Mat, gemm, par_chunks};
 use super::gather::infer_values;
 use super::matmul::broadcast_offset;
 use super::{EvalCtx, Memory, OpKind};
@@ -90,40 +91,48 @@ impl OpKind for Attention {
         scores.extend([sq, sk]);
         let scores = Shape(scores);
         let batch = q.shape().dims()[..r - 2].iter().product::<usize>();
-        let mask = inputs.get(3).map(|m| (m.to_f32(), m.shape().broadcast_strides(&scores)));
-        let (qv, kv, vv) = (q.to_f32(), k.to_f32(), v.to_f32());
-        let mut values = Vec::with_capacity(out.numel());
-        let mut row = vec![0.0f32; sk];
-        for b in 0..batch {
-            for i in 0..sq {
-                for (j, s) in row.iter_mut().enumerate() {
-                    let mut dot = 0.0f32;
-                    for p in 0..d {
-                        dot += qv[(b * sq + i) * d + p] * kv[(b * sk + j) * d + p];
-                    }
-                    *s = dot * self.scale;
+        let mask = inputs.get(3).map(|m| (m.to_f32_cow(), m.shape().broadcast_strides(&scores)));
+        let (qv, kv, vv) = (q.to_f32_cow(), k.to_f32_cow(), v.to_f32_cow());
+        let mut values = vec![0.0f32; out.numel()];
+        // Blocks of up to QUERY_BLOCK query rows of one batch item, spread over threads: scores
+        // = q k^T as a matrix product, each row softmaxed, then scores x v.
+        let rows = batch * sq;
+        par_chunks(&mut values, dv, rows * sk * (d + dv), |first, out_rows| {
+            let mut block = vec![0.0f32; QUERY_BLOCK.min(sq) * sk];
+            let mut done = 0;
+            while done < out_rows.len() / dv.max(1) {
+                let (b, i) = ((first + done) / sq, (first + done) % sq);
+                let n = QUERY_BLOCK.min(sq - i).min(out_rows.len() / dv - done);
+                let s = &mut block[..n * sk];
+                let keys = Mat::transposed(&kv[b * sk * d..], d, sk);
+                gemm(Mat::row_major(&qv[(b * sq + i) * d..], n, d), keys, s);
+                for (qi, row) in s.chunks_mut(sk).enumerate() {
+                    let i = i + qi;
+                    row.iter_mut().for_each(|score| *score *= self.scale);
                     if let Some((m, strides)) = &mask {
-                        *s += m[broadcast_offset((b * sq + i) * sk + j, scores.dims(), strides)];
+                        // The mask's offset of this row's first score, and its stride along keys.
+                        let start = broadcast_offset((b * sq + i) * sk, scores.dims(), strides);
+                        row.iter_mut().enumerate().for_each(|(j, score)| *score += m[start + j * strides[r - 1]]);
                     }
-                    // `infer` guarantees Sq <= Sk for a causal mask.
-                    if self.mask == MaskKind::Causal && j > i + (sk - sq) {
-                        *s = f32::NEG_INFINITY;
+                    // Query `i` sees keys up to `i + (Sk - Sq)`; `infer` guarantees Sq <= Sk.
+                    if self.mask == MaskKind::Causal {
+                        row[i + (sk - sq) + 1..].fill(f32::NEG_INFINITY);
                     }
+                    // Stable softmax: exponents of (score - row max) are at most 1. A row whose
+                    // scores are all -inf has no max to subtract and gives NaN, as in PyTorch.
+                    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                    let mut sum = 0.0f32;
+                    for score in row.iter_mut() {
+                        *score = (*score - max).exp();
+                        sum += *score;
+                    }
+                    row.iter_mut().for_each(|w| *w /= sum);
                 }
-                // Stable softmax: exponents of (score - row max) are at most 1. A row whose
-                // scores are all -inf has no max to subtract and gives NaN, as in PyTorch.
-                let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-                let weights: Vec<f32> = row.iter().map(|s| (s - max).exp()).collect();
-                let sum: f32 = weights.iter().sum();
-                for c in 0..dv {
-                    let mut acc = 0.0f32;
-                    for (j, w) in weights.iter().enumerate() {
-                        acc += w / sum * vv[(b * sk + j) * dv + c];
-                    }
-                    values.push(acc);
-                }
+                let weights = Mat::row_major(s, n, sk);
+                gemm(weights, Mat::row_major(&vv[b * sk * dv..], sk, dv), &mut out_rows[done * dv..(done + n) * dv]);
+                done += n;
             }
-        }
+        });
         Tensor::from_f32(out.dtype, out.shape, values)
     }
     fn memory(&self) -> Memory {
@@ -185,6 +194,10 @@ impl OpKind for Attention {
         Ok(Lowering::Kernel(spec))
     }
 }
+
+/// Query rows whose scores the CPU reference holds at once (per thread): enough rows for an
+/// efficient matrix product, few enough that the scores stay in cache.
+const QUERY_BLOCK: usize = 64;
 
 /// Largest head size (D and Dv) of the wgpu kernel: a thread keeps a query row in registers
 /// and a key block of this width must fit in WebGPU's default 16 KiB of workgroup memory.
@@ -433,6 +446,21 @@ mod tests {
         let y = eval_op(op, &[&q, &k, &v, &m]).unwrap();
         // Flattened head b belongs to batch b / 2.
         close(&y.to_f32(), &unfused(&q, &k, &v, 0.7, |b, _, j| pad[(b / 2) * 5 + j], 4, dims), 1e-6);
+    }
+
+    #[test]
+    fn query_blocks_and_thread_splits_match_the_unfused_steps() {
+        // Sq past two blocks of QUERY_BLOCK and no multiple of it, odd head sizes, and enough
+        // work to be split across threads mid-batch.
+        let (b, sq, sk, d, dv) = (3, 2 * QUERY_BLOCK + 21, 2 * QUERY_BLOCK + 22, 17, 9);
+        let (q, k, v) = (wave(&[b, sq, d], 0.1), wave(&[b, sk, d], 1.1), wave(&[b, sk, dv], 2.1));
+        let y = eval_op(Attention { scale: 0.3, mask: MaskKind::Causal }, &[&q, &k, &v]).unwrap();
+        let hide = |_, i: usize, j: usize| if j > i + (sk - sq) { f32::NEG_INFINITY } else { 0.0 };
+        close(&y.to_f32(), &unfused(&q, &k, &v, 0.3, hide, b, (sq, sk, d, dv)), 1e-5);
+        let m = wave(&[sq, sk], 3.0);
+        let mv = m.to_f32();
+        let y = eval_op(Attention { scale: 0.3, mask: MaskKind::Additive }, &[&q, &k, &v, &m]).unwrap();
+        close(&y.to_f32(), &unfused(&q, &k, &v, 0.3, |_, i, j| mv[i * sk + j], b, (sq, sk, d, dv)), 1e-5);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 use rand::Rng;
 
+use super::cpu_kernels::{Mat, gemm_par};
 use super::gather::infer_values;
 use super::{EvalCtx, Memory, OpKind};
 use crate::error::{Error, Result};
@@ -17,6 +18,23 @@ pub struct Conv1d {
     pub stride: usize,
     pub padding: usize,
     pub dilation: usize,
+}
+
+impl Conv1d {
+    /// Fills `windows` (`C_in*K` rows of `out_len`) for one batch item `x [C_in, len]`: row
+    /// `ci*K + j` holds, for each output position `t`, the input tap `j` of channel `ci` reads
+    /// there, zero where it falls in the padding.
+    fn windows(&self, x: &[f32], len: usize, k: usize, out_len: usize, windows: &mut [f32]) {
+        for (row, taps) in windows.chunks_mut(out_len.max(1)).enumerate() {
+            let (ci, j) = (row / k, row % k);
+            let channel = &x[ci * len..(ci + 1) * len];
+            for (t, v) in taps.iter_mut().enumerate() {
+                // Position in the unpadded input; the padding reads as zero.
+                let pos = (t * self.stride + j * self.dilation).checked_sub(self.padding);
+                *v = pos.and_then(|p| channel.get(p)).copied().unwrap_or(0.0);
+            }
+        }
+    }
 }
 
 impl OpKind for Conv1d {
@@ -70,25 +88,21 @@ impl OpKind for Conv1d {
         let (c_in, len) = (xs[xs.len() - 2], xs[xs.len() - 1]);
         let (c_out, k) = (ws[0], ws[2]);
         let out_len = out.shape.last();
-        let batch = xs[..xs.len() - 2].iter().product::<usize>();
-        let (x, w) = (inputs[0].to_f32(), inputs[1].to_f32());
-        let bias = inputs.get(2).map(|b| b.to_f32());
-        let mut values = Vec::with_capacity(out.numel());
-        for n in 0..batch {
-            for co in 0..c_out {
-                for t in 0..out_len {
-                    let mut acc = bias.as_ref().map_or(0.0, |b| b[co]);
-                    for ci in 0..c_in {
-                        for j in 0..k {
-                            // Position in the unpadded input; the padding reads as zero.
-                            let pos = (t * self.stride + j * self.dilation).checked_sub(self.padding);
-                            if let Some(p) = pos.filter(|&p| p < len) {
-                                acc += x[(n * c_in + ci) * len + p] * w[(co * c_in + ci) * k + j];
-                            }
-                        }
-                    }
-                    values.push(acc);
-                }
+        let (x, w) = (inputs[0].to_f32_cow(), inputs[1].to_f32_cow());
+        // The convolution as one matrix product per batch item: `w` is the `C_out x C_in*K`
+        // matrix it is stored as, times the `C_in*K x out_len` matrix of input windows.
+        let red = c_in * k;
+        let w = Mat::row_major(&w, c_out, red);
+        let mut windows = vec![0.0f32; red * out_len];
+        let mut values = vec![0.0f32; out.numel()];
+        for (n, y) in values.chunks_mut((c_out * out_len).max(1)).enumerate() {
+            self.windows(&x[n * c_in * len..(n + 1) * c_in * len], len, k, out_len, &mut windows);
+            gemm_par(w, Mat::row_major(&windows, red, out_len), y);
+        }
+        if let Some(bias) = inputs.get(2) {
+            let bias = bias.to_f32_cow();
+            for (y, b) in values.chunks_mut(out_len.max(1)).zip(bias.iter().cycle()) {
+                y.iter_mut().for_each(|v| *v += b);
             }
         }
         Tensor::from_f32(out.dtype, out.shape, values)
@@ -216,6 +230,53 @@ mod tests {
 
     fn conv(stride: usize, padding: usize, dilation: usize, inputs: &[&Tensor]) -> Tensor {
         eval_op(Conv1d { stride, padding, dilation }, inputs).unwrap()
+    }
+
+    /// The plain loop over output channel, position, input channel and tap, in f64.
+    fn direct(c: &Conv1d, x: &Tensor, w: &Tensor, bias: &Tensor, out_len: usize) -> Vec<f32> {
+        let (xd, wd) = (x.shape().dims(), w.shape().dims());
+        let (n, c_in, len, c_out, k) = (xd[0], xd[1], xd[2], wd[0], wd[2]);
+        let (xv, wv, bv) = (x.to_f32(), w.to_f32(), bias.to_f32());
+        let mut values = Vec::new();
+        for b in 0..n {
+            for co in 0..c_out {
+                for t in 0..out_len {
+                    let mut acc = f64::from(bv[co]);
+                    for ci in 0..c_in {
+                        for j in 0..k {
+                            let p = (t * c.stride + j * c.dilation) as i64 - c.padding as i64;
+                            if (0..len as i64).contains(&p) {
+                                acc += f64::from(xv[(b * c_in + ci) * len + p as usize])
+                                    * f64::from(wv[(co * c_in + ci) * k + j]);
+                            }
+                        }
+                    }
+                    values.push(acc as f32);
+                }
+            }
+        }
+        values
+    }
+
+    #[test]
+    fn matrix_product_form_matches_the_direct_loop() {
+        let wave = |dims: &[usize], seed: f32| {
+            let n = dims.iter().product::<usize>();
+            Tensor::f32(dims, (0..n).map(|i| (i as f32 * 0.53 + seed).sin()).collect()).unwrap()
+        };
+        // Whisper's stride-2 second conv, dilation with padding, and odd channel counts.
+        for (c, (n, c_in, len, c_out, k)) in [
+            (Conv1d { stride: 2, padding: 1, dilation: 1 }, (2, 13, 31, 17, 3)),
+            (Conv1d { stride: 1, padding: 3, dilation: 2 }, (1, 5, 20, 70, 4)),
+            (Conv1d { stride: 3, padding: 0, dilation: 1 }, (3, 1, 11, 2, 5)),
+        ] {
+            let (x, w, bias) = (wave(&[n, c_in, len], 0.1), wave(&[c_out, c_in, k], 0.9), wave(&[c_out], 2.0));
+            let y = eval_op(c.clone(), &[&x, &w, &bias]).unwrap();
+            let want = direct(&c, &x, &w, &bias, y.shape().last());
+            for (i, (g, w)) in y.to_f32().iter().zip(&want).enumerate() {
+                assert!((g - w).abs() <= 1e-6 * (c_in * k) as f32 + 1e-6, "{c:?}: element {i}: {g} vs {w}");
+            }
+        }
     }
 
     #[test]

@@ -5,9 +5,11 @@
 //! rounded to `dtype`. Inputs of any dtype are read as f32 and broadcast to the output shape
 //! (the broadcast of all input shapes).
 
+use std::borrow::Cow;
 use std::fmt::Write;
 
 use super::binary::{broadcast_indices, gather_f32};
+use super::cpu_kernels::par_chunks;
 use super::{BinaryKind, EvalCtx, Memory, OpKind, UnaryKind};
 use crate::error::{Error, Result};
 use crate::exec::wgpu::{KernelCtx, KernelSpec, Lowering, pack_dims};
@@ -195,10 +197,24 @@ impl OpKind for FusedElementwise {
     fn eval(&self, inputs: &[&Tensor], _: &EvalCtx) -> Result<Tensor> {
         let tys: Vec<TensorType> = inputs.iter().map(|t| t.ty()).collect();
         let ty = self.infer(&tys.iter().collect::<Vec<_>>())?;
-        let loaded: Vec<Vec<f32>> =
-            inputs.iter().map(|t| gather_f32(t, &broadcast_indices(t.shape(), &ty.shape))).collect();
-        let mut regs = vec![0.0f32; self.program.len()];
-        let out = (0..ty.numel()).map(|e| self.run(&mut regs, |n| loaded[n][e])).collect();
+        // Inputs of the output's shape are read in place; only broadcast ones are expanded.
+        let loaded: Vec<Cow<[f32]>> = inputs
+            .iter()
+            .map(|t| {
+                if t.shape() == &ty.shape {
+                    t.to_f32_cow()
+                } else {
+                    Cow::Owned(gather_f32(t, &broadcast_indices(t.shape(), &ty.shape)))
+                }
+            })
+            .collect();
+        let mut out = vec![0.0f32; ty.numel()];
+        par_chunks(&mut out, 1, ty.numel() * self.program.len() * 4, |first, chunk| {
+            let mut regs = vec![0.0f32; self.program.len()];
+            for (i, v) in chunk.iter_mut().enumerate() {
+                *v = self.run(&mut regs, |n| loaded[n][first + i]);
+            }
+        });
         Tensor::from_f32(ty.dtype, ty.shape, out)
     }
     fn memory(&self) -> Memory {

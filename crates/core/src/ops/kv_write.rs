@@ -193,7 +193,7 @@ pub(crate) fn harness_cases(cases: &mut CaseGen) -> Result<()> {
         let w = g.write_state(buf, v)?;
         let y = g.cast(w, DType::F32)?;
         g.output("y", y)?;
-        cases.push("kv_write", &format!("write_state {dtype}"), g, Tolerance::Exact, &[])?;
+        cases.push("kv_write", &format!("kv_write without an offset {dtype}"), g, Tolerance::Exact, &[])?;
     }
     Ok(())
 }

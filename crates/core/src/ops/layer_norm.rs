@@ -3,6 +3,7 @@
 
 use rand::Rng;
 
+use super::cpu_kernels::par_chunks;
 use super::reduce::axis_layout;
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
@@ -35,15 +36,20 @@ pub(crate) fn check_norm_params(op: &str, x: &TensorType, gamma: &TensorType, be
 /// + beta` with the biased variance (divided by `d`), all in f32. Shared with add + layer norm.
 pub(crate) fn normalize_rows(x: &mut [f32], gamma: &[f32], beta: &[f32], eps: f32) {
     let d = gamma.len();
-    // Mean and variance accumulate in f64: the reference must not lose digits on rows with a
-    // large offset (a sequential f32 sum does), since every backend is measured against it.
-    for row in x.chunks_mut(d) {
-        let mean = row.iter().map(|&v| f64::from(v)).sum::<f64>() / d as f64;
-        let var = row.iter().map(|&v| (f64::from(v) - mean).powi(2)).sum::<f64>() / d as f64;
-        let scale = 1.0 / (var + f64::from(eps)).sqrt();
-        for ((v, g), b) in row.iter_mut().zip(gamma).zip(beta) {
-            *v = ((f64::from(*v) - mean) * scale) as f32 * g + b;
-        }
+    // Rows are independent: large inputs split them over threads.
+    par_chunks(x, d, x.len() * 8, |_, rows| rows.chunks_mut(d).for_each(|row| normalize_row(row, gamma, beta, eps)));
+}
+
+/// One row of [`normalize_rows`]. Mean and variance accumulate in f64: the reference must not
+/// lose digits on rows with a large offset (a sequential f32 sum does), since every backend
+/// is measured against it.
+fn normalize_row(row: &mut [f32], gamma: &[f32], beta: &[f32], eps: f32) {
+    let d = gamma.len();
+    let mean = row.iter().map(|&v| f64::from(v)).sum::<f64>() / d as f64;
+    let var = row.iter().map(|&v| (f64::from(v) - mean).powi(2)).sum::<f64>() / d as f64;
+    let scale = 1.0 / (var + f64::from(eps)).sqrt();
+    for ((v, g), b) in row.iter_mut().zip(gamma).zip(beta) {
+        *v = ((f64::from(*v) - mean) * scale) as f32 * g + b;
     }
 }
 
@@ -63,7 +69,7 @@ impl OpKind for LayerNorm {
         let (x, gamma, beta) = (inputs[0], inputs[1], inputs[2]);
         check_norm_params("layer_norm", &x.ty(), &gamma.ty(), &beta.ty())?;
         let mut v = x.to_f32();
-        normalize_rows(&mut v, &gamma.to_f32(), &beta.to_f32(), self.eps);
+        normalize_rows(&mut v, &gamma.to_f32_cow(), &beta.to_f32_cow(), self.eps);
         Tensor::from_f32(x.dtype(), x.shape().clone(), v)
     }
     fn memory(&self) -> Memory {

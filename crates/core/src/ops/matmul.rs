@@ -3,6 +3,7 @@
 //! numpy-style, so a 2-D weight serves every batch. Accumulates in f32; the output has `a`'s
 //! dtype, so f16 weights can multiply f32 activations.
 
+use super::cpu_kernels::{Mat, gemm, gemm_par, par_chunks};
 use super::gather::infer_values;
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
@@ -55,27 +56,34 @@ pub(crate) fn broadcast_offset(linear: usize, dims: &[usize], strides: &[usize])
 
 /// `a x b` (or `a x b^T`) in f32, row-major with shape `out`, which [`matmul_type`] derived
 /// from these operands. Shared with the fused matmul + bias.
+///
+/// When `b` has a single batch (a weight), `a`'s batches are consecutive rows of one taller
+/// matrix and the whole product is one matrix product; otherwise each batch is its own,
+/// with batches spread over threads.
 pub(crate) fn matmul_f32(a: &Tensor, b: &Tensor, transpose_b: bool, out: &Shape) -> Vec<f32> {
     let r = out.rank();
     let (m, n, k) = (out.dims()[r - 2], out.dims()[r - 1], a.shape().last());
     let batch = Shape::from(&out.dims()[..r - 2]);
     let batch_strides = |t: &Tensor| Shape::from(&t.shape().dims()[..t.shape().rank() - 2]).broadcast_strides(&batch);
     let (a_strides, b_strides) = (batch_strides(a), batch_strides(b));
-    let (av, bv) = (a.to_f32(), b.to_f32());
-    let mut values = Vec::with_capacity(out.numel());
-    for bi in 0..batch.numel() {
-        let a0 = broadcast_offset(bi, batch.dims(), &a_strides) * m * k;
-        let b0 = broadcast_offset(bi, batch.dims(), &b_strides) * k * n;
-        for i in 0..m {
-            for j in 0..n {
-                let mut acc = 0.0f32;
-                for p in 0..k {
-                    let b_at = if transpose_b { b0 + j * k + p } else { b0 + p * n + j };
-                    acc += av[a0 + i * k + p] * bv[b_at];
-                }
-                values.push(acc);
+    let (av, bv) = (a.to_f32_cow(), b.to_f32_cow());
+    let b_mat = |b0: usize| {
+        let data = &bv[b0..];
+        if transpose_b { Mat::transposed(data, k, n) } else { Mat::row_major(data, k, n) }
+    };
+    let mut values = vec![0.0f32; out.numel()];
+    if b.shape().numel() == k * n {
+        // `b` broadcasts to every batch, so the output's batches are exactly `a`'s, in order.
+        gemm_par(Mat::row_major(&av, batch.numel() * m, k), b_mat(0), &mut values);
+    } else {
+        par_chunks(&mut values, m * n, out.numel() * k, |first, chunk| {
+            for (i, c) in chunk.chunks_mut(m * n).enumerate() {
+                let bi = first + i;
+                let a0 = broadcast_offset(bi, batch.dims(), &a_strides) * m * k;
+                let b0 = broadcast_offset(bi, batch.dims(), &b_strides) * k * n;
+                gemm(Mat::row_major(&av[a0..], m, k), b_mat(b0), c);
             }
-        }
+        });
     }
     values
 }
@@ -314,6 +322,81 @@ mod tests {
         let y = eval_op(MatMul { transpose_b: false }, &[&a16, &w]).unwrap();
         assert_eq!(y.dtype(), DType::F16);
         assert_eq!(y.to_f32(), vec![half::f16::from_f32(2.0 * 0.099_975_586 + 1.0).to_f32()]);
+    }
+
+    /// Deterministic values in [-1, 1] that differ from element to element.
+    fn wave(shape: &[usize], seed: f32) -> Tensor {
+        let n = shape.iter().product::<usize>();
+        Tensor::f32(shape, (0..n).map(|i| (i as f32 * 0.61 + seed).sin()).collect()).unwrap()
+    }
+
+    /// The plain triple loop over every batch, in f64, batch dims broadcast by hand.
+    fn triple_loop(a: &Tensor, b: &Tensor, transpose_b: bool) -> Vec<f32> {
+        let (ad, bd) = (a.shape().dims(), b.shape().dims());
+        let (ra, rb) = (ad.len(), bd.len());
+        let (m, k) = (ad[ra - 2], ad[ra - 1]);
+        let n = if transpose_b { bd[rb - 2] } else { bd[rb - 1] };
+        let out = matmul_type("matmul", &a.ty(), &b.ty(), transpose_b).unwrap().shape;
+        let batch = &out.dims()[..out.rank() - 2];
+        // Row-major index of batch `bi` in an operand's own batch dims (size-1 dims broadcast).
+        let index = |dims: &[usize], mut bi: usize| {
+            let (mut idx, mut stride) = (0, 1);
+            for (o, &d) in batch.iter().rev().zip(dims.iter().rev().chain(std::iter::repeat(&1))) {
+                if d != 1 {
+                    idx += (bi % o) * stride;
+                }
+                stride *= d;
+                bi /= o;
+            }
+            idx
+        };
+        let (av, bv) = (a.to_f32(), b.to_f32());
+        let mut values = Vec::new();
+        for bi in 0..batch.iter().product::<usize>() {
+            let (a0, b0) = (index(&ad[..ra - 2], bi) * m * k, index(&bd[..rb - 2], bi) * k * n);
+            for i in 0..m {
+                for j in 0..n {
+                    let mut acc = 0.0f64;
+                    for p in 0..k {
+                        let bij = if transpose_b { bv[b0 + j * k + p] } else { bv[b0 + p * n + j] };
+                        acc += f64::from(av[a0 + i * k + p]) * f64::from(bij);
+                    }
+                    values.push(acc as f32);
+                }
+            }
+        }
+        values
+    }
+
+    #[test]
+    fn fast_products_match_the_triple_loop() {
+        // Odd sizes, none a multiple of a kernel block, single rows (decoder GEMVs), a shared
+        // 2-D weight, batches broadcast both ways and an f16 weight.
+        let cases: [(&[usize], &[usize], bool); 7] = [
+            (&[1, 131], &[257, 131], true),
+            (&[1, 131], &[131, 257], false),
+            (&[3, 67, 45], &[29, 45], true),
+            (&[71, 33], &[33, 90], false),
+            (&[2, 1, 9, 19], &[3, 19, 13], false),
+            (&[2, 1, 1, 19], &[3, 13, 19], true),
+            (&[4, 130, 65], &[4, 65, 70], false),
+        ];
+        for (a_dims, b_dims, transpose_b) in cases {
+            let (a, b) = (wave(a_dims, 0.2), wave(b_dims, 1.3));
+            let k = a_dims[a_dims.len() - 1];
+            let got = eval_op(MatMul { transpose_b }, &[&a, &b]).unwrap().to_f32();
+            let want = triple_loop(&a, &b, transpose_b);
+            assert_eq!(got.len(), want.len());
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert!((g - w).abs() <= 1e-6 * k as f32, "{a_dims:?} x {b_dims:?}: element {i}: {g} vs {w}");
+            }
+        }
+        let (a, w) =
+            (wave(&[5, 40], 0.4), Tensor::from_f32(DType::F16, [23, 40], wave(&[23, 40], 2.0).to_f32()).unwrap());
+        let got = eval_op(MatMul { transpose_b: true }, &[&a, &w]).unwrap().to_f32();
+        for (g, want) in got.iter().zip(triple_loop(&a, &w, true)) {
+            assert!((g - want).abs() <= 4e-5, "{g} vs {want}");
+        }
     }
 
     fn lower(transpose_b: bool, a: &[usize], b: &[usize]) -> Result<KernelSpec> {

@@ -1,6 +1,7 @@
 //! Fused matmul + bias (+ GELU): `act(a x b + bias)` with `bias [N]` added to every row.
 //! Emitted by the matmul fusion pass; the linear layers of Whisper are all this op.
 
+use super::cpu_kernels::par_chunks;
 use super::gather::infer_values;
 use super::matmul::{matmul_f32, matmul_kernel, matmul_type};
 use super::{EvalCtx, Memory, OpKind, UnaryKind, expect_arity};
@@ -46,16 +47,21 @@ impl OpKind for MatMulBias {
     fn eval(&self, inputs: &[&Tensor], _: &EvalCtx) -> Result<Tensor> {
         let out = infer_values(self, inputs)?;
         let mut values = matmul_f32(inputs[0], inputs[1], self.transpose_b, &out.shape);
-        let bias = inputs[2].to_f32();
-        // `infer` made the bias as long as a row; `max(1)` only guards empty outputs.
-        for row in values.chunks_mut(bias.len().max(1)) {
-            for (v, b) in row.iter_mut().zip(&bias) {
-                *v += b;
-                if self.gelu {
-                    *v = UnaryKind::Gelu.apply(*v);
+        let bias = inputs[2].to_f32_cow();
+        // `infer` made the bias as long as a row; `max(1)` only guards empty outputs. GELU
+        // (an erf per value) costs enough to be worth the threads.
+        let row_len = bias.len().max(1);
+        let work = if self.gelu { values.len() * 32 } else { values.len() };
+        par_chunks(&mut values, row_len, work, |_, rows| {
+            for row in rows.chunks_mut(row_len) {
+                for (v, b) in row.iter_mut().zip(bias.iter()) {
+                    *v += b;
+                    if self.gelu {
+                        *v = UnaryKind::Gelu.apply(*v);
+                    }
                 }
             }
-        }
+        });
         Tensor::from_f32(out.dtype, out.shape, values)
     }
     fn memory(&self) -> Memory {

@@ -23,6 +23,7 @@ pub mod cast;
 pub mod compare;
 pub mod concat;
 pub mod conv1d;
+pub(crate) mod cpu_kernels;
 pub mod fused_elementwise;
 pub mod gather;
 pub mod kv_write;

@@ -5,6 +5,7 @@
 
 use rand::Rng;
 
+use super::cpu_kernels::par_chunks;
 use super::reduce::{AxisParams, axis_layout};
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
@@ -36,17 +37,21 @@ impl OpKind for Softmax {
         let x = inputs[0];
         self.infer(&[&x.ty()])?;
         let mut v = x.to_f32();
-        for row in v.chunks_mut(x.shape().last()) {
-            let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            let mut sum = 0.0f32;
-            for e in row.iter_mut() {
-                *e = (*e - max).exp();
-                sum += *e;
+        let d = x.shape().last();
+        // Rows are independent: large inputs split them over threads (an exp per value).
+        par_chunks(&mut v, d, x.numel() * 16, |_, rows| {
+            for row in rows.chunks_mut(d.max(1)) {
+                let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                let mut sum = 0.0f32;
+                for e in row.iter_mut() {
+                    *e = (*e - max).exp();
+                    sum += *e;
+                }
+                for e in row.iter_mut() {
+                    *e /= sum;
+                }
             }
-            for e in row.iter_mut() {
-                *e /= sum;
-            }
-        }
+        });
         Tensor::from_f32(x.dtype(), x.shape().clone(), v)
     }
     fn memory(&self) -> Memory {
