@@ -7,10 +7,14 @@ pub mod encoder;
 pub mod hf;
 pub mod layers;
 pub mod mel;
+pub mod model;
 pub mod options;
 pub mod program;
 pub mod select;
 pub mod tokenizer;
+pub mod transcribe;
 pub mod weights;
 
+pub use model::Whisper;
 pub use options::{Task, TranscribeOptions};
+pub use transcribe::{Event, Segment, Transcript};

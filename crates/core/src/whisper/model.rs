@@ -81,22 +81,25 @@ impl Whisper {
         Ok(())
     }
 
-    /// The language to decode in: English on English-only models, the option when given,
-    /// else the most likely language token after `<|startoftranscript|>` on the window the
-    /// encoder last ran on.
-    pub(crate) async fn language(&mut self, options: &TranscribeOptions) -> Result<String> {
+    /// The language the options fix: English on English-only models (another language is an
+    /// error), the given one on multilingual models (checked), `None` when it is to be detected.
+    pub(crate) fn fixed_language(&self, options: &TranscribeOptions) -> Result<Option<String>> {
         if !self.config.is_multilingual() {
             return match options.language.as_deref() {
-                None | Some("en") => Ok("en".into()),
+                None | Some("en") => Ok(Some("en".into())),
                 Some(other) => Err(Error::BadOption(format!("language '{other}': this model is English-only"))),
             };
         }
-        if let Some(l) = &options.language {
-            self.tokenizer
-                .language_id(l)
-                .ok_or_else(|| Error::BadOption(format!("language '{l}' is not one this model knows")))?;
-            return Ok(l.clone());
+        match &options.language {
+            Some(l) if self.tokenizer.language_id(l).is_some() => Ok(Some(l.clone())),
+            Some(l) => Err(Error::BadOption(format!("language '{l}' is not one this model knows"))),
+            None => Ok(None),
         }
+    }
+
+    /// The most likely language token after `<|startoftranscript|>` on the window the encoder
+    /// last ran on (the reference detects on the first window).
+    pub(crate) async fn detect_language(&mut self) -> Result<String> {
         let langs = self.tokenizer.languages();
         let (lo, hi) = match (langs.iter().map(|l| l.1).min(), langs.iter().map(|l| l.1).max()) {
             (Some(lo), Some(hi)) => (lo, hi + 1),
@@ -132,9 +135,7 @@ fn default_selection(config: &WhisperConfig, tokenizer: &Tokenizer, options: &Tr
         )));
     }
     let blank = if config.generation.suppress_ids_begin.is_empty() {
-        let mut blank = tokenizer.encode(" ").unwrap_or_default();
-        blank.push(ids.end_of_text);
-        blank
+        vec![ids.end_of_text]
     } else {
         config.generation.suppress_ids_begin.clone()
     };

@@ -116,14 +116,13 @@ impl Whisper {
 
         let mut all_tokens: Vec<u32> = Vec::new();
         if let Some(prompt) = &options.initial_prompt {
-            all_tokens.extend(self.tokenizer.encode(&format!(" {}", prompt.trim()))?);
+            all_tokens.extend(pending_encode(&format!(" {}", prompt.trim()))?);
         }
         let mut prompt_reset_since = 0;
-        let mut language: Option<String> = None;
+        let mut language = self.fixed_language(options)?;
         let mut segments: Vec<Segment> = Vec::new();
         let mut rng = noise_rng(options.seed);
         let vocab = self.config.n_vocab as u32;
-        let decoder = WindowDecoder { ids: &ids, tokenizer: &self.tokenizer, options, vocab };
 
         let mut seek = 0;
         while seek < content_frames {
@@ -136,7 +135,7 @@ impl Whisper {
             let lang = match &language {
                 Some(l) => l.clone(),
                 None => {
-                    let l = self.language(options).await?;
+                    let l = self.detect_language().await?;
                     language = Some(l.clone());
                     l
                 }
@@ -155,6 +154,7 @@ impl Whisper {
                 prompt.push(ids.no_timestamps);
             }
 
+            let decoder = WindowDecoder { ids: &ids, tokenizer: &self.tokenizer, options, vocab };
             let result = decoder.decode_with_fallback(&mut self.program, &prompt, sot, &mut rng).await?;
             let skip = options.no_speech_threshold.is_some_and(|th| result.no_speech_prob > th)
                 && !options.log_prob_threshold.is_some_and(|th| result.avg_logprob > th as f64);
@@ -194,10 +194,8 @@ impl Whisper {
             self.progress(on_event, seek, content_frames, frame_seconds)?;
         }
         let text = segments.iter().map(|s| s.text.as_str()).collect();
-        let language = match language {
-            Some(l) => l,
-            None => self.language_without_audio(options)?,
-        };
+        // Without audio to detect from, a multilingual model's transcript is English.
+        let language = language.unwrap_or_else(|| "en".to_string());
         Ok(Transcript { segments, text, language, duration })
     }
 
@@ -232,11 +230,6 @@ impl Whisper {
             });
         }
         Ok(seq)
-    }
-
-    /// The language to decode in when there is no audio to detect it from.
-    fn language_without_audio(&self, options: &TranscribeOptions) -> Result<String> {
-        Ok(options.language.clone().unwrap_or_else(|| "en".to_string()))
     }
 }
 
@@ -298,4 +291,8 @@ fn split_segments(
         pieces.push((time_offset, time_offset + duration, tokens.to_vec()));
         (pieces, seek + segment_size)
     }
+}
+
+fn pending_encode(_text: &str) -> Result<Vec<u32>> {
+    Err(Error::BadOption("initial_prompt: encoding text is not available yet".into()))
 }
