@@ -7,6 +7,7 @@
 //!   runtime scalar `last` says which row is the prompt's last token (whose logits choose the
 //!   first generated token) and `sot` which row holds `<|startoftranscript|>` (whose logits
 //!   give the no-speech probability, output [`NO_SPEECH_PROB`]).
+//!
 //! Each layer appends its keys and values to its self-attention cache, a persistent
 //! `[H, n_text_ctx, dh]` buffer, at `offset`, and attends over the whole cache with a mask
 //! that hides positions after each query's own (rows of padding write keys past the prompt,
@@ -67,7 +68,7 @@ pub fn decoder_graph(model: &ModelWeights, spec: &DecoderSpec) -> Result<Graph> 
 
     let embed = b.param(EMBED_TOKENS)?;
     let x = b.g.gather(embed, tokens)?;
-    let x = b.to_f32(x)?;
+    let x = b.widen(x)?;
     let rows = b.iota(&[s])?;
     let positions = b.g.add(rows, offset_value)?;
     let pos_table = b.param("model.decoder.embed_positions.weight")?;
@@ -92,7 +93,7 @@ pub fn decoder_graph(model: &ModelWeights, spec: &DecoderSpec) -> Result<Graph> 
     let proj = b.param(proj)?;
     let logits_of = |b: &mut Builder, row: NodeId| -> Result<NodeId> {
         let logits = b.g.matmul_t(row, proj)?;
-        b.to_f32(logits)
+        b.widen(logits)
     };
     let last_row = if s == 1 {
         x

@@ -169,7 +169,7 @@ impl<'m> Builder<'m> {
     }
 
     /// `x` as f32 (no node when it already is).
-    pub fn to_f32(&mut self, x: NodeId) -> Result<NodeId> {
+    pub fn widen(&mut self, x: NodeId) -> Result<NodeId> {
         if self.g.ty(x).dtype == DType::F32 { Ok(x) } else { self.g.cast(x, DType::F32) }
     }
 }

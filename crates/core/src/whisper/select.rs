@@ -10,6 +10,7 @@
 //! - the blank ids banned at the first sampled step (`suppress_blank`);
 //! - the timestamp rule, which needs the logits themselves: when the probability mass of all
 //!   timestamps exceeds that of the most likely text token, text is banned.
+//!
 //! The choice is `argmax(x · inv_temperature + noise)` (first index on ties) over the masked
 //! logits `x`: greedy decoding passes 1 and zeros; sampling at temperature `t` passes `1/t`
 //! and Gumbel noise drawn by the host, which draws from `softmax(x / t)` (the Gumbel-max
