@@ -241,7 +241,7 @@ mod tests {
     use crate::exec::wgpu::{WgpuBackend, WgpuOptions};
     use crate::ir::DType;
     use crate::whisper::weights::WhisperWeights;
-    use crate::whisper::weights::testing::small_config;
+    use crate::whisper::weights::testing::{multilingual_config, small_config};
 
     fn spec() -> ProgramSpec {
         ProgramSpec {
@@ -291,6 +291,33 @@ mod tests {
         assert_eq!(pollster::block_on(p.prefill(&[10, 2], 0, &all_but_7, Sampling::Greedy)).unwrap().token, 7);
         let none = Rules { blank: true, ..all_but_7 };
         assert_eq!(pollster::block_on(p.prefill(&[10, 2], 0, &none, Sampling::Greedy)).unwrap().token, 0);
+    }
+
+    /// A multilingual, 128-mel model (large-v3's vocabulary and mel count, tiny sizes) builds,
+    /// compiles and runs on both backends with the same choice.
+    #[test]
+    fn multilingual_128_mel_models_run() {
+        let weights = WhisperWeights::random(multilingual_config(), DType::F32, 5).unwrap();
+        let model = ModelWeights::new(&weights).unwrap();
+        let c = &model.config;
+        let spec = ProgramSpec {
+            selection: Selection { suppress: vec![1, 2], blank: vec![220, 50257], timestamp_begin: 50365 },
+            no_speech: 50363,
+        };
+        let mel =
+            Tensor::f32([128, c.n_frames()], (0..128 * c.n_frames()).map(|i| (i % 7) as f32 / 7.0).collect()).unwrap();
+        let mut choices = Vec::new();
+        let wgpu = pollster::block_on(WgpuBackend::with_options(&WgpuOptions::default())).unwrap();
+        for backend in [&CpuBackend::new() as &dyn Backend, &wgpu] {
+            let mut p = pollster::block_on(Program::compile(backend, &model, &spec)).unwrap();
+            assert_eq!(p.max_prompt(), 3);
+            pollster::block_on(p.encode(&mel, false)).unwrap();
+            let first = pollster::block_on(p.prefill(&[50258, 50259], 0, &Rules::default(), Sampling::Greedy)).unwrap();
+            let next = pollster::block_on(p.step(first.token, 2, &Rules::default(), Sampling::Greedy)).unwrap();
+            assert!(first.token < 51866 && next.token < 51866);
+            choices.push((first.token, next.token));
+        }
+        assert_eq!(choices[0], choices[1]);
     }
 
     #[test]
