@@ -157,7 +157,8 @@ impl OpKind for Attention {
             Some(m) => m.shape.broadcast_strides(&Shape(scores)),
             None => vec![0; r],
         };
-        let cfg = KernelConfig::new(d, dv);
+        let cpu = ctx.cpu && cpu_kernel_fits(sk, d, dv);
+        let cfg = if cpu { KernelConfig::cpu() } else { KernelConfig::new(d, dv) };
         let qblocks = sq.div_ceil(cfg.bq);
         let ([lead0, lead1], [mask0, mask1]) = (pack_dims(lead.dims()), pack_dims(&mask_strides[..r - 2]));
         let params = AttentionParams {
@@ -179,6 +180,17 @@ impl OpKind for Attention {
             MaskKind::Additive => 1,
             MaskKind::Causal => 2,
         };
+        if cpu {
+            let [x, y, _] = grid((lead.numel() * sq).div_ceil(CPU_GROUP));
+            let spec =
+                KernelSpec::new("attention_cpu", include_str!("../../../../kernels/attention_cpu.wgsl"), &params)
+                    .define("D", d.to_string())
+                    .define("DV", dv.to_string())
+                    .define("MASK", mask.to_string())
+                    .define("MASK_LOAD", if self.mask == MaskKind::Additive { "ld3(e)" } else { "0.0" })
+                    .groups(x, y, 1);
+            return Ok(Lowering::Kernel(spec));
+        }
         let [x, y, _] = grid(lead.numel() * qblocks);
         let spec = KernelSpec::new("attention", include_str!("../../../../kernels/attention.wgsl"), &params)
             .define("BQ", cfg.bq.to_string())
@@ -193,6 +205,21 @@ impl OpKind for Attention {
             .groups(x, y, 1);
         Ok(Lowering::Kernel(spec))
     }
+}
+
+/// Invocations per workgroup of the CPU-adapter kernel (kernels/attention_cpu.wgsl).
+const CPU_GROUP: usize = 16;
+
+/// Loop iterations llvmpipe (Mesa's CPU driver behind lavapipe) allows one invocation in
+/// total, across all its loops; past it the loops stop early and the results are wrong.
+const LLVMPIPE_LOOP_LIMIT: usize = 65535;
+
+/// Whether the CPU-adapter kernel's loops stay within [`LLVMPIPE_LOOP_LIMIT`]: per key it runs
+/// one iteration plus one per four elements of D and of Dv. Longer sequences take the GPU
+/// kernel, which spreads the keys over a workgroup.
+fn cpu_kernel_fits(sk: usize, d: usize, dv: usize) -> bool {
+    let (d4, dv4) = (d.div_ceil(4), dv.div_ceil(4));
+    sk.saturating_mul(d4 + dv4 + 1).saturating_add(d4 + 2 * dv4) < LLVMPIPE_LOOP_LIMIT
 }
 
 /// Query rows whose scores the CPU reference holds at once (per thread): enough rows for an
@@ -241,6 +268,12 @@ impl KernelConfig {
     /// same kernel with one live query per workgroup.
     fn new(d: usize, dv: usize) -> KernelConfig {
         KernelConfig { bq: 32, bk: if d.max(dv) <= 64 { 16 } else { 8 }, cg: 8 }
+    }
+
+    /// The CPU-adapter kernel (kernels/attention_cpu.wgsl): one query per invocation; no
+    /// blocks or lanes.
+    fn cpu() -> KernelConfig {
+        KernelConfig { bq: 1, bk: 1, cg: 1 }
     }
 
     /// vec4s of the staged key block (rows padded by one vec4).
@@ -497,7 +530,7 @@ mod tests {
     fn lower(op: &Attention, inputs: &[TensorType]) -> Result<crate::exec::wgpu::KernelSpec> {
         let refs: Vec<&TensorType> = inputs.iter().collect();
         let output = op.infer(&refs)?;
-        match op.kernel(&KernelCtx { inputs: &refs, output: &output, f16: false })? {
+        match op.kernel(&KernelCtx { inputs: &refs, output: &output, f16: false, cpu: false })? {
             Lowering::Kernel(spec) => Ok(spec),
             Lowering::Nothing => panic!("attention lowered to nothing"),
         }
@@ -521,6 +554,16 @@ mod tests {
         }
         // D = Dv = 64 with many queries: keys 16 * 17 vec4s, values 16 * 16, weights 32 * 17 floats.
         assert_eq!(KernelConfig::new(64, 64).workgroup_bytes(64, 64), 16 * (272 + 256) + 4 * 32 * 17 + 1024);
+    }
+
+    #[test]
+    fn the_cpu_kernel_is_chosen_only_within_llvmpipes_loop_limit() {
+        // Whisper's longest attention (1500 keys of 64) fits: 1500 * 33 + 48 iterations.
+        assert!(cpu_kernel_fits(1500, 64, 64));
+        assert!(cpu_kernel_fits(1984, 64, 64));
+        assert!(!cpu_kernel_fits(1985, 64, 64));
+        assert!(!cpu_kernel_fits(3000, 64, 64));
+        assert!(!cpu_kernel_fits(usize::MAX, 64, 64));
     }
 
     #[test]

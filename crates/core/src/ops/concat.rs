@@ -220,14 +220,18 @@ mod tests {
         let part = TensorType::new(DType::F32, [2, 1]);
         let inputs = vec![&part; 8];
         let output = TensorType::new(DType::F32, [2, 8]);
-        let ctx = KernelCtx { inputs: &inputs, output: &output, f16: false };
+        let ctx = KernelCtx { inputs: &inputs, output: &output, f16: false, cpu: false };
         let err = Concat { axis: 1 }.kernel(&ctx).unwrap_err();
         assert_eq!(
             err.to_string(),
             "concat of 8 inputs is not supported by the wgpu (one dispatch binds at most 7 inputs) backend"
         );
         let output = TensorType::new(DType::F32, [2, 7]);
-        assert!(Concat { axis: 1 }.kernel(&KernelCtx { inputs: &inputs[..7], output: &output, f16: false }).is_ok());
+        assert!(
+            Concat { axis: 1 }
+                .kernel(&KernelCtx { inputs: &inputs[..7], output: &output, f16: false, cpu: false })
+                .is_ok()
+        );
     }
 
     #[test]

@@ -8,7 +8,7 @@ use super::cpu_kernels::{Mat, gemm_par};
 use super::gather::infer_values;
 use super::{EvalCtx, Memory, OpKind};
 use crate::error::{Error, Result};
-use crate::exec::wgpu::{KernelCtx, KernelSpec, Lowering};
+use crate::exec::wgpu::{KernelCtx, KernelSpec, Lowering, grid};
 use crate::harness::cases::{CaseGen, ODD, accumulate, ty};
 use crate::ir::{DType, Graph, NodeId, Shape, TensorType};
 use crate::tensor::Tensor;
@@ -111,14 +111,21 @@ impl OpKind for Conv1d {
         Memory::Fresh
     }
     /// A tiled implicit matrix product (see `kernels/conv1d.wgsl`): one workgroup per
-    /// 64 output channels x 64 positions of one batch item.
+    /// 64 output channels x 64 positions of one batch item; on CPU adapters a direct loop
+    /// with an 8 x 8 register tile per invocation (`kernels/conv1d_cpu.wgsl`).
     fn kernel(&self, ctx: &KernelCtx) -> Result<Lowering> {
         let (xs, ws, out) = (ctx.inputs[0].shape.dims(), ctx.inputs[1].shape.dims(), ctx.output.shape.dims());
         let r = xs.len();
         let (c_in, len, c_out, k) = (xs[r - 2], xs[r - 1], ws[0], ws[2]);
         let out_len = out[out.len() - 1];
         let batch = xs[..r - 2].iter().product::<usize>();
-        let groups = [out_len.div_ceil(CONV_TILE), c_out.div_ceil(CONV_TILE), batch];
+        let groups = if ctx.cpu {
+            // One invocation per 8 channels x 8 positions, in workgroups of CPU_GROUP.
+            let [x, y, _] = grid((out_len.div_ceil(8) * c_out.div_ceil(8)).div_ceil(CPU_GROUP));
+            [x as usize, y as usize, batch]
+        } else {
+            [out_len.div_ceil(CONV_TILE), c_out.div_ceil(CONV_TILE), batch]
+        };
         if groups.iter().any(|&g| g > MAX_GROUPS) {
             return Err(Error::Unsupported {
                 op: format!("conv1d of {} into {}", ctx.inputs[0], ctx.output),
@@ -139,12 +146,18 @@ impl OpKind for Conv1d {
             dilation: self.dilation as u32,
         };
         let bias = if ctx.inputs.len() == 3 { "ld2(co)" } else { "0.0" };
-        let spec = KernelSpec::new("conv1d", include_str!("../../../../kernels/conv1d.wgsl"), &params)
-            .define("BIAS", bias)
-            .groups(groups[0] as u32, groups[1] as u32, groups[2] as u32);
+        let spec = if ctx.cpu {
+            KernelSpec::new("conv1d_cpu", include_str!("../../../../kernels/conv1d_cpu.wgsl"), &params)
+        } else {
+            KernelSpec::new("conv1d", include_str!("../../../../kernels/conv1d.wgsl"), &params)
+        };
+        let spec = spec.define("BIAS", bias).groups(groups[0] as u32, groups[1] as u32, groups[2] as u32);
         Ok(Lowering::Kernel(spec))
     }
 }
+
+/// Invocations per workgroup of the CPU-adapter kernel (kernels/conv1d_cpu.wgsl).
+const CPU_GROUP: usize = 64;
 
 /// Output channels and positions of one workgroup's tile (`TILE` in the kernel).
 const CONV_TILE: usize = 64;
@@ -322,7 +335,7 @@ mod tests {
         let conv = Conv1d { stride, padding: 1, dilation: 1 };
         let (x, w) = (TensorType::new(DType::F32, x), TensorType::new(DType::F32, w));
         let output = conv.infer(&[&x, &w])?;
-        match conv.kernel(&KernelCtx { inputs: &[&x, &w], output: &output, f16: false })? {
+        match conv.kernel(&KernelCtx { inputs: &[&x, &w], output: &output, f16: false, cpu: false })? {
             Lowering::Kernel(spec) => Ok(spec.workgroups),
             Lowering::Nothing => panic!("conv1d lowered to nothing"),
         }

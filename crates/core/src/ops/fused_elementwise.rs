@@ -457,7 +457,7 @@ mod tests {
         let refs: Vec<&TensorType> = tys.iter().collect();
         let op = FusedElementwise { program: (0..shapes.len() as u32).map(Instr::Input).collect(), dtype: DType::F32 };
         let out = op.infer(&refs).unwrap();
-        op.kernel(&KernelCtx { inputs: &refs, output: &out, f16: false }).err().map(|e| e.to_string())
+        op.kernel(&KernelCtx { inputs: &refs, output: &out, f16: false, cpu: false }).err().map(|e| e.to_string())
     }
 
     #[test]

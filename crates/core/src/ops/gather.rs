@@ -257,7 +257,7 @@ mod tests {
     fn wgpu_rejects_an_empty_table() {
         let (table, ids) = (TensorType::new(DType::F32, [0, 4]), TensorType::new(DType::I32, [2]));
         let output = TensorType::new(DType::F32, [2, 4]);
-        let ctx = KernelCtx { inputs: &[&table, &ids], output: &output, f16: false };
+        let ctx = KernelCtx { inputs: &[&table, &ids], output: &output, f16: false, cpu: false };
         let err = Gather.kernel(&ctx).unwrap_err();
         assert_eq!(err.to_string(), "gather from the empty table f32[0,4] is not supported by the wgpu backend");
     }

@@ -136,6 +136,9 @@ const MAX_GROUPS: usize = 65535;
 /// Output rows and columns of one workgroup of the tiled kernel (kernels/matmul.wgsl).
 const TILE: usize = 64;
 
+/// Invocations per workgroup of the CPU-adapter kernels (kernels/matmul_cpu.wgsl, gemv_cpu.wgsl).
+const CPU_GROUP: usize = 64;
+
 /// The parameters of `a x b` (inputs 0 and 1 of `ctx`) and the number of batches, which the
 /// kernels take from the z workgroup id. When `b` has a single batch, the batches of `a`
 /// are consecutive rows of one taller matrix: they are folded into M (fewer partial tiles,
@@ -174,7 +177,8 @@ fn matmul_params(ctx: &KernelCtx) -> (MatMulParams, usize) {
 }
 
 /// The dispatch of `act(a x b)` for matmul and the fused matmul + bias: the tiled kernel, or
-/// the matrix-vector kernel when every batch has a single row (decoder steps). `epilogue` is
+/// the matrix-vector kernel when every batch has a single row (decoder steps); on CPU
+/// adapters their `_cpu` variants. `epilogue` is
 /// the WGSL expression applied to each accumulated value `v` of column `col`.
 pub(crate) fn matmul_kernel(op: &str, ctx: &KernelCtx, transpose_b: bool, epilogue: &str) -> Result<Lowering> {
     let out = &ctx.output.shape;
@@ -188,14 +192,26 @@ pub(crate) fn matmul_kernel(op: &str, ctx: &KernelCtx, transpose_b: bool, epilog
     let (m, n) = (params.m as usize, params.n as usize);
     let gemv = m == 1;
     let cols = if transpose_b { 8 } else { 64 };
-    let [x, y, _] = if gemv { grid(n.div_ceil(cols)) } else { [n.div_ceil(TILE) as u32, m.div_ceil(TILE) as u32, 1] };
+    let [x, y, _] = if ctx.cpu {
+        // One invocation per 4 columns (gemv) or 4 x 4 block, in workgroups of CPU_GROUP.
+        let invocations = if gemv { n.div_ceil(4) } else { n.div_ceil(4) * m.div_ceil(4) };
+        grid(invocations.div_ceil(CPU_GROUP))
+    } else if gemv {
+        grid(n.div_ceil(cols))
+    } else {
+        [n.div_ceil(TILE) as u32, m.div_ceil(TILE) as u32, 1]
+    };
     if [x as usize, y as usize, batches].iter().any(|&g| g > MAX_GROUPS) {
         return Err(Error::Unsupported {
             op: format!("{op} of {} ({batches} batches of {m}x{n})", ctx.output),
             backend: format!("wgpu (at most {MAX_GROUPS} workgroups per dimension)"),
         });
     }
-    let spec = if gemv {
+    let spec = if ctx.cpu && gemv {
+        KernelSpec::new("gemv_cpu", include_str!("../../../../kernels/gemv_cpu.wgsl"), &params)
+    } else if ctx.cpu {
+        KernelSpec::new("matmul_cpu", include_str!("../../../../kernels/matmul_cpu.wgsl"), &params)
+    } else if gemv {
         KernelSpec::new("gemv", include_str!("../../../../kernels/gemv.wgsl"), &params).define("COLS", cols.to_string())
     } else {
         KernelSpec::new("matmul", include_str!("../../../../kernels/matmul.wgsl"), &params)
@@ -400,9 +416,14 @@ mod tests {
     }
 
     fn lower(transpose_b: bool, a: &[usize], b: &[usize]) -> Result<KernelSpec> {
+        lower_on(false, transpose_b, a, b)
+    }
+
+    /// The lowering on a GPU adapter, or on a CPU adapter when `cpu`.
+    fn lower_on(cpu: bool, transpose_b: bool, a: &[usize], b: &[usize]) -> Result<KernelSpec> {
         let (a, b) = (TensorType::new(DType::F32, a), TensorType::new(DType::F16, b));
         let output = matmul_type("matmul", &a, &b, transpose_b)?;
-        match (MatMul { transpose_b }).kernel(&KernelCtx { inputs: &[&a, &b], output: &output, f16: false })? {
+        match (MatMul { transpose_b }).kernel(&KernelCtx { inputs: &[&a, &b], output: &output, f16: false, cpu })? {
             Lowering::Kernel(spec) => Ok(spec),
             Lowering::Nothing => panic!("matmul lowered to nothing"),
         }
@@ -432,6 +453,20 @@ mod tests {
         assert_eq!((p.m, p.n, p.k, p.batch_rank), (5, 7, 4, 2));
         assert_eq!((p.batch0, p.a0, p.b0), ([2, 3, 0, 0], [20, 0, 0, 0], [0, 28, 0, 0]));
         assert_eq!(spec.workgroups, [1, 1, 6]);
+    }
+
+    #[test]
+    fn cpu_adapters_get_register_block_kernels() {
+        // 9000 x 1536: 2250 x 384 blocks of 4 x 4, 64 per workgroup.
+        let spec = lower_on(true, true, &[2, 3, 1500, 384], &[1536, 384]).unwrap();
+        assert_eq!((spec.name, spec.workgroups), ("matmul_cpu", [13500, 1, 1]));
+        assert_eq!(params(&spec).m, 9000);
+        // 51864 logits: 12966 invocations of 4 columns.
+        let spec = lower_on(true, true, &[1, 1, 384], &[51864, 384]).unwrap();
+        assert_eq!((spec.name, spec.workgroups), ("gemv_cpu", [203, 1, 1]));
+        // Batched matrix-vector products keep one z per batch: 375 invocations of 4 columns.
+        let spec = lower_on(true, false, &[6, 1, 64], &[6, 64, 1500]).unwrap();
+        assert_eq!((spec.name, spec.workgroups), ("gemv_cpu", [6, 1, 6]));
     }
 
     #[test]

@@ -166,7 +166,7 @@ mod tests {
         let w = TensorType::new(DType::F16, [2, 4]);
         let bias = TensorType::new(DType::F16, [2]);
         let output = TensorType::new(DType::F32, [3, 2]);
-        let ctx = KernelCtx { inputs: &[&a, &w, &bias], output: &output, f16: false };
+        let ctx = KernelCtx { inputs: &[&a, &w, &bias], output: &output, f16: false, cpu: false };
         for (gelu, epilogue) in [(false, "v + ld2(col)"), (true, "gelu_f32(v + ld2(col))")] {
             let Lowering::Kernel(spec) = (MatMulBias { transpose_b: true, gelu }).kernel(&ctx).unwrap() else {
                 panic!("matmul_bias lowered to nothing");

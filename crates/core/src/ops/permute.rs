@@ -196,7 +196,7 @@ mod tests {
             let x = TensorType::new(DType::F32, dims);
             let op = Permute { perm: perm.to_vec() };
             let output = op.infer(&[&x]).unwrap();
-            op.kernel(&KernelCtx { inputs: &[&x], output: &output, f16: false }).map(|_| ())
+            op.kernel(&KernelCtx { inputs: &[&x], output: &output, f16: false, cpu: false }).map(|_| ())
         };
         // Reversing nine axes of 2 leaves no neighbours contiguous; moving only the last of
         // nine axes to the front is a 2-D transpose.

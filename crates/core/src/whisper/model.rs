@@ -135,7 +135,9 @@ fn default_selection(config: &WhisperConfig, tokenizer: &Tokenizer, options: &Tr
         )));
     }
     let blank = if config.generation.suppress_ids_begin.is_empty() {
-        vec![ids.end_of_text]
+        let mut blank = tokenizer.encode(" ").unwrap_or_default();
+        blank.push(ids.end_of_text);
+        blank
     } else {
         config.generation.suppress_ids_begin.clone()
     };

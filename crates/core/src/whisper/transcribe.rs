@@ -116,7 +116,8 @@ impl Whisper {
 
         let mut all_tokens: Vec<u32> = Vec::new();
         if let Some(prompt) = &options.initial_prompt {
-            all_tokens.extend(pending_encode(&format!(" {}", prompt.trim()))?);
+            let ids = self.tokenizer.encode(&format!(" {}", prompt.trim()));
+            all_tokens.extend(ids.map_err(|e| Error::BadOption(format!("initial_prompt: {e}")))?);
         }
         let mut prompt_reset_since = 0;
         let mut language = self.fixed_language(options)?;
@@ -293,6 +294,3 @@ fn split_segments(
     }
 }
 
-fn pending_encode(_text: &str) -> Result<Vec<u32>> {
-    Err(Error::BadOption("initial_prompt: encoding text is not available yet".into()))
-}

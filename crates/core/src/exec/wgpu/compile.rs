@@ -281,7 +281,7 @@ fn build(backend: &WgpuBackend, plan: &Plan, weights: &Weights, shared: &mut Sha
     for &id in &plan.schedule {
         let node = g.node(id);
         let inputs: Vec<&TensorType> = node.inputs.iter().map(|&i| g.ty(i)).collect();
-        let ctx = KernelCtx { inputs: &inputs, output: &node.ty, f16: backend.f16 };
+        let ctx = KernelCtx { inputs: &inputs, output: &node.ty, f16: backend.f16, cpu: backend.cpu_kernels };
         if let Lowering::Kernel(spec) = lower(&node.op, &ctx)? {
             specs.push((id, spec));
         }

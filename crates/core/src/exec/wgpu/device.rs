@@ -22,11 +22,15 @@ pub struct WgpuOptions {
     /// Split the arena into buffers of at most this many bytes even when the device allows
     /// more (to reproduce a browser's 128 MiB binding limit natively, or to test the split).
     pub max_buffer_bytes: Option<usize>,
+    /// Use the kernels written for GPUs even on a CPU adapter (lavapipe, SwiftShader), which
+    /// otherwise gets the `*_cpu` kernel variants (see `kernels/README.md`). Tests set it so
+    /// that both kernel families run on the software adapters CI has.
+    pub force_gpu_kernels: bool,
 }
 
 impl Default for WgpuOptions {
     fn default() -> Self {
-        WgpuOptions { allow_f16: true, force_fallback_adapter: false, max_buffer_bytes: None }
+        WgpuOptions { allow_f16: true, force_fallback_adapter: false, max_buffer_bytes: None, force_gpu_kernels: false }
     }
 }
 
@@ -46,6 +50,11 @@ pub struct WgpuBackend {
     pub(super) queue: wgpu::Queue,
     pub(super) info: wgpu::AdapterInfo,
     pub(super) f16: bool,
+    /// Kernels choose their CPU-adapter variants (the adapter is a CPU and
+    /// [`WgpuOptions::force_gpu_kernels`] is off).
+    pub(super) cpu_kernels: bool,
+    /// The GPU kernels were forced on a CPU adapter (named apart in reports).
+    forced_gpu_kernels: bool,
     pub(super) limits: wgpu::Limits,
     pub(super) max_buffer_bytes: Option<usize>,
     /// Set by the device-lost callback: every later call fails with `Error::DeviceLost`.
@@ -78,6 +87,8 @@ impl WgpuBackend {
         let features = if f16 { wgpu::Features::SHADER_F16 } else { wgpu::Features::empty() };
         let limits = adapter.limits();
         let info = adapter.get_info();
+        let cpu_adapter = info.device_type == wgpu::DeviceType::Cpu;
+        let cpu_kernels = cpu_adapter && !options.force_gpu_kernels;
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("susurrus"),
@@ -112,6 +123,8 @@ impl WgpuBackend {
             queue,
             info,
             f16,
+            cpu_kernels,
+            forced_gpu_kernels: cpu_adapter && options.force_gpu_kernels,
             limits,
             max_buffer_bytes: options.max_buffer_bytes,
             lost,
@@ -128,6 +141,11 @@ impl WgpuBackend {
     /// True when f16 weights are read with native `shader-f16`.
     pub fn has_f16(&self) -> bool {
         self.f16
+    }
+
+    /// True when kernels use their CPU-adapter variants.
+    pub fn cpu_kernels(&self) -> bool {
+        self.cpu_kernels
     }
 
     /// The device, e.g. to read its internal counters in tests.
@@ -171,7 +189,12 @@ pub(super) fn check_alive(lost: &Mutex<Option<String>>, errors: &Mutex<Option<St
 
 impl Backend for WgpuBackend {
     fn name(&self) -> &'static str {
-        if self.f16 { "wgpu-f16" } else { "wgpu" }
+        match (self.f16, self.forced_gpu_kernels) {
+            (true, true) => "wgpu-f16-gpu-kernels",
+            (true, false) => "wgpu-f16",
+            (false, true) => "wgpu-gpu-kernels",
+            (false, false) => "wgpu",
+        }
     }
 
     fn supports(&self, op: &Op) -> bool {

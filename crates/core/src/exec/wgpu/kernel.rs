@@ -148,6 +148,13 @@ pub fn module_source(key: &PipelineKey, source: &str) -> String {
              fn ldu{k}(i: u32) -> u32 {{ return {u}; }}\nfn ldw{k}(i: u32) -> u32 {{ return {w}; }}"
         );
     }
+    // Four-element loads, for the CPU-adapter kernels (emitted only where a kernel uses them,
+    // so the other modules are unchanged).
+    if source.contains("ld4_") {
+        for (k, &j) in key.input_binding.iter().enumerate() {
+            let _ = writeln!(s, "fn ld4_{k}(i: u32) -> vec4<f32> {{ {} }}", load4(key.bindings[j].elem, j, k));
+        }
+    }
     let out = key.bindings.len() - 1;
     let store = match key.output_dtype {
         DType::F32 => "bitcast<u32>(v)".to_string(),
@@ -170,6 +177,20 @@ pub fn module_source(key: &PipelineKey, source: &str) -> String {
     }
     s.push_str(&body);
     s
+}
+
+/// The body of `ld4_{k}(i)`: elements `i..i + 4` of input `k` (binding `j`) as f32. Packed f16
+/// pairs are read as two words when `i` is even (the CPU drivers load storage lane by lane, so
+/// every word saved counts).
+fn load4(elem: Elem, j: usize, k: usize) -> String {
+    let each = format!("vec4<f32>(ld{k}(i), ld{k}(i + 1u), ld{k}(i + 2u), ld{k}(i + 3u))");
+    match elem {
+        Elem::F16Packed => format!(
+            "if ((i & 1u) == 0u) {{ return vec4<f32>(unpack2x16float(b{j}[i >> 1u]), \
+             unpack2x16float(b{j}[(i >> 1u) + 1u])); }} return {each};"
+        ),
+        _ => format!("return {each};"),
+    }
 }
 
 /// Expressions for `ld`, `ldi`, `ldu` and `ldw` of binding `j` at index `i`.

@@ -14,6 +14,10 @@ pub struct KernelCtx<'a> {
     pub output: &'a TensorType,
     /// The device reads f16 natively (`shader-f16`).
     pub f16: bool,
+    /// The adapter is a CPU (lavapipe, SwiftShader): ops with a `*_cpu` kernel variant use it
+    /// (no workgroup memory or barriers, register tiles read straight from storage; see
+    /// `kernels/README.md`). The variants have their own kernel names, hence pipeline keys.
+    pub cpu: bool,
 }
 
 /// What running an op on the GPU takes.
