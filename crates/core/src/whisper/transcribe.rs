@@ -293,4 +293,3 @@ fn split_segments(
         (pieces, seek + segment_size)
     }
 }
-
