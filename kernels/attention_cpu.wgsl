@@ -3,10 +3,11 @@
 // out [Sq, DV]. Scores, softmax and accumulation are f32.
 //
 // CPU drivers run a workgroup's invocations as SIMD lanes of one core and load storage lane by
-// lane, so there is no workgroup memory and no barrier: each invocation takes one query of one
-// head, keeps it and its accumulator in registers, and visits every key once, reading its K
-// and V rows with four-element loads (`ld4_*`). The softmax is online: a running max m and
-// sum l; the accumulator is rescaled by exp(m_old - m_new) at each key.
+// lane, so there is no workgroup memory and no barrier: each invocation takes four
+// consecutive queries of one head (rows past Sq repeat the last one and are not stored), keeps
+// them and their accumulators in registers, and visits every key once, reading its K and V
+// rows with four-element loads (`ld4_*`) that serve all four queries. The four online
+// softmaxes run side by side as the lanes of vec4s: running maxima `m`, sums `l`, scores `s`.
 //
 // Loops are kept few on purpose: llvmpipe stops an invocation's loops after 65535 iterations
 // in total (all loops together), so the kernel spends D/4 + DV/4 + 1 of them per key and the
@@ -55,63 +56,101 @@ fn row4(which: u32, base: u32, c: u32, len: u32) -> vec4<f32> {
     return x;
 }
 
+// The additive mask of query row `i` at key `j` (0 without one).
+fn mask_of(b: u32, i: u32, j: u32) -> f32 {
+    if (MASK != 1u) {
+        return 0.0;
+    }
+    let row = broadcast_offset(b, p.lead_rank, p.lead0, p.lead1, p.mask0, p.mask1) + i * p.mask_sq;
+    return mask_at(row + j * p.mask_sk);
+}
+
+fn store_row(obase: u32, c: u32, o: vec4<f32>) {
+    st(obase + 4u * c, o.x);
+    if (4u * c + 1u < DV) {
+        st(obase + 4u * c + 1u, o.y);
+    }
+    if (4u * c + 2u < DV) {
+        st(obase + 4u * c + 2u, o.z);
+    }
+    if (4u * c + 3u < DV) {
+        st(obase + 4u * c + 3u, o.w);
+    }
+}
+
 @compute @workgroup_size(16)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+    let blocks = (p.sq + 3u) / 4u;
     let inv = (wid.x + wid.y * nwg.x) * 16u + t;
-    if (inv >= p.batch * p.sq) {
+    if (inv >= p.batch * blocks) {
         return;
     }
-    let b = inv / p.sq;
-    let i = inv % p.sq;
+    let b = inv / blocks;
+    let i0 = (inv % blocks) * 4u;
+    let rows = vec4<u32>(min(i0, p.sq - 1u), min(i0 + 1u, p.sq - 1u), min(i0 + 2u, p.sq - 1u), min(i0 + 3u, p.sq - 1u));
     let kbase = b * p.sk * D;
     let vbase = b * p.sk * DV;
 
-    var q: array<vec4<f32>, D4>;
-    var acc: array<vec4<f32>, DV4>;
+    var q0: array<vec4<f32>, D4>;
+    var q1: array<vec4<f32>, D4>;
+    var q2: array<vec4<f32>, D4>;
+    var q3: array<vec4<f32>, D4>;
+    var acc0: array<vec4<f32>, DV4>;
+    var acc1: array<vec4<f32>, DV4>;
+    var acc2: array<vec4<f32>, DV4>;
+    var acc3: array<vec4<f32>, DV4>;
+    let qbase = vec4<u32>(b * p.sq) + rows;
     for (var c = 0u; c < D4; c++) {
-        q[c] = row4(0u, (b * p.sq + i) * D, c, D) * p.scale;
+        q0[c] = row4(0u, qbase.x * D, c, D) * p.scale;
+        q1[c] = row4(0u, qbase.y * D, c, D) * p.scale;
+        q2[c] = row4(0u, qbase.z * D, c, D) * p.scale;
+        q3[c] = row4(0u, qbase.w * D, c, D) * p.scale;
     }
-    var m = NONE;
-    var l = 0.0;
-    var mask_row = 0u;
-    if (MASK == 1u) {
-        mask_row = broadcast_offset(b, p.lead_rank, p.lead0, p.lead1, p.mask0, p.mask1) + i * p.mask_sq;
+    var visible = vec4<u32>(p.sk);
+    if (MASK == 2u) {
+        visible = min(vec4<u32>(p.sk), rows + vec4<u32>(1u + p.sk - p.sq));
     }
-    let visible = select(p.sk, min(p.sk, i + 1u + p.sk - p.sq), MASK == 2u);
+    let kend = max(max(visible.x, visible.y), max(visible.z, visible.w));
+    var m = vec4<f32>(NONE);
+    var l = vec4<f32>(0.0);
 
-    for (var j = 0u; j < visible; j++) {
-        var qk = vec4<f32>(0.0);
+    for (var j = 0u; j < kend; j++) {
+        var s = vec4<f32>(0.0);
         for (var c = 0u; c < D4; c++) {
-            qk += q[c] * row4(1u, kbase + j * D, c, D);
+            let k = row4(1u, kbase + j * D, c, D);
+            s += vec4<f32>(dot(q0[c], k), dot(q1[c], k), dot(q2[c], k), dot(q3[c], k));
         }
-        var score = qk.x + qk.y + qk.z + qk.w;
         if (MASK == 1u) {
-            score += mask_at(mask_row + j * p.mask_sk);
+            s += vec4<f32>(mask_of(b, rows.x, j), mask_of(b, rows.y, j), mask_of(b, rows.z, j), mask_of(b, rows.w, j));
         }
-        // An additive -inf (anything at or below NONE) masks the key.
-        score = select(NONE, score, score > NONE);
-        let m_new = max(m, score);
+        // An additive -inf (anything at or below NONE) masks the key, as does causality.
+        let live = s > vec4<f32>(NONE) & vec4<u32>(j) < visible;
+        s = select(vec4<f32>(NONE), s, live);
+        let m_new = max(m, s);
         let alpha = exp(m - m_new);
         m = m_new;
-        let w = select(0.0, exp(score - m_new), score > NONE);
+        let w = select(vec4<f32>(0.0), exp(s - m_new), live);
         l = l * alpha + w;
         for (var c = 0u; c < DV4; c++) {
-            acc[c] = acc[c] * alpha + w * row4(2u, vbase + j * DV, c, DV);
+            let v = row4(2u, vbase + j * DV, c, DV);
+            acc0[c] = acc0[c] * alpha.x + w.x * v;
+            acc1[c] = acc1[c] * alpha.y + w.y * v;
+            acc2[c] = acc2[c] * alpha.z + w.z * v;
+            acc3[c] = acc3[c] * alpha.w + w.w * v;
         }
     }
 
-    let obase = (b * p.sq + i) * DV;
+    let obase = (vec4<u32>(b * p.sq) + rows) * DV;
     for (var c = 0u; c < DV4; c++) {
-        let o = acc[c] / l;
-        st(obase + 4u * c, o.x);
-        if (4u * c + 1u < DV) {
-            st(obase + 4u * c + 1u, o.y);
+        store_row(obase.x, c, acc0[c] / l.x);
+        if (i0 + 1u < p.sq) {
+            store_row(obase.y, c, acc1[c] / l.y);
         }
-        if (4u * c + 2u < DV) {
-            st(obase + 4u * c + 2u, o.z);
+        if (i0 + 2u < p.sq) {
+            store_row(obase.z, c, acc2[c] / l.z);
         }
-        if (4u * c + 3u < DV) {
-            st(obase + 4u * c + 3u, o.w);
+        if (i0 + 3u < p.sq) {
+            store_row(obase.w, c, acc3[c] / l.w);
         }
     }
 }

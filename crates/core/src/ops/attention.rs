@@ -181,7 +181,7 @@ impl OpKind for Attention {
             MaskKind::Causal => 2,
         };
         if cpu {
-            let [x, y, _] = grid((lead.numel() * sq).div_ceil(CPU_GROUP));
+            let [x, y, _] = grid((lead.numel() * qblocks).div_ceil(CPU_GROUP));
             let spec =
                 KernelSpec::new("attention_cpu", include_str!("../../../../kernels/attention_cpu.wgsl"), &params)
                     .define("D", d.to_string())
@@ -270,10 +270,10 @@ impl KernelConfig {
         KernelConfig { bq: 32, bk: if d.max(dv) <= 64 { 16 } else { 8 }, cg: 8 }
     }
 
-    /// The CPU-adapter kernel (kernels/attention_cpu.wgsl): one query per invocation; no
-    /// blocks or lanes.
+    /// The CPU-adapter kernel (kernels/attention_cpu.wgsl): four queries per invocation,
+    /// which share every K and V row they load; no blocks or lanes.
     fn cpu() -> KernelConfig {
-        KernelConfig { bq: 1, bk: 1, cg: 1 }
+        KernelConfig { bq: 4, bk: 1, cg: 1 }
     }
 
     /// vec4s of the staged key block (rows padded by one vec4).

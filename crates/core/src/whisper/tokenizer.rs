@@ -194,14 +194,20 @@ struct DecoderJson {
 
 impl Tokenizer {
     /// Loads the tokenizer of a model folder: `vocabulary.txt` where present (it lists every
-    /// id the model predicts, timestamps included), else `tokenizer.json`.
+    /// id the model predicts, timestamps included) with the merges of `tokenizer.json` beside
+    /// it for encoding, else `tokenizer.json` alone.
     pub fn from_model_dir(dir: impl AsRef<Path>) -> Result<Tokenizer> {
         let dir = dir.as_ref();
         let vocabulary = dir.join("vocabulary.txt");
-        if vocabulary.is_file() {
-            return Tokenizer::from_vocabulary_file(vocabulary);
-        }
         let json = dir.join("tokenizer.json");
+        if vocabulary.is_file() {
+            let mut tokenizer = Tokenizer::from_vocabulary_file(vocabulary)?;
+            if json.is_file() {
+                // Only tokenizer.json has the merges that encoding text needs.
+                tokenizer.encoder = Tokenizer::from_tokenizer_json_file(json)?.encoder;
+            }
+            return Ok(tokenizer);
+        }
         if json.is_file() {
             return Tokenizer::from_tokenizer_json_file(json);
         }
