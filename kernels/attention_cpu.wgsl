@@ -124,7 +124,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             s += vec4<f32>(mask_of(b, rows.x, j), mask_of(b, rows.y, j), mask_of(b, rows.z, j), mask_of(b, rows.w, j));
         }
         // An additive -inf (anything at or below NONE) masks the key, as does causality.
-        let live = s > vec4<f32>(NONE) & vec4<u32>(j) < visible;
+        let live = (s > vec4<f32>(NONE)) & (vec4<u32>(j) < visible);
         s = select(vec4<f32>(NONE), s, live);
         let m_new = max(m, s);
         let alpha = exp(m - m_new);
