@@ -16,7 +16,7 @@ use super::options::TranscribeOptions;
 use super::program::{Choice, Program, Sampling};
 use super::select::Rules;
 use super::tokenizer::{SpecialIds, SpecialTokens, Tokenizer};
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// One decoded window.
 #[derive(Clone, Debug, PartialEq)]
@@ -67,7 +67,7 @@ impl WindowDecoder<'_> {
                 best = Some(d);
             }
         }
-        Ok(best.expect("best_of >= 1 is validated"))
+        best.ok_or_else(|| Error::BadOption("best_of must be at least 1".into()))
     }
 
     /// One pass of the token loop.
@@ -144,11 +144,11 @@ impl WindowDecoder<'_> {
         }
         // Every temperature failed: the most likely result, reported at the last temperature.
         let pool = if below_cr.is_empty() { all } else { below_cr };
-        let mut best = pool.into_iter().reduce(|b, d| if d.avg_logprob > b.avg_logprob { d } else { b });
-        if let Some(b) = &mut best {
-            b.temperature = *o.temperatures.last().expect("validated non-empty");
+        let best = pool.into_iter().reduce(|b, d| if d.avg_logprob > b.avg_logprob { d } else { b });
+        match (best, o.temperatures.last()) {
+            (Some(best), Some(&last)) => Ok(Decoded { temperature: last, ..best }),
+            _ => Err(Error::BadOption("temperatures: at least one temperature is needed".into())),
         }
-        Ok(best.expect("at least one temperature is validated"))
     }
 
     /// The text's UTF-8 length over its zlib-compressed length (level 6, as the reference's

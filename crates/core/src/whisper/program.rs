@@ -58,7 +58,10 @@ pub struct Program {
     prefills: Vec<(usize, Box<dyn Executable>)>,
     vocab: usize,
     n_text_ctx: usize,
-    greedy_noise: Tensor,
+    /// The decoder runs' inputs: tokens, `1 / temperature` and the noise.
+    inputs: HashMap<String, Tensor>,
+    /// Whether `inputs` holds sampling noise rather than zeros.
+    noisy: bool,
     pad_token: u32,
     backend: String,
 }
@@ -105,7 +108,8 @@ impl Program {
             prefills,
             vocab: c.n_vocab,
             n_text_ctx: c.n_text_ctx,
-            greedy_noise: Tensor::f32([1, c.n_vocab], vec![0.0; c.n_vocab])?,
+            inputs: HashMap::from([(NOISE.to_string(), Tensor::f32([1, c.n_vocab], vec![0.0; c.n_vocab])?)]),
+            noisy: false,
             pad_token: spec.selection.timestamp_begin,
             backend: backend.name().to_string(),
         })
@@ -136,9 +140,17 @@ impl Program {
         Ok(out.remove(ENCODER_OUT))
     }
 
-    fn sampling_inputs(&self, sampling: Sampling, inputs: &mut HashMap<String, Tensor>) -> Result<()> {
-        let (inv_t, noise) = match sampling {
-            Sampling::Greedy => (1.0, self.greedy_noise.clone()),
+    /// Sets the sampling inputs of the next run. Greedy runs reuse the zero noise already in
+    /// place, so a greedy step allocates nothing vocabulary-sized.
+    fn set_sampling(&mut self, sampling: Sampling) -> Result<()> {
+        let inv_t = match sampling {
+            Sampling::Greedy => {
+                if self.noisy {
+                    self.inputs.insert(NOISE.into(), Tensor::f32([1, self.vocab], vec![0.0; self.vocab])?);
+                    self.noisy = false;
+                }
+                1.0
+            }
             Sampling::Temperature { temperature, noise } => {
                 if !(temperature > 0.0 && temperature.is_finite()) {
                     return Err(Error::BadArgument(format!("sampling temperature {temperature} is not positive")));
@@ -150,11 +162,12 @@ impl Program {
                         self.vocab
                     )));
                 }
-                (1.0 / temperature, Tensor::f32([1, self.vocab], noise.to_vec())?)
+                self.inputs.insert(NOISE.into(), Tensor::f32([1, self.vocab], noise.to_vec())?);
+                self.noisy = true;
+                1.0 / temperature
             }
         };
-        inputs.insert(INV_TEMPERATURE.into(), Tensor::f32([1, 1], vec![inv_t])?);
-        inputs.insert(NOISE.into(), noise);
+        self.inputs.insert(INV_TEMPERATURE.into(), Tensor::f32([1, 1], vec![inv_t])?);
         Ok(())
     }
 
@@ -183,8 +196,8 @@ impl Program {
         let size = self.prefills[index].0;
         let mut tokens = prompt.to_vec();
         tokens.resize(size, self.pad_token);
-        let mut inputs = HashMap::from([(TOKENS.to_string(), Tensor::u32([size], tokens)?)]);
-        self.sampling_inputs(sampling, &mut inputs)?;
+        self.set_sampling(sampling)?;
+        self.inputs.insert(TOKENS.to_string(), Tensor::u32([size], tokens)?);
         let mut scalars = HashMap::from([
             (OFFSET.to_string(), 0),
             (LAST.to_string(), prompt.len() as u32 - 1),
@@ -192,7 +205,7 @@ impl Program {
         ]);
         rules.scalars(&mut scalars)?;
         let exe = &mut self.prefills[index].1;
-        let out = exe.run(&inputs, &scalars, &[TOKEN, LOGPROB, NO_SPEECH_PROB]).await?;
+        let out = exe.run(&self.inputs, &scalars, &[TOKEN, LOGPROB, NO_SPEECH_PROB]).await?;
         let mut choice = read_choice(&out)?;
         choice.no_speech_prob = Some(scalar_f32(&out, NO_SPEECH_PROB)?);
         Ok(choice)
@@ -210,11 +223,11 @@ impl Program {
         if token as usize >= self.vocab {
             return Err(Error::BadArgument(format!("token {token} is outside the vocabulary of {}", self.vocab)));
         }
-        let mut inputs = HashMap::from([(TOKENS.to_string(), Tensor::u32([1], vec![token])?)]);
-        self.sampling_inputs(sampling, &mut inputs)?;
+        self.set_sampling(sampling)?;
+        self.inputs.insert(TOKENS.to_string(), Tensor::u32([1], vec![token])?);
         let mut scalars = HashMap::from([(OFFSET.to_string(), position as u32)]);
         rules.scalars(&mut scalars)?;
-        let out = self.step.run(&inputs, &scalars, &[TOKEN, LOGPROB]).await?;
+        let out = self.step.run(&self.inputs, &scalars, &[TOKEN, LOGPROB]).await?;
         read_choice(&out)
     }
 }

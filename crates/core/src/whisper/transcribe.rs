@@ -81,7 +81,7 @@ fn check_audio(pcm: &[f32]) -> Result<()> {
 fn window(mel: &Tensor, start: usize, len: usize, window: usize) -> Result<Tensor> {
     let dims = mel.shape().dims();
     let (n_mels, frames) = (dims[0], dims[1]);
-    let data = mel.to_f32();
+    let data = mel.to_f32_cow();
     let mut out = vec![0.0f32; n_mels * window];
     let len = len.min(window).min(frames.saturating_sub(start));
     for m in 0..n_mels {
