@@ -1,12 +1,21 @@
-//! The `susurrus` command's logic, in a library so that `main.rs` stays a few lines.
-//!
-//! Each subcommand renders its whole output as one `String`; `main` only writes it out and
-//! turns errors into a message and exit code 1.
+//! The `susurrus` command and native library: audio decoding, the fast CPU backend, backend
+//! choice, and one module per subcommand. `main.rs` only parses and reports errors.
 
+pub mod audio;
+pub mod backend;
+pub mod bench;
 pub mod bench_ops;
+pub mod convert;
+pub mod cpu;
+pub mod error;
+pub mod info;
+pub mod output;
+pub mod transcribe;
+
+use std::io::Write;
 
 use clap::{Args, Parser, Subcommand};
-use susurrus_core::Result;
+pub use error::{Error, Result};
 use susurrus_core::demo::{EncoderLayerShape, encoder_layer};
 use susurrus_core::{passes, plan};
 
@@ -23,6 +32,14 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Transcribe audio files (WAV, FLAC, MP3, OGG Vorbis; `-` reads standard input).
+    Transcribe(transcribe::TranscribeArgs),
+    /// Time the encoder, a decoder step and a whole transcription on a backend.
+    Bench(bench::BenchArgs),
+    /// Convert a CTranslate2 model folder to a Hugging Face folder with f16 safetensors.
+    Convert(convert::ConvertArgs),
+    /// List GPU adapters with their limits and features, and describe a model.
+    Info(info::InfoArgs),
     /// Build a Whisper-tiny-shaped encoder layer, optimise it and print its IR and memory plan.
     ///
     /// Prints the graph as built, the graph after the optimisation passes (with the passes
@@ -51,16 +68,25 @@ pub struct DemoArgs {
     pub positions: Option<u16>,
 }
 
-/// Runs the parsed command and returns what it prints.
-pub fn run(cli: &Cli) -> Result<String> {
+/// Runs the parsed command; what it prints goes to standard output (progress to stderr).
+pub fn run(cli: &Cli) -> Result<()> {
     match &cli.command {
-        Command::Demo(args) => demo(args),
-        Command::BenchOps(args) => bench_ops::bench_ops(args.backend, args.f16),
+        Command::Transcribe(args) => transcribe::run(args),
+        Command::Bench(args) => bench::run(args),
+        Command::Convert(args) => convert::run(args),
+        Command::Info(args) => info::run(args),
+        Command::Demo(args) => print(&demo(args)?),
+        Command::BenchOps(args) => print(&bench_ops::bench_ops(args.backend, args.f16)?),
     }
 }
 
+/// Writes `text` to standard output.
+fn print(text: &str) -> Result<()> {
+    std::io::stdout().lock().write_all(text.as_bytes()).map_err(|e| Error::io(std::path::Path::new("<stdout>"), e))
+}
+
 /// `susurrus demo`: build, optimise and plan one encoder layer, and render every stage.
-pub fn demo(args: &DemoArgs) -> Result<String> {
+pub fn demo(args: &DemoArgs) -> susurrus_core::Result<String> {
     let mut shape = EncoderLayerShape::WHISPER_TINY;
     if let Some(positions) = args.positions {
         shape.positions = usize::from(positions);

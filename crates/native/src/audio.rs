@@ -1,0 +1,1 @@
+//! Audio files to 16 kHz mono PCM.

@@ -1,0 +1,1 @@
+//! The fast CPU backend.

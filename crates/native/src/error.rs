@@ -1,0 +1,43 @@
+//! The native crate's one error type: the core's errors plus what only the command meets
+//! (files, audio, the command line). Every message says what was wrong and where.
+
+use std::path::Path;
+
+/// Errors of the `susurrus` command and library.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Model loading, graph compilation, execution, decoding.
+    #[error(transparent)]
+    Core(#[from] susurrus_core::Error),
+    /// Audio that cannot be decoded or resampled: `source` is the file name (or `-` for
+    /// standard input).
+    #[error("{source_name}: {msg}")]
+    Audio { source_name: String, msg: String },
+    /// A file or stream that cannot be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A command-line value the parser accepted but the command cannot use.
+    #[error("{0}")]
+    Usage(String),
+    /// A batch in which some inputs failed (each was reported as it failed).
+    #[error("{failed} of {total} files failed")]
+    FilesFailed { failed: usize, total: usize },
+}
+
+impl Error {
+    /// An [`Error::Io`] for `path`.
+    pub fn io(path: &Path, source: std::io::Error) -> Self {
+        Error::Io { path: path.display().to_string(), source }
+    }
+
+    /// An [`Error::Audio`] for the input named `source_name`.
+    pub fn audio(source_name: impl Into<String>, msg: impl Into<String>) -> Self {
+        Error::Audio { source_name: source_name.into(), msg: msg.into() }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

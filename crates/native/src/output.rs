@@ -1,0 +1,1 @@
+//! Transcript output formats.
