@@ -32,10 +32,15 @@ for component in rustfmt clippy; do
   fi
 done
 
-if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
-  echo "setup: adding rustup target wasm32-unknown-unknown"
-  rustup target add wasm32-unknown-unknown
-fi
+# wasm32 for the browser package; aarch64-apple-darwin to check that the native crate (Metal)
+# keeps compiling for macOS.
+installed_targets=$(rustup target list --installed)
+for target in wasm32-unknown-unknown aarch64-apple-darwin; do
+  if ! grep -qx "$target" <<<"$installed_targets"; then
+    echo "setup: adding rustup target ${target}"
+    rustup target add "$target"
+  fi
+done
 
 # wasm-pack drives the browser tests; wasm-bindgen-cli must match the wasm-bindgen in Cargo.lock.
 install_tool() { # crate version binary [--locked]

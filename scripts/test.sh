@@ -20,6 +20,9 @@ step "cargo clippy --workspace --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 cargo clippy -p susurrus-web --target wasm32-unknown-unknown --all-targets -- -D warnings
 
+step "cargo check -p susurrus-native --target aarch64-apple-darwin (macOS, Metal)"
+cargo check -p susurrus-native --target aarch64-apple-darwin
+
 step "cargo test --workspace"
 cargo test --workspace
 

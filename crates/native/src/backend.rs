@@ -19,9 +19,8 @@ pub enum BackendChoice {
 /// Opens the backend `choice` names. `threads` caps the CPU backend's threads (default: one
 /// per core).
 pub fn open(choice: BackendChoice, threads: Option<usize>) -> Result<Box<dyn Backend>> {
-    let _ = threads;
     match choice {
-        BackendChoice::Cpu | BackendChoice::Auto => Ok(Box::new(susurrus_core::exec::cpu::CpuBackend::new())),
+        BackendChoice::Cpu | BackendChoice::Auto => Ok(Box::new(crate::cpu::FastCpuBackend::new(threads)?)),
         BackendChoice::Wgpu => Ok(Box::new(pollster::block_on(WgpuBackend::with_options(&WgpuOptions::default()))?)),
     }
 }

@@ -1,10 +1,200 @@
-//! `susurrus bench`.
+//! `susurrus bench`: the encoder per 30 s window, a decoder step per token, a whole
+//! transcription (real-time factor) and peak memory, on one backend. With `--profile` (CPU
+//! backend) also the time per op.
 
-use crate::error::Result;
+use std::ops::ControlFlow;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use susurrus_core::whisper::mel::{CHUNK_FRAMES, pad_or_trim};
+use susurrus_core::whisper::program::Sampling;
+use susurrus_core::whisper::select::Rules;
+use susurrus_core::whisper::{TranscribeOptions, Whisper};
+
+use crate::backend::{self, BackendChoice};
+use crate::cpu::{FastCpuBackend, Profile};
+use crate::error::{Error, Result};
+
+/// The clip the benchmark transcribes unless `--audio` names another: the project's own
+/// sample (espeak-ng speech, see scripts/make-sample.sh).
+const SAMPLE: &[u8] = include_bytes!("../../../samples/sample.wav");
 
 #[derive(Debug, clap::Args)]
-pub struct BenchArgs {}
+pub struct BenchArgs {
+    /// Backend to measure.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub backend: BackendChoice,
+    /// Model folder (CTranslate2 or Hugging Face). Default: the folder
+    /// ./scripts/fetch-model.sh prepares.
+    #[arg(long, value_name = "DIR")]
+    pub model: Option<PathBuf>,
+    /// CPU backend threads (default: one per core).
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+    /// Timed repetitions of each measurement (the median is reported).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub runs: u32,
+    /// Decoder steps per timed decoding run.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=200))]
+    pub tokens: u32,
+    /// Audio to transcribe for the end-to-end figure (default: the bundled sample).
+    #[arg(long, value_name = "FILE")]
+    pub audio: Option<PathBuf>,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Also print time per op (CPU backend only).
+    #[arg(long)]
+    pub profile: bool,
+}
 
-pub fn run(_args: &BenchArgs) -> Result<()> {
-    Err(crate::Error::Usage("not built yet".into()))
+/// What `bench` measured. Times are medians in milliseconds.
+#[derive(Debug, Serialize)]
+pub struct BenchReport {
+    pub backend: String,
+    pub model: String,
+    pub load_ms: f64,
+    pub encoder_ms_per_window: f64,
+    pub decoder_ms_per_token: f64,
+    pub transcribe_ms: f64,
+    pub audio_seconds: f64,
+    pub real_time_factor: f64,
+    pub peak_memory_mib: Option<f64>,
+    pub profile: Vec<ProfileRow>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ProfileRow {
+    pub op: String,
+    pub runs: usize,
+    pub ms: f64,
+}
+
+pub fn run(args: &BenchArgs) -> Result<()> {
+    let report = measure(args)?;
+    let text = if args.json {
+        serde_json::to_string_pretty(&report).map_err(|e| Error::Usage(format!("cannot render JSON: {e}")))? + "\n"
+    } else {
+        table(&report)
+    };
+    crate::print(&text)
+}
+
+fn median(mut times: Vec<Duration>) -> f64 {
+    times.sort();
+    times.get(times.len() / 2).map_or(0.0, |d| d.as_secs_f64() * 1e3)
+}
+
+pub fn measure(args: &BenchArgs) -> Result<BenchReport> {
+    let dir = crate::model_dir::resolve(args.model.as_deref())?;
+    let profile = Profile::default();
+    let backend: Box<dyn susurrus_core::exec::Backend> = if args.profile {
+        if args.backend != BackendChoice::Cpu {
+            return Err(Error::Usage("--profile needs --backend cpu".into()));
+        }
+        Box::new(FastCpuBackend::new(args.threads)?.with_profile(profile.clone()))
+    } else {
+        backend::open(args.backend, args.threads)?
+    };
+    let started = Instant::now();
+    let mut whisper = pollster::block_on(Whisper::load_dir(backend, &dir))?;
+    let load_ms = started.elapsed().as_secs_f64() * 1e3;
+
+    let decoded = match &args.audio {
+        Some(path) => crate::audio::decode_file(path)?,
+        None => crate::audio::decode_bytes(SAMPLE.to_vec(), "bundled sample", Some("wav"))?,
+    };
+    let pcm = decoded.samples;
+    let mel = whisper.log_mel().compute(&pcm)?;
+    let window = pad_or_trim(&mel, CHUNK_FRAMES)?;
+
+    let runs = args.runs as usize;
+    let encoder = time_runs(runs, || pollster::block_on(whisper.program_mut().encode(&window, false)).map(drop))?;
+
+    let ids = whisper.tokenizer().special_ids().clone();
+    let prompt = [ids.start_of_transcript, ids.no_timestamps];
+    let mut steps = Vec::new();
+    for _ in 0..runs {
+        let program = whisper.program_mut();
+        let rules = Rules::default();
+        let mut choice = pollster::block_on(program.prefill(&prompt, 0, &rules, Sampling::Greedy))?;
+        for position in prompt.len()..prompt.len() + args.tokens as usize {
+            let t = Instant::now();
+            // A fixed, ordinary token rather than the chosen one: the step costs the same
+            // whatever the token, and end-of-text must not stop the loop.
+            let token = if choice.token >= ids.end_of_text { 220 } else { choice.token };
+            choice = pollster::block_on(program.step(token, position, &rules, Sampling::Greedy))?;
+            steps.push(t.elapsed());
+        }
+    }
+    let decoder = median(steps);
+
+    profile.clear();
+    let options = TranscribeOptions::default();
+    let transcribe = time_runs(runs, || {
+        pollster::block_on(whisper.transcribe(&pcm, &options, &mut |_| ControlFlow::Continue(()))).map(drop)
+    })?;
+    let audio_seconds = pcm.len() as f64 / f64::from(crate::audio::SAMPLE_RATE);
+    let profile = profile
+        .rows()
+        .into_iter()
+        .map(|(op, n, t)| ProfileRow { op, runs: n / runs, ms: t.as_secs_f64() * 1e3 / runs as f64 })
+        .collect();
+    Ok(BenchReport {
+        backend: whisper.backend_name().to_string(),
+        model: dir.display().to_string(),
+        load_ms,
+        encoder_ms_per_window: encoder,
+        decoder_ms_per_token: decoder,
+        transcribe_ms: transcribe,
+        audio_seconds,
+        real_time_factor: transcribe / 1e3 / audio_seconds,
+        peak_memory_mib: peak_memory_mib(),
+        profile,
+    })
+}
+
+/// Runs `f` once to warm up, then `runs` times; the median in milliseconds.
+fn time_runs(runs: usize, mut f: impl FnMut() -> susurrus_core::Result<()>) -> Result<f64> {
+    f()?;
+    let mut times = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let t = Instant::now();
+        f()?;
+        times.push(t.elapsed());
+    }
+    Ok(median(times))
+}
+
+/// The process's peak resident memory (Linux: `VmHWM`; elsewhere not measured).
+fn peak_memory_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
+fn table(r: &BenchReport) -> String {
+    let mut out = format!("susurrus bench: backend {}, model {}\n\n", r.backend, r.model);
+    out += &format!("{:<34} {:>12}\n", "measure", "median");
+    let rows = [
+        ("model load + compile", format!("{:.1} ms", r.load_ms)),
+        ("encoder, one 30 s window", format!("{:.2} ms", r.encoder_ms_per_window)),
+        ("decoder, one token", format!("{:.3} ms", r.decoder_ms_per_token)),
+        (&*format!("transcribe {:.1} s of audio", r.audio_seconds), format!("{:.1} ms", r.transcribe_ms)),
+        ("real-time factor (lower is faster)", format!("{:.4}", r.real_time_factor)),
+        ("peak memory", r.peak_memory_mib.map_or("n/a".into(), |m| format!("{m:.0} MiB"))),
+    ];
+    for (what, value) in rows {
+        out += &format!("{what:<34} {value:>12}\n");
+    }
+    if !r.profile.is_empty() {
+        out += "\nper op, one transcription of the clip (CPU backend)\n";
+        out += &format!("{:<60} {:>6} {:>10}\n", "op (output type)", "runs", "ms");
+        for p in &r.profile {
+            out += &format!("{:<60} {:>6} {:>10.2}\n", p.op, p.runs, p.ms);
+        }
+    }
+    out
 }

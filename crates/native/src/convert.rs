@@ -1,10 +1,228 @@
-//! `susurrus convert`.
+//! `susurrus convert`: a CTranslate2 Whisper folder to a Hugging Face one (f16 safetensors).
+//!
+//! The conversion itself is the core's ([`susurrus_core::whisper::convert`]); this module
+//! checks both folders before anything is written, converts in memory (so a bad source never
+//! leaves a half-written destination), writes the files and says what it wrote.
 
-use crate::error::Result;
+use std::path::{Path, PathBuf};
 
+use susurrus_core::Error as CoreError;
+use susurrus_core::whisper::convert::convert_ct2_to_hf;
+use susurrus_core::whisper::hf::parse_safetensors;
+
+use crate::error::{Error, Result};
+
+const AFTER_HELP: &str = "\
+Writes model.safetensors (every tensor f16), config.json, generation_config.json and
+tokenizer.json: the folder loads with --model DST like the source does, to the same weights
+(f32 sources are rounded to f16).
+
+Example:
+  susurrus convert ~/.cache/susurrus/models/whisper-tiny.en-ct2 whisper-tiny.en-hf";
+
+/// The files of a CTranslate2 Whisper folder that the conversion reads.
+const SOURCE_FILES: [&str; 3] = ["model.bin", "config.json", "tokenizer.json"];
+
+/// Files in a destination that loaders read before the converted ones: a CTranslate2
+/// `model.bin` wins over `model.safetensors`, a `vocabulary.txt` over `tokenizer.json`'s ids.
+const SHADOWING_FILES: [&str; 2] = ["model.bin", "vocabulary.txt"];
+
+/// Arguments of `susurrus convert`.
 #[derive(Debug, clap::Args)]
-pub struct ConvertArgs {}
+#[command(after_help = AFTER_HELP)]
+pub struct ConvertArgs {
+    /// CTranslate2 Whisper folder: model.bin, config.json and tokenizer.json (what
+    /// ./scripts/fetch-model.sh prepares).
+    #[arg(value_name = "SRC_DIR")]
+    pub src: PathBuf,
+    /// Folder to write the Hugging Face model to; created when missing, and it must be empty
+    /// unless --force is given.
+    #[arg(value_name = "DST_DIR")]
+    pub dst: PathBuf,
+    /// Write into DST_DIR even when it is not empty, replacing the files convert writes and
+    /// leaving the others.
+    #[arg(long)]
+    pub force: bool,
+}
 
-pub fn run(_args: &ConvertArgs) -> Result<()> {
-    Err(crate::Error::Usage("not built yet".into()))
+/// One file the conversion wrote.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Written {
+    pub path: PathBuf,
+    pub bytes: u64,
+}
+
+/// What [`convert`] did: the files written, and the tensors and parameters of the
+/// safetensors file.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Report {
+    pub files: Vec<Written>,
+    pub tensors: usize,
+    pub parameters: usize,
+}
+
+pub fn run(args: &ConvertArgs) -> Result<()> {
+    let report = convert(&args.src, &args.dst, args.force)?;
+    crate::print(&render(&args.src, &args.dst, &report))
+}
+
+/// What [`run`] prints: the files written with their sizes, then the tensors.
+pub fn render(src: &Path, dst: &Path, report: &Report) -> String {
+    let mut out = format!("converted {} (CTranslate2) to {} (Hugging Face, f16)\n", src.display(), dst.display());
+    let paths: Vec<String> = report.files.iter().map(|f| f.path.display().to_string()).collect();
+    let width = paths.iter().map(String::len).max().unwrap_or(0);
+    for (path, file) in paths.iter().zip(&report.files) {
+        out += &format!("  {path:<width$}  {:>8}\n", format_bytes(file.bytes));
+    }
+    out += &format!("{} tensors (f16), {} parameters\n", report.tensors, format_count(report.parameters));
+    out
+}
+
+/// Converts the CTranslate2 folder `src` into the Hugging Face folder `dst`. `dst` must be
+/// missing or empty unless `force`; it may never be `src` itself, whose `config.json` the
+/// conversion would replace.
+pub fn convert(src: &Path, dst: &Path, force: bool) -> Result<Report> {
+    check_source(src)?;
+    check_destination(src, dst, force)?;
+    let read = |name: &str| {
+        let path = src.join(name);
+        std::fs::read(&path).map_err(|e| Error::io(&path, e))
+    };
+    let tokenizer = read("tokenizer.json")?;
+    let hf =
+        convert_ct2_to_hf(&read("model.bin")?, &read("config.json")?, &tokenizer).map_err(|e| in_folder(src, e))?;
+    let tensors = parse_safetensors(&hf.safetensors, "model.safetensors")?;
+    let parameters = tensors.iter().map(|t| t.dims.iter().product::<usize>()).sum();
+    let tensor_count = tensors.len();
+
+    std::fs::create_dir_all(dst).map_err(|e| Error::io(dst, e))?;
+    let outputs: [(&str, &[u8]); 4] = [
+        ("model.safetensors", &hf.safetensors),
+        ("config.json", hf.config_json.as_bytes()),
+        ("generation_config.json", hf.generation_config_json.as_bytes()),
+        ("tokenizer.json", &tokenizer),
+    ];
+    let mut files = Vec::with_capacity(outputs.len());
+    for (name, bytes) in outputs {
+        let path = dst.join(name);
+        std::fs::write(&path, bytes).map_err(|e| Error::io(&path, e))?;
+        files.push(Written { path, bytes: bytes.len() as u64 });
+    }
+    Ok(Report { files, tensors: tensor_count, parameters })
+}
+
+/// The core names model files without their folder (it converts bytes); the user named a
+/// folder, so errors about its files carry the whole path.
+fn in_folder(src: &Path, e: CoreError) -> Error {
+    match e {
+        CoreError::Model { file, msg } => CoreError::Model { file: src.join(file).display().to_string(), msg }.into(),
+        other => other.into(),
+    }
+}
+
+/// `src` must be a folder holding every file of [`SOURCE_FILES`].
+fn check_source(src: &Path) -> Result<()> {
+    let shown = src.display();
+    match std::fs::metadata(src) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(Error::Usage(format!("source folder {shown} does not exist")));
+        }
+        Err(e) => return Err(Error::io(src, e)),
+        Ok(meta) if !meta.is_dir() => return Err(Error::Usage(format!("source {shown} is not a folder"))),
+        Ok(_) => {}
+    }
+    let missing: Vec<&str> = SOURCE_FILES.iter().copied().filter(|f| !src.join(f).is_file()).collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    if missing.contains(&"model.bin") && src.join("model.safetensors").is_file() {
+        return Err(Error::Usage(format!(
+            "source folder {shown} holds model.safetensors: it is a Hugging Face folder already"
+        )));
+    }
+    Err(Error::Usage(format!(
+        "source folder {shown} is not a CTranslate2 Whisper folder: {} missing (it needs {})",
+        missing.join(", "),
+        SOURCE_FILES.join(", ")
+    )))
+}
+
+/// `dst` is missing, or an empty folder, or (with `force`) a folder that is not `src` and
+/// holds nothing loaders would read instead of the converted files.
+fn check_destination(src: &Path, dst: &Path, force: bool) -> Result<()> {
+    let shown = dst.display();
+    let mut entries = match std::fs::read_dir(dst) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(_) if !dst.is_dir() && dst.exists() => {
+            return Err(Error::Usage(format!("destination {shown} exists and is not a folder")));
+        }
+        Err(e) => return Err(Error::io(dst, e)),
+        Ok(entries) => entries,
+    };
+    if entries.next().is_none() {
+        return Ok(());
+    }
+    if !force {
+        return Err(Error::Usage(format!("destination folder {shown} is not empty (--force writes into it anyway)")));
+    }
+    let same = match (src.canonicalize(), dst.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
+    if same {
+        return Err(Error::Usage(format!(
+            "destination {shown} is the source folder: its config.json would be replaced; choose another folder"
+        )));
+    }
+    if let Some(name) = SHADOWING_FILES.iter().find(|f| dst.join(f).exists()) {
+        return Err(Error::Usage(format!(
+            "destination folder {shown} holds {name}, which loaders read instead of the converted files; \
+             remove it or choose another folder"
+        )));
+    }
+    Ok(())
+}
+
+/// `bytes` in B, kB, MB or GB (powers of 1000, one decimal).
+pub(crate) fn format_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["B", "kB", "MB", "GB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1000.0 && unit + 1 < UNITS.len() {
+        value /= 1000.0;
+        unit += 1;
+    }
+    if unit == 0 { format!("{bytes} B") } else { format!("{value:.1} {}", UNITS[unit]) }
+}
+
+/// `n` with thousands separated by spaces: 37 760 640.
+pub(crate) fn format_count(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(' ');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_counts_read_easily() {
+        assert_eq!(format_bytes(0), "0 B");
+        assert_eq!(format_bytes(999), "999 B");
+        assert_eq!(format_bytes(1000), "1.0 kB");
+        assert_eq!(format_bytes(75_537_502), "75.5 MB");
+        assert_eq!(format_bytes(3_200_000_000), "3.2 GB");
+        assert_eq!(format_bytes(5_000_000_000_000), "5000.0 GB");
+        assert_eq!(format_count(0), "0");
+        assert_eq!(format_count(999), "999");
+        assert_eq!(format_count(1000), "1 000");
+        assert_eq!(format_count(37_760_640), "37 760 640");
+    }
 }

@@ -1,10 +1,302 @@
-//! `susurrus info`.
+//! `susurrus info`: the wgpu adapters this machine has (limits and features that decide how
+//! the wgpu backend plans and which kernels it picks), the backend `--backend auto` would
+//! choose, the CPU backend's threads, and a model's architecture and size.
 
-use crate::error::Result;
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
 
+use serde::Serialize;
+use susurrus_core::whisper::weights::load_dir;
+
+use crate::convert::{format_bytes, format_count};
+use crate::error::{Error, Result};
+use crate::model_dir;
+
+const AFTER_HELP: &str = "\
+Examples:
+  susurrus info
+  susurrus info --model whisper-tiny.en-hf --json";
+
+/// Arguments of `susurrus info`.
 #[derive(Debug, clap::Args)]
-pub struct InfoArgs {}
+#[command(after_help = AFTER_HELP)]
+pub struct InfoArgs {
+    /// Model folder to describe (CTranslate2 or Hugging Face). Default:
+    /// ~/.cache/susurrus/models/whisper-tiny.en-ct2 when ./scripts/fetch-model.sh has
+    /// prepared it (a missing default is noted, not an error).
+    #[arg(long, value_name = "DIR")]
+    pub model: Option<PathBuf>,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
 
-pub fn run(_args: &InfoArgs) -> Result<()> {
-    Err(crate::Error::Usage("not built yet".into()))
+/// Everything `susurrus info` reports.
+#[derive(Clone, Debug, Serialize)]
+pub struct Info {
+    pub adapters: Vec<AdapterReport>,
+    /// Index in `adapters` of the adapter `--backend wgpu` opens (`None`: no adapter).
+    pub wgpu_adapter: Option<usize>,
+    /// What `--backend auto` runs on.
+    pub auto: AutoChoice,
+    /// Threads the CPU backend uses by default (one per core).
+    pub cpu_threads: usize,
+    pub model: Option<ModelReport>,
+    /// Why there is no model report (the default model is not fetched).
+    pub model_missing: Option<String>,
+}
+
+/// One wgpu adapter.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AdapterReport {
+    pub name: String,
+    pub backend: String,
+    pub device_type: String,
+    pub driver: String,
+    pub driver_info: String,
+    /// A GPU, not a software rasteriser (lavapipe, SwiftShader, WARP).
+    pub real_hardware: bool,
+    pub max_storage_buffer_binding_size: u64,
+    pub max_buffer_size: u64,
+    pub max_compute_workgroup_size_x: u32,
+    pub max_compute_invocations_per_workgroup: u32,
+    pub max_compute_workgroup_storage_size: u32,
+    pub shader_f16: bool,
+    pub subgroups: bool,
+    pub subgroup_sizes: [u32; 2],
+    pub timestamp_queries: bool,
+}
+
+/// What `--backend auto` runs on: `backend` is `wgpu` or `cpu`; `adapter` indexes
+/// [`Info::adapters`] for wgpu.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AutoChoice {
+    pub backend: &'static str,
+    pub adapter: Option<usize>,
+    pub reason: String,
+}
+
+/// A model folder's architecture and size.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ModelReport {
+    pub path: String,
+    /// `CTranslate2` or `Hugging Face`.
+    pub format: &'static str,
+    pub weights_file: String,
+    pub weights_file_bytes: u64,
+    pub d_model: usize,
+    pub encoder_layers: usize,
+    pub encoder_heads: usize,
+    pub encoder_ffn: usize,
+    pub decoder_layers: usize,
+    pub decoder_heads: usize,
+    pub decoder_ffn: usize,
+    pub n_vocab: usize,
+    pub n_mels: usize,
+    pub n_audio_ctx: usize,
+    pub n_text_ctx: usize,
+    pub multilingual: bool,
+    pub tensors: usize,
+    /// Stored parameters (the output projection tied to the token embedding counts once).
+    pub parameters: usize,
+    /// The weights' element types, e.g. `["f16"]`.
+    pub dtypes: Vec<String>,
+}
+
+pub fn run(args: &InfoArgs) -> Result<()> {
+    let info = gather(args.model.as_deref())?;
+    if args.json {
+        let json = serde_json::to_string_pretty(&info)
+            .map_err(|e| Error::Usage(format!("cannot write the report as JSON: {e}")))?;
+        crate::print(&format!("{json}\n"))
+    } else {
+        crate::print(&render(&info))
+    }
+}
+
+/// Collects the report. `model`: the folder given with `--model` (an error when it cannot be
+/// read), else the default one (noted as missing when it is not there).
+pub fn gather(model: Option<&Path>) -> Result<Info> {
+    let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+    let adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()));
+    let reports: Vec<AdapterReport> = adapters.iter().map(adapter_report).collect();
+    // The same request the wgpu backend makes, so this is the adapter it opens.
+    let chosen = pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
+        power_preference: wgpu::PowerPreference::HighPerformance,
+        force_fallback_adapter: false,
+        compatible_surface: None,
+        apply_limit_buckets: false,
+    }))
+    .ok()
+    .map(|a| a.get_info());
+    let wgpu_adapter = chosen.and_then(|info| adapters.iter().position(|a| a.get_info() == info));
+    let auto = auto_choice(&reports, wgpu_adapter);
+    let cpu_threads = std::thread::available_parallelism().map_or(1, usize::from);
+    let (model, model_missing) = match model {
+        Some(dir) => (Some(model_report(&model_dir::resolve(Some(dir))?)?), None),
+        None => match model_dir::resolve(None) {
+            Ok(dir) => (Some(model_report(&dir)?), None),
+            Err(e) => (None, Some(e.to_string())),
+        },
+    };
+    Ok(Info { adapters: reports, wgpu_adapter, auto, cpu_threads, model, model_missing })
+}
+
+/// `--backend auto`'s rule: the adapter the wgpu backend opens when it is real hardware, else
+/// the CPU backend (a software adapter is slower than the CPU backend on the same cores).
+fn auto_choice(adapters: &[AdapterReport], wgpu_adapter: Option<usize>) -> AutoChoice {
+    match wgpu_adapter.map(|i| (i, &adapters[i])) {
+        Some((i, a)) if a.real_hardware => {
+            AutoChoice { backend: "wgpu", adapter: Some(i), reason: format!("{} is real hardware", a.name) }
+        }
+        Some((_, a)) => AutoChoice {
+            backend: "cpu",
+            adapter: None,
+            reason: format!("the wgpu adapter {} is a software renderer", a.name),
+        },
+        None => AutoChoice { backend: "cpu", adapter: None, reason: "no wgpu adapter found".into() },
+    }
+}
+
+fn adapter_report(adapter: &wgpu::Adapter) -> AdapterReport {
+    let info = adapter.get_info();
+    let limits = adapter.limits();
+    let features = adapter.features();
+    AdapterReport {
+        name: info.name,
+        backend: info.backend.to_str().to_string(),
+        device_type: device_type_name(info.device_type).to_string(),
+        driver: info.driver,
+        driver_info: info.driver_info,
+        real_hardware: info.device_type != wgpu::DeviceType::Cpu,
+        max_storage_buffer_binding_size: limits.max_storage_buffer_binding_size,
+        max_buffer_size: limits.max_buffer_size,
+        max_compute_workgroup_size_x: limits.max_compute_workgroup_size_x,
+        max_compute_invocations_per_workgroup: limits.max_compute_invocations_per_workgroup,
+        max_compute_workgroup_storage_size: limits.max_compute_workgroup_storage_size,
+        shader_f16: features.contains(wgpu::Features::SHADER_F16),
+        subgroups: features.contains(wgpu::Features::SUBGROUP),
+        subgroup_sizes: [info.subgroup_min_size, info.subgroup_max_size],
+        timestamp_queries: features.contains(wgpu::Features::TIMESTAMP_QUERY),
+    }
+}
+
+fn device_type_name(t: wgpu::DeviceType) -> &'static str {
+    match t {
+        wgpu::DeviceType::DiscreteGpu => "discrete-gpu",
+        wgpu::DeviceType::IntegratedGpu => "integrated-gpu",
+        wgpu::DeviceType::VirtualGpu => "virtual-gpu",
+        wgpu::DeviceType::Cpu => "cpu",
+        wgpu::DeviceType::Other => "other",
+    }
+}
+
+/// Loads the weights of `dir` (either format) and describes them.
+pub fn model_report(dir: &Path) -> Result<ModelReport> {
+    let (format, weights_file) = if dir.join("model.bin").is_file() {
+        ("CTranslate2", "model.bin")
+    } else {
+        ("Hugging Face", "model.safetensors")
+    };
+    let weights_path = dir.join(weights_file);
+    let weights_file_bytes = std::fs::metadata(&weights_path).map_err(|e| Error::io(&weights_path, e))?.len();
+    let weights = load_dir(dir)?;
+    let c = weights.config();
+    let tensors = weights.tensors();
+    let dtypes: BTreeSet<String> = tensors.values().map(|t| t.dtype().name().to_string()).collect();
+    Ok(ModelReport {
+        path: dir.display().to_string(),
+        format,
+        weights_file: weights_file.to_string(),
+        weights_file_bytes,
+        d_model: c.d_model,
+        encoder_layers: c.encoder_layers,
+        encoder_heads: c.encoder_heads,
+        encoder_ffn: c.encoder_ffn,
+        decoder_layers: c.decoder_layers,
+        decoder_heads: c.decoder_heads,
+        decoder_ffn: c.decoder_ffn,
+        n_vocab: c.n_vocab,
+        n_mels: c.n_mels,
+        n_audio_ctx: c.n_audio_ctx,
+        n_text_ctx: c.n_text_ctx,
+        multilingual: c.is_multilingual(),
+        tensors: tensors.len(),
+        parameters: tensors.values().map(|t| t.numel()).sum(),
+        dtypes: dtypes.into_iter().collect(),
+    })
+}
+
+/// The report as text.
+pub fn render(info: &Info) -> String {
+    let mut out = String::new();
+    let w = &mut out;
+    // Writing to a String cannot fail.
+    let _ = writeln!(w, "wgpu adapters: {}", info.adapters.len());
+    for (i, a) in info.adapters.iter().enumerate() {
+        render_adapter(w, i, a);
+    }
+    let _ = match info.wgpu_adapter {
+        Some(i) => writeln!(w, "--backend wgpu opens: [{i}] {}", info.adapters[i].name),
+        None => writeln!(w, "--backend wgpu opens: nothing (no adapter)"),
+    };
+    let _ = match info.auto.adapter {
+        Some(i) => writeln!(w, "--backend auto picks: wgpu on [{i}] {} ({})", info.adapters[i].name, info.auto.reason),
+        None => writeln!(w, "--backend auto picks: cpu ({})", info.auto.reason),
+    };
+    let _ = writeln!(w, "cpu backend: {} threads", info.cpu_threads);
+    match (&info.model, &info.model_missing) {
+        (Some(m), _) => render_model(w, m),
+        (None, Some(why)) => {
+            let _ = writeln!(w, "model: none ({why})");
+        }
+        (None, None) => {}
+    }
+    out
+}
+
+fn render_adapter(w: &mut String, i: usize, a: &AdapterReport) {
+    let yes = |b: bool| if b { "yes" } else { "no" };
+    let hardware = if a.real_hardware { "real hardware" } else { "not real hardware" };
+    let _ = writeln!(w, "  [{i}] {}", a.name);
+    let _ = writeln!(w, "      backend {}, device type {} ({hardware})", a.backend, a.device_type);
+    let _ = writeln!(w, "      driver {} ({})", a.driver, a.driver_info);
+    let _ = writeln!(
+        w,
+        "      max storage buffer binding {} B, max buffer {} B",
+        a.max_storage_buffer_binding_size, a.max_buffer_size
+    );
+    let _ = writeln!(
+        w,
+        "      compute: workgroup size x {}, invocations per workgroup {}, workgroup storage {} B",
+        a.max_compute_workgroup_size_x, a.max_compute_invocations_per_workgroup, a.max_compute_workgroup_storage_size
+    );
+    let subgroups =
+        if a.subgroups { format!("yes ({}-{} lanes)", a.subgroup_sizes[0], a.subgroup_sizes[1]) } else { "no".into() };
+    let _ = writeln!(
+        w,
+        "      features: shader-f16 {}, subgroups {subgroups}, timestamp queries {}",
+        yes(a.shader_f16),
+        yes(a.timestamp_queries)
+    );
+}
+
+fn render_model(w: &mut String, m: &ModelReport) {
+    let language = if m.multilingual { "multilingual" } else { "English-only (.en)" };
+    let _ = writeln!(w, "model: {}", m.path);
+    let _ = writeln!(w, "  format {}, {} {}", m.format, m.weights_file, format_bytes(m.weights_file_bytes));
+    let _ = writeln!(w, "  d_model {}, {language}, vocabulary {}, {} mel bins", m.d_model, m.n_vocab, m.n_mels);
+    let _ = writeln!(
+        w,
+        "  encoder: {} layers, {} heads, feed-forward {}, audio context {}",
+        m.encoder_layers, m.encoder_heads, m.encoder_ffn, m.n_audio_ctx
+    );
+    let _ = writeln!(
+        w,
+        "  decoder: {} layers, {} heads, feed-forward {}, text context {}",
+        m.decoder_layers, m.decoder_heads, m.decoder_ffn, m.n_text_ctx
+    );
+    let _ =
+        writeln!(w, "  {} parameters in {} tensors, {}", format_count(m.parameters), m.tensors, m.dtypes.join(" + "));
 }

@@ -9,6 +9,7 @@ pub mod convert;
 pub mod cpu;
 pub mod error;
 pub mod info;
+pub mod model_dir;
 pub mod output;
 pub mod transcribe;
 
@@ -81,7 +82,7 @@ pub fn run(cli: &Cli) -> Result<()> {
 }
 
 /// Writes `text` to standard output.
-fn print(text: &str) -> Result<()> {
+pub(crate) fn print(text: &str) -> Result<()> {
     std::io::stdout().lock().write_all(text.as_bytes()).map_err(|e| Error::io(std::path::Path::new("<stdout>"), e))
 }
 

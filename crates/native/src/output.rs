@@ -1,1 +1,328 @@
-//! Transcript output formats.
+//! Transcript output formats: plain text, SubRip (SRT), WebVTT and JSON lines. Pure functions
+//! of a transcript, so every format is tested on hand-written transcripts.
+//!
+//! Times are rounded to the nearest millisecond once, then split into hours, minutes, seconds
+//! and milliseconds, so a time like 59.9996 s reads `00:01:00,000` and never `00:00:60,000`.
+
+use std::time::Duration;
+
+use serde::Serialize;
+use susurrus_core::whisper::{Segment, Transcript};
+
+/// The `--format` choices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// One line per segment: `[00:01.240 --> 00:05.120] text` (just the text with
+    /// `--no-timestamps`).
+    Txt,
+    /// SubRip subtitles: numbered cues, `HH:MM:SS,mmm` times.
+    Srt,
+    /// WebVTT subtitles: a `WEBVTT` header, `HH:MM:SS.mmm` times.
+    Vtt,
+    /// One JSON object per file on one line: text, segments (times, text, token ids,
+    /// decoding scores), language, backend and timings.
+    Json,
+}
+
+impl Format {
+    /// The file name extension of the format (without the dot).
+    pub fn extension(self) -> &'static str {
+        match self {
+            Format::Txt => "txt",
+            Format::Srt => "srt",
+            Format::Vtt => "vtt",
+            Format::Json => "json",
+        }
+    }
+}
+
+/// Where the time of one file went, as the JSON output reports it. Benchmark scripts read
+/// these keys, so they are part of the output format.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Timings {
+    /// Opening the backend and loading and compiling the model (once per invocation).
+    pub load_ms: f64,
+    /// Reading, decoding and resampling the audio.
+    pub audio_ms: f64,
+    /// The transcription itself.
+    pub transcribe_ms: f64,
+    pub audio_duration_s: f64,
+    /// Real-time factor: transcription seconds per second of audio (`None`, JSON `null`, for
+    /// empty audio).
+    pub rtf: Option<f64>,
+}
+
+impl Timings {
+    pub fn new(load: Duration, audio: Duration, transcribe: Duration, audio_duration_s: f64) -> Timings {
+        let rtf = (audio_duration_s > 0.0).then(|| transcribe.as_secs_f64() / audio_duration_s);
+        Timings {
+            load_ms: load.as_secs_f64() * 1e3,
+            audio_ms: audio.as_secs_f64() * 1e3,
+            transcribe_ms: transcribe.as_secs_f64() * 1e3,
+            audio_duration_s,
+            rtf,
+        }
+    }
+}
+
+/// What the JSON format reports beside the transcript.
+#[derive(Clone, Debug)]
+pub struct Meta<'a> {
+    /// The input as named on the command line (`-` for standard input).
+    pub file: &'a str,
+    /// The backend's name (`cpu`, `wgpu`).
+    pub backend: &'a str,
+    pub timings: &'a Timings,
+    /// Whether text output shows segment times (off with `--no-timestamps`).
+    pub timestamps: bool,
+}
+
+/// `transcript` in `format`; text formats end with a newline unless empty.
+pub fn render(format: Format, transcript: &Transcript, meta: &Meta) -> String {
+    match format {
+        Format::Txt => txt(&transcript.segments, meta.timestamps),
+        Format::Srt => srt(&transcript.segments),
+        Format::Vtt => vtt(&transcript.segments),
+        Format::Json => json(transcript, meta),
+    }
+}
+
+/// One segment as a line of the text format, newline included: what `susurrus transcribe`
+/// prints as each segment is decoded.
+pub fn txt_line(segment: &Segment, timestamps: bool) -> String {
+    let text = one_line(&segment.text);
+    if timestamps {
+        format!("[{} --> {}] {text}\n", short_clock(segment.start), short_clock(segment.end))
+    } else {
+        format!("{text}\n")
+    }
+}
+
+/// The text format: [`txt_line`] for every segment.
+pub fn txt(segments: &[Segment], timestamps: bool) -> String {
+    segments.iter().map(|s| txt_line(s, timestamps)).collect()
+}
+
+/// SubRip: cues numbered from 1, separated by a blank line.
+pub fn srt(segments: &[Segment]) -> String {
+    let cues: Vec<String> = segments
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let (start, end) = (clock(s.start, ','), clock(s.end, ','));
+            format!("{}\n{start} --> {end}\n{}\n", i + 1, one_line(&s.text))
+        })
+        .collect();
+    cues.join("\n")
+}
+
+/// WebVTT: the header, then cues separated by a blank line. Cue text is escaped (`&`, `<`,
+/// `>`), which also keeps a `-->` in the text from reading as a timing line.
+pub fn vtt(segments: &[Segment]) -> String {
+    let mut out = String::from("WEBVTT\n");
+    for s in segments {
+        let text = one_line(&s.text).replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+        out.push_str(&format!("\n{} --> {}\n{text}\n", clock(s.start, '.'), clock(s.end, '.')));
+    }
+    out
+}
+
+#[derive(Serialize)]
+struct JsonTranscript<'a> {
+    file: &'a str,
+    text: &'a str,
+    segments: Vec<JsonSegment<'a>>,
+    language: &'a str,
+    backend: &'a str,
+    timings: &'a Timings,
+}
+
+#[derive(Serialize)]
+struct JsonSegment<'a> {
+    start: f64,
+    end: f64,
+    text: &'a str,
+    tokens: &'a [u32],
+    avg_logprob: f64,
+    no_speech_prob: f32,
+    temperature: f32,
+    compression_ratio: f64,
+}
+
+/// One JSON object on one line (newline included). Texts are as decoded, leading space kept.
+pub fn json(transcript: &Transcript, meta: &Meta) -> String {
+    let record = JsonTranscript {
+        file: meta.file,
+        text: &transcript.text,
+        segments: transcript
+            .segments
+            .iter()
+            .map(|s| JsonSegment {
+                start: s.start,
+                end: s.end,
+                text: &s.text,
+                tokens: &s.tokens,
+                avg_logprob: s.avg_logprob,
+                no_speech_prob: s.no_speech_prob,
+                temperature: s.temperature,
+                compression_ratio: s.compression_ratio,
+            })
+            .collect(),
+        language: &transcript.language,
+        backend: meta.backend,
+        timings: meta.timings,
+    };
+    // Serialising plain structs of strings and numbers cannot fail (non-finite numbers
+    // become `null`).
+    let mut line = serde_json::to_string(&record).unwrap_or_default();
+    line.push('\n');
+    line
+}
+
+/// Segment text on one line without the leading space Whisper's tokens carry: subtitle cues
+/// end at a blank line, and text lines are one per segment.
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Whole milliseconds in `seconds`, rounded to the nearest; negative and NaN read as 0.
+fn milliseconds(seconds: f64) -> u64 {
+    (seconds * 1e3).round().max(0.0) as u64
+}
+
+/// `HH:MM:SS<sep>mmm` (SRT uses `,`, WebVTT `.`).
+fn clock(seconds: f64, separator: char) -> String {
+    let ms = milliseconds(seconds);
+    let (h, m, s, ms) = (ms / 3_600_000, ms / 60_000 % 60, ms / 1000 % 60, ms % 1000);
+    format!("{h:02}:{m:02}:{s:02}{separator}{ms:03}")
+}
+
+/// `MM:SS.mmm`, with `HH:` in front from one hour on: the text format's times.
+fn short_clock(seconds: f64) -> String {
+    let full = clock(seconds, '.');
+    match full.strip_prefix("00:") {
+        Some(short) => short.to_string(),
+        None => full,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn segment(start: f64, end: f64, text: &str, tokens: &[u32]) -> Segment {
+        Segment {
+            start,
+            end,
+            text: text.to_string(),
+            tokens: tokens.to_vec(),
+            avg_logprob: -0.25,
+            no_speech_prob: 0.5,
+            temperature: 0.0,
+            compression_ratio: 1.5,
+            seek: 0,
+        }
+    }
+
+    fn transcript(segments: Vec<Segment>) -> Transcript {
+        let text = segments.iter().map(|s| s.text.as_str()).collect();
+        Transcript { segments, text, language: "en".into(), duration: 9.5 }
+    }
+
+    /// Two segments, the second across the hour and with a time that rounds up to it.
+    fn two() -> Transcript {
+        transcript(vec![
+            segment(0.0, 5.12, " Hello there.", &[50363, 15496, 612, 13, 50619]),
+            segment(3599.9996, 3725.0404, " Second   line,\nstill one.", &[50619, 5498, 50620]),
+        ])
+    }
+
+    fn timings() -> Timings {
+        Timings::new(Duration::from_millis(1500), Duration::from_millis(20), Duration::from_millis(4750), 9.5)
+    }
+
+    fn meta(timings: &Timings) -> Meta<'_> {
+        Meta { file: "clips/a.wav", backend: "cpu", timings, timestamps: true }
+    }
+
+    #[test]
+    fn txt_lines_carry_minute_clocks_and_hours_from_one_hour_on() {
+        assert_eq!(
+            txt(&two().segments, true),
+            "[00:00.000 --> 00:05.120] Hello there.\n[01:00:00.000 --> 01:02:05.040] Second line, still one.\n"
+        );
+        assert_eq!(txt(&two().segments, false), "Hello there.\nSecond line, still one.\n");
+    }
+
+    #[test]
+    fn srt_numbers_cues_and_uses_comma_milliseconds() {
+        assert_eq!(
+            srt(&two().segments),
+            "1\n00:00:00,000 --> 00:00:05,120\nHello there.\n\n\
+             2\n01:00:00,000 --> 01:02:05,040\nSecond line, still one.\n"
+        );
+    }
+
+    #[test]
+    fn vtt_has_a_header_point_milliseconds_and_escaped_text() {
+        assert_eq!(
+            vtt(&two().segments),
+            "WEBVTT\n\n00:00:00.000 --> 00:00:05.120\nHello there.\n\n\
+             01:00:00.000 --> 01:02:05.040\nSecond line, still one.\n"
+        );
+        let odd = [segment(1.0, 2.0, " a < b & c --> d", &[])];
+        assert_eq!(vtt(&odd), "WEBVTT\n\n00:00:01.000 --> 00:00:02.000\na &lt; b &amp; c --&gt; d\n");
+    }
+
+    #[test]
+    fn milliseconds_round_to_nearest_and_carry_into_every_unit() {
+        assert_eq!(clock(2.0004, ','), "00:00:02,000");
+        assert_eq!(clock(2.0006, ','), "00:00:02,001");
+        assert_eq!(clock(59.9996, '.'), "00:01:00.000");
+        assert_eq!(clock(3599.9994, '.'), "00:59:59.999");
+        assert_eq!(clock(3599.9996, '.'), "01:00:00.000");
+        assert_eq!(clock(36_000.0, '.'), "10:00:00.000");
+        assert_eq!(clock(44.400000000000006, '.'), "00:00:44.400");
+        assert_eq!(clock(-0.01, ','), "00:00:00,000");
+        assert_eq!(clock(f64::NAN, ','), "00:00:00,000");
+        assert_eq!(short_clock(59.9996), "01:00.000");
+        assert_eq!(short_clock(3599.9996), "01:00:00.000");
+    }
+
+    #[test]
+    fn an_empty_transcript_renders_empty_documents() {
+        let t = timings();
+        let empty = transcript(vec![]);
+        assert_eq!(render(Format::Txt, &empty, &meta(&t)), "");
+        assert_eq!(render(Format::Srt, &empty, &meta(&t)), "");
+        assert_eq!(render(Format::Vtt, &empty, &meta(&t)), "WEBVTT\n");
+        let zero = Timings::new(Duration::ZERO, Duration::ZERO, Duration::ZERO, 0.0);
+        let empty = Transcript { duration: 0.0, ..empty };
+        assert_eq!(
+            render(Format::Json, &empty, &meta(&zero)),
+            "{\"file\":\"clips/a.wav\",\"text\":\"\",\"segments\":[],\"language\":\"en\",\"backend\":\"cpu\",\
+             \"timings\":{\"load_ms\":0.0,\"audio_ms\":0.0,\"transcribe_ms\":0.0,\"audio_duration_s\":0.0,\
+             \"rtf\":null}}\n"
+        );
+    }
+
+    #[test]
+    fn json_is_one_line_with_segments_tokens_and_timings() {
+        let t = timings();
+        let one = transcript(vec![segment(0.0, 5.12, " Hello \"there\".", &[50363, 15496, 50619])]);
+        assert_eq!(
+            render(Format::Json, &one, &meta(&t)),
+            "{\"file\":\"clips/a.wav\",\"text\":\" Hello \\\"there\\\".\",\"segments\":[{\"start\":0.0,\"end\":5.12,\
+             \"text\":\" Hello \\\"there\\\".\",\"tokens\":[50363,15496,50619],\"avg_logprob\":-0.25,\
+             \"no_speech_prob\":0.5,\"temperature\":0.0,\"compression_ratio\":1.5}],\"language\":\"en\",\
+             \"backend\":\"cpu\",\"timings\":{\"load_ms\":1500.0,\"audio_ms\":20.0,\"transcribe_ms\":4750.0,\
+             \"audio_duration_s\":9.5,\"rtf\":0.5}}\n"
+        );
+    }
+
+    #[test]
+    fn formats_name_their_extensions() {
+        let all = [Format::Txt, Format::Srt, Format::Vtt, Format::Json];
+        assert_eq!(all.map(Format::extension), ["txt", "srt", "vtt", "json"]);
+    }
+}

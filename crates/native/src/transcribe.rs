@@ -1,10 +1,538 @@
-//! `susurrus transcribe`.
+//! `susurrus transcribe`: checks the options, loads the model once, then decodes and
+//! transcribes each input in order. Segments show as they are decoded; a failing input is
+//! reported and the rest go on.
 
-use crate::error::Result;
+use std::collections::HashMap;
+use std::io::Write;
+use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
+use indicatif::{ProgressBar, ProgressStyle};
+use susurrus_core::whisper::{Event, Task, TranscribeOptions, Whisper};
+
+use crate::audio;
+use crate::backend::{self, BackendChoice};
+use crate::error::{Error, Result};
+use crate::model_dir;
+use crate::output::{self, Format, Meta, Timings};
+
+const AFTER_HELP: &str = "\
+Output:
+  Without --output-dir, the transcript goes to standard output: with --format txt each segment
+  is printed as soon as it is decoded; srt and vtt print each file's document when the file is
+  done; json prints one object per file, one per line.
+  With --output-dir DIR, each FILE's transcript is written to DIR/<FILE's name without its
+  extension>.<format> (standard input: DIR/stdin.<format>) and nothing goes to standard output.
+  When standard error is a terminal, it shows a progress bar per file, and the segments as they
+  are decoded when standard output is not showing them.
+  A file that cannot be read or transcribed is reported on standard error and the others go
+  on; the exit status is 1 when any file failed. When standard output is closed early (as by
+  `| head`), the command stops quietly.
+
+Examples:
+  susurrus transcribe talk.wav
+  susurrus transcribe --format srt --output-dir subtitles/ *.mp3
+  susurrus transcribe --format json --backend cpu a.flac b.ogg > transcripts.jsonl
+  susurrus transcribe - < talk.mp3";
+
+/// Arguments of `susurrus transcribe`.
 #[derive(Debug, clap::Args)]
-pub struct TranscribeArgs {}
+#[command(after_help = AFTER_HELP)]
+pub struct TranscribeArgs {
+    /// Audio files (WAV, FLAC, MP3, OGG Vorbis; any sample rate and channel count), in order;
+    /// `-` reads standard input.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// Model folder (CTranslate2 or Hugging Face layout). Default:
+    /// ~/.cache/susurrus/models/whisper-tiny.en-ct2, which ./scripts/fetch-model.sh prepares.
+    #[arg(long, value_name = "DIR")]
+    pub model: Option<PathBuf>,
+    /// Where the model runs.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub backend: BackendChoice,
+    /// Output format.
+    #[arg(long, short = 'f', value_enum, default_value = "txt")]
+    pub format: Format,
+    /// Write each file's transcript to DIR/<name>.<format> instead of standard output
+    /// (DIR is created if missing).
+    #[arg(long, short = 'o', value_name = "DIR")]
+    pub output_dir: Option<PathBuf>,
+    /// Threads of the CPU backend. Default: one per core.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub threads: Option<u16>,
+    /// Decode without timestamp tokens: one segment per 30 s window, and text output without
+    /// times.
+    #[arg(long)]
+    pub no_timestamps: bool,
+    /// Spoken language code (en, de, fr, ...). Default: English on English-only (.en) models,
+    /// detected on the first 30 s of audio on multilingual ones.
+    #[arg(long, short = 'l', value_name = "L", value_parser = parse_language)]
+    pub language: Option<String>,
+    /// Transcribe in the spoken language, or translate to English (multilingual models only).
+    #[arg(long, value_enum, default_value = "transcribe")]
+    pub task: TaskChoice,
+    /// Temperatures tried in order for a 30 s window until its text passes the thresholds
+    /// below (repeat the flag or separate by commas). 0 decodes greedily. Default:
+    /// 0,0.2,0.4,0.6,0.8,1.0.
+    #[arg(
+        long = "temperature",
+        value_name = "T",
+        value_delimiter = ',',
+        allow_negative_numbers = true,
+        value_parser = parse_temperature
+    )]
+    pub temperatures: Vec<f32>,
+    /// Samples drawn at each temperature above 0; the most likely is kept. Default: 5.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub best_of: Option<u16>,
+    /// Seed of the sampling at temperatures above 0, for reproducible fallback. Default: 0.
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+    /// Text that prompts the first window: names, spelling, style.
+    #[arg(long, value_name = "TEXT")]
+    pub initial_prompt: Option<String>,
+    /// Do not prompt each window with the text decoded before it (less repetition, less
+    /// consistency).
+    #[arg(long)]
+    pub no_condition_on_previous_text: bool,
+    /// Retry a window at the next temperature when its text compresses better than this
+    /// gzip ratio (repetitive text). Default: 2.4.
+    #[arg(long, value_name = "RATIO", value_parser = parse_positive)]
+    pub compression_ratio_threshold: Option<f32>,
+    /// Retry a window at the next temperature when its average token log-probability is
+    /// below this. Default: -1.
+    #[arg(long, value_name = "LOGPROB", allow_negative_numbers = true, value_parser = parse_finite)]
+    pub log_prob_threshold: Option<f32>,
+    /// Skip a window as silence when its no-speech probability is above this and its
+    /// log-probability is below --log-prob-threshold. Default: 0.6.
+    #[arg(long, value_name = "P", value_parser = parse_probability)]
+    pub no_speech_threshold: Option<f32>,
+}
 
-pub fn run(_args: &TranscribeArgs) -> Result<()> {
-    Err(crate::Error::Usage("not built yet".into()))
+/// The `--task` choices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum TaskChoice {
+    /// Text in the spoken language.
+    Transcribe,
+    /// English text from speech in any language the model knows.
+    Translate,
+}
+
+impl TranscribeArgs {
+    /// The transcription options the flags ask for; flags left out keep the reference
+    /// defaults of [`TranscribeOptions::default`].
+    pub fn options(&self) -> TranscribeOptions {
+        let defaults = TranscribeOptions::default();
+        TranscribeOptions {
+            language: self.language.clone(),
+            task: match self.task {
+                TaskChoice::Transcribe => Task::Transcribe,
+                TaskChoice::Translate => Task::Translate,
+            },
+            timestamps: !self.no_timestamps,
+            temperatures: if self.temperatures.is_empty() {
+                defaults.temperatures.clone()
+            } else {
+                self.temperatures.clone()
+            },
+            compression_ratio_threshold: self.compression_ratio_threshold.or(defaults.compression_ratio_threshold),
+            log_prob_threshold: self.log_prob_threshold.or(defaults.log_prob_threshold),
+            no_speech_threshold: self.no_speech_threshold.or(defaults.no_speech_threshold),
+            condition_on_previous_text: !self.no_condition_on_previous_text,
+            initial_prompt: self.initial_prompt.clone(),
+            best_of: self.best_of.map_or(defaults.best_of, usize::from),
+            seed: self.seed.unwrap_or(defaults.seed),
+            ..defaults
+        }
+    }
+}
+
+fn parse_language(s: &str) -> std::result::Result<String, String> {
+    let code = s.trim().to_ascii_lowercase();
+    if code.is_empty() || !code.chars().all(|c| c.is_ascii_alphabetic()) {
+        return Err("a language is a code of letters such as en, de or yue".into());
+    }
+    Ok(code)
+}
+
+fn parse_number(s: &str) -> std::result::Result<f32, String> {
+    s.trim().parse::<f32>().map_err(|_| "not a number".to_string())
+}
+
+fn parse_temperature(s: &str) -> std::result::Result<f32, String> {
+    match parse_number(s)? {
+        t if t.is_finite() && t >= 0.0 => Ok(t),
+        _ => Err("a temperature is a number >= 0 (0 decodes greedily)".into()),
+    }
+}
+
+fn parse_finite(s: &str) -> std::result::Result<f32, String> {
+    Some(parse_number(s)?).filter(|v| v.is_finite()).ok_or_else(|| "not a finite number".into())
+}
+
+fn parse_positive(s: &str) -> std::result::Result<f32, String> {
+    Some(parse_number(s)?).filter(|v| v.is_finite() && *v > 0.0).ok_or_else(|| "not a number > 0".into())
+}
+
+fn parse_probability(s: &str) -> std::result::Result<f32, String> {
+    Some(parse_number(s)?).filter(|v| (0.0..=1.0).contains(v)).ok_or_else(|| "not a probability from 0 to 1".into())
+}
+
+/// Runs `susurrus transcribe`: every check that needs no audio comes first, so bad options
+/// fail before any file is read.
+pub fn run(args: &TranscribeArgs) -> Result<()> {
+    let options = args.options();
+    options.validate()?;
+    check_inputs(args)?;
+    let dir = model_dir::resolve(args.model.as_deref())?;
+    if let Some(out) = &args.output_dir {
+        std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
+    }
+
+    let started = Instant::now();
+    let whisper = {
+        let _spinner = Clear(spinner(format!("loading {}", dir.display())));
+        let backend = backend::open(args.backend, args.threads.map(usize::from))?;
+        pollster::block_on(Whisper::load_dir(backend, &dir))?
+    };
+    check_model_options(&whisper, &options, &dir)?;
+
+    let mut session = Session { whisper, options, load: started.elapsed(), args };
+    let mut failed = 0;
+    for input in &args.files {
+        match session.transcribe(input) {
+            Ok(()) => {}
+            // A reader that stopped reading (`| head`) wants no more: stop quietly.
+            Err(Failure::Output(Error::Io { source, .. })) if source.kind() == std::io::ErrorKind::BrokenPipe => break,
+            Err(Failure::Output(e)) => return Err(e),
+            Err(Failure::Input(e)) => {
+                failed += 1;
+                eprintln!("susurrus: error: {}", naming_input(&input_name(input), &e));
+            }
+        }
+    }
+    match failed {
+        0 => Ok(()),
+        failed => Err(Error::FilesFailed { failed, total: args.files.len() }),
+    }
+}
+
+/// Standard input at most once, and no two inputs writing the same output file.
+fn check_inputs(args: &TranscribeArgs) -> Result<()> {
+    if args.files.iter().filter(|f| is_stdin(f)).count() > 1 {
+        return Err(Error::Usage("standard input (-) can be read only once".into()));
+    }
+    let Some(dir) = &args.output_dir else { return Ok(()) };
+    let mut outputs: HashMap<PathBuf, &Path> = HashMap::new();
+    for input in &args.files {
+        let path = dir.join(output_name(input, args.format)?);
+        if let Some(first) = outputs.insert(path.clone(), input) {
+            return Err(Error::Usage(format!(
+                "{} and {} would both be written to {}; transcribe them in separate runs",
+                first.display(),
+                input.display(),
+                path.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Options the model must support: a language it knows, translation on multilingual models.
+fn check_model_options(whisper: &Whisper, options: &TranscribeOptions, dir: &Path) -> Result<()> {
+    let multilingual = whisper.config().is_multilingual();
+    if let Some(language) = &options.language {
+        if !multilingual && language != "en" {
+            return Err(Error::Usage(format!(
+                "--language {language}: the model in {} is English-only; leave --language out or pass a \
+                 multilingual model with --model",
+                dir.display()
+            )));
+        }
+        if multilingual && whisper.tokenizer().language_id(language).is_none() {
+            let known: Vec<&str> = whisper.tokenizer().languages().iter().map(|l| l.0.as_str()).collect();
+            return Err(Error::Usage(format!(
+                "--language {language}: not a language the model knows ({})",
+                known.join(", ")
+            )));
+        }
+    }
+    if options.task == Task::Translate && !multilingual {
+        return Err(Error::Usage(format!(
+            "--task translate needs a multilingual model; the model in {} is English-only",
+            dir.display()
+        )));
+    }
+    Ok(())
+}
+
+/// How one input failed: the input alone (reported, the batch goes on) or the output every
+/// input needs (standard output closed: the batch stops).
+enum Failure {
+    Input(Error),
+    Output(Error),
+}
+
+/// The loaded model and what every input shares.
+struct Session<'a> {
+    whisper: Whisper,
+    options: TranscribeOptions,
+    load: Duration,
+    args: &'a TranscribeArgs,
+}
+
+impl Session<'_> {
+    fn transcribe(&mut self, input: &Path) -> std::result::Result<(), Failure> {
+        let name = input_name(input);
+        let audio_started = Instant::now();
+        let decoded = if is_stdin(input) {
+            audio::decode_reader(std::io::stdin().lock(), "-")
+        } else {
+            audio::decode_file(input)
+        }
+        .map_err(Failure::Input)?;
+        let audio_time = audio_started.elapsed();
+
+        let duration = decoded.duration();
+        let bar = Clear(progress_bar(&name, duration));
+        let format = self.args.format;
+        let to_stdout_live = format == Format::Txt && self.args.output_dir.is_none();
+        let timestamps = self.options.timestamps;
+        let mut stdout_error = None;
+        let mut on_event = |event: Event| -> ControlFlow<()> {
+            match event {
+                Event::Segment(segment) => {
+                    let line = output::txt_line(segment, timestamps);
+                    if to_stdout_live {
+                        if let Err(e) = bar.0.suspend(|| write_stdout(&line)) {
+                            stdout_error = Some(e);
+                            return ControlFlow::Break(());
+                        }
+                    } else {
+                        bar.0.println(line.trim_end());
+                    }
+                }
+                // `total` counts whole mel frames; the bar counts the samples' duration.
+                Event::Progress { done, total } => {
+                    let done = if done >= total { duration } else { done };
+                    bar.0.set_message(format!("{done:.1}/{duration:.1} s"));
+                    bar.0.set_position(milliseconds(done));
+                }
+            }
+            ControlFlow::Continue(())
+        };
+        let started = Instant::now();
+        let result = pollster::block_on(self.whisper.transcribe(&decoded.samples, &self.options, &mut on_event));
+        let transcribe_time = started.elapsed();
+        if let Some(e) = stdout_error {
+            return Err(Failure::Output(e));
+        }
+        let transcript = result.map_err(|e| Failure::Input(e.into()))?;
+
+        let timings = Timings::new(self.load, audio_time, transcribe_time, transcript.duration);
+        let meta = Meta { file: &name, backend: self.whisper.backend_name(), timings: &timings, timestamps };
+        let text = output::render(format, &transcript, &meta);
+        let written = match &self.args.output_dir {
+            Some(dir) => {
+                let path = dir.join(output_name(input, format).map_err(Failure::Input)?);
+                std::fs::write(&path, text).map_err(|e| Failure::Input(Error::io(&path, e)))?;
+                format!(" -> {}", path.display())
+            }
+            None if to_stdout_live => String::new(),
+            None => {
+                bar.0.suspend(|| write_stdout(&text)).map_err(Failure::Output)?;
+                String::new()
+            }
+        };
+        bar.0.println(format!(
+            "{name}: {:.1} s of audio in {:.1} s{written}",
+            transcript.duration,
+            transcribe_time.as_secs_f64()
+        ));
+        Ok(())
+    }
+}
+
+/// A progress bar or spinner that clears itself from the terminal when dropped, whichever
+/// way the work ends.
+struct Clear(ProgressBar);
+
+impl Drop for Clear {
+    fn drop(&mut self) {
+        self.0.finish_and_clear();
+    }
+}
+
+fn spinner(message: String) -> ProgressBar {
+    let spinner = ProgressBar::new_spinner().with_message(message);
+    spinner.enable_steady_tick(Duration::from_millis(100));
+    spinner
+}
+
+/// A bar over the audio's `seconds` in milliseconds, labelled with the input's name; hidden
+/// when standard error is not a terminal. It moves a 30 s window at a time, too coarsely for
+/// an estimate of the time left, so it shows the time spent.
+fn progress_bar(name: &str, seconds: f64) -> ProgressBar {
+    let style = ProgressStyle::with_template("{prefix} [{wide_bar}] {msg} ({elapsed})")
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> ");
+    ProgressBar::new(milliseconds(seconds))
+        .with_style(style)
+        .with_prefix(name.to_string())
+        .with_message(format!("0.0/{seconds:.1} s"))
+}
+
+fn milliseconds(seconds: f64) -> u64 {
+    (seconds * 1e3).round().max(0.0) as u64
+}
+
+fn is_stdin(input: &Path) -> bool {
+    input.as_os_str() == "-"
+}
+
+/// The input as the user named it: the path as given, `-` for standard input.
+fn input_name(input: &Path) -> String {
+    input.display().to_string()
+}
+
+/// `<stem>.<extension>` for an input's output file; `stdin.<extension>` for `-`.
+fn output_name(input: &Path, format: Format) -> Result<String> {
+    let stem = if is_stdin(input) {
+        "stdin".to_string()
+    } else {
+        input
+            .file_stem()
+            .ok_or_else(|| Error::Usage(format!("{}: no file name to name the output after", input.display())))?
+            .to_string_lossy()
+            .into_owned()
+    };
+    Ok(format!("{stem}.{}", format.extension()))
+}
+
+/// `error`'s message, prefixed with the input's name unless the message starts with it.
+fn naming_input(name: &str, error: &Error) -> String {
+    let message = error.to_string();
+    if message.starts_with(&format!("{name}: ")) { message } else { format!("{name}: {message}") }
+}
+
+fn write_stdout(text: &str) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes()).and_then(|()| out.flush()).map_err(|e| Error::io(Path::new("<stdout>"), e))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::{Cli, Command};
+
+    fn parse(args: &[&str]) -> std::result::Result<TranscribeArgs, String> {
+        let argv = ["susurrus", "transcribe"].iter().chain(args);
+        match Cli::try_parse_from(argv).map_err(|e| e.to_string())?.command {
+            Command::Transcribe(args) => Ok(args),
+            other => Err(format!("parsed as {other:?}")),
+        }
+    }
+
+    #[test]
+    fn flags_left_out_keep_the_reference_defaults() {
+        let args = parse(&["a.wav"]).unwrap();
+        assert_eq!(args.options(), TranscribeOptions::default());
+        assert_eq!((args.backend, args.format), (BackendChoice::Auto, Format::Txt));
+    }
+
+    #[test]
+    fn every_flag_reaches_the_options() {
+        let args = parse(&[
+            "a.wav",
+            "-",
+            "--language",
+            "DE",
+            "--task",
+            "translate",
+            "--no-timestamps",
+            "--temperature",
+            "0,0.5",
+            "--temperature",
+            "0.75",
+            "--best-of",
+            "3",
+            "--seed",
+            "7",
+            "--initial-prompt",
+            "Names: Clara.",
+            "--no-condition-on-previous-text",
+            "--compression-ratio-threshold",
+            "2",
+            "--log-prob-threshold",
+            "-0.5",
+            "--no-speech-threshold",
+            "0.25",
+        ])
+        .unwrap();
+        assert_eq!(args.files, [PathBuf::from("a.wav"), PathBuf::from("-")]);
+        let want = TranscribeOptions {
+            language: Some("de".into()),
+            task: Task::Translate,
+            timestamps: false,
+            temperatures: vec![0.0, 0.5, 0.75],
+            compression_ratio_threshold: Some(2.0),
+            log_prob_threshold: Some(-0.5),
+            no_speech_threshold: Some(0.25),
+            condition_on_previous_text: false,
+            initial_prompt: Some("Names: Clara.".into()),
+            best_of: 3,
+            seed: 7,
+            ..TranscribeOptions::default()
+        };
+        assert_eq!(args.options(), want);
+    }
+
+    #[test]
+    fn out_of_range_values_are_refused_by_the_parser() {
+        for (flag, value, why) in [
+            ("--temperature", "-0.1", "a temperature is a number >= 0 (0 decodes greedily)"),
+            ("--temperature", "nan", "a temperature is a number >= 0 (0 decodes greedily)"),
+            ("--no-speech-threshold", "1.5", "not a probability from 0 to 1"),
+            ("--compression-ratio-threshold", "0", "not a number > 0"),
+            ("--log-prob-threshold", "inf", "not a finite number"),
+            ("--language", "e1", "a language is a code of letters such as en, de or yue"),
+        ] {
+            let err = parse(&["a.wav", &format!("{flag}={value}")]).unwrap_err();
+            assert!(err.contains(&format!("invalid value '{value}'")) && err.contains(why), "{flag} {value}: {err}");
+        }
+        assert!(parse(&["a.wav", "--threads", "0"]).unwrap_err().contains("invalid value '0'"));
+        assert!(parse(&[]).unwrap_err().contains("<FILE>..."));
+    }
+
+    #[test]
+    fn stdin_once_and_one_output_file_per_input() {
+        let err = check_inputs(&parse(&["-", "a.wav", "-"]).unwrap()).unwrap_err();
+        assert_eq!(err.to_string(), "standard input (-) can be read only once");
+        let args = parse(&["x/a.wav", "y/a.mp3", "-o", "out", "-f", "srt"]).unwrap();
+        let err = check_inputs(&args).unwrap_err().to_string();
+        assert_eq!(err, "x/a.wav and y/a.mp3 would both be written to out/a.srt; transcribe them in separate runs");
+        assert!(check_inputs(&parse(&["x/a.wav", "y/b.wav", "-", "-o", "out"]).unwrap()).is_ok());
+        assert!(check_inputs(&parse(&["x/a.wav", "y/a.mp3"]).unwrap()).is_ok());
+    }
+
+    #[test]
+    fn outputs_are_named_after_the_input() {
+        assert_eq!(output_name(Path::new("dir/talk.final.wav"), Format::Vtt).unwrap(), "talk.final.vtt");
+        assert_eq!(output_name(Path::new("-"), Format::Json).unwrap(), "stdin.json");
+        assert_eq!(
+            output_name(Path::new("/"), Format::Txt).unwrap_err().to_string(),
+            "/: no file name to name the output after"
+        );
+    }
+
+    #[test]
+    fn errors_name_their_input_once() {
+        let audio = Error::audio("a.wav", "not audio");
+        assert_eq!(naming_input("a.wav", &audio), "a.wav: not audio");
+        let core = Error::Core(susurrus_core::Error::BadAudio("sample 3 is NaN".into()));
+        assert_eq!(naming_input("a.wav", &core), "a.wav: bad audio: sample 3 is NaN");
+    }
 }

@@ -69,6 +69,17 @@ impl Whisper {
         self.program.backend()
     }
 
+    /// The compiled program, to run its pieces directly (benchmarks time the encoder and a
+    /// decoder step this way). A transcription afterwards starts over, as always.
+    pub fn program_mut(&mut self) -> &mut Program {
+        &mut self.program
+    }
+
+    /// The log-mel front end of this model.
+    pub fn log_mel(&self) -> &LogMel {
+        &self.mel
+    }
+
     /// Recompiles when `options` ask for other always-suppressed tokens than the program
     /// was built with.
     pub(crate) async fn prepare_selection(&mut self, options: &TranscribeOptions) -> Result<()> {

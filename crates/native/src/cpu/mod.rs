@@ -1,1 +1,404 @@
-//! The fast CPU backend.
+//! The fast CPU backend: the same plans as every backend, run with multi-threaded SIMD
+//! kernels for the ops that carry the work (linear layers, attention, convolutions, norms,
+//! elementwise programs, layout moves) and the core's reference evaluation for the rest.
+//!
+//! Compiling turns a plan into a list of [`compile::Step`]s with every operand resolved to
+//! a byte region of the plan's arena, a weight, a constant or a persistent buffer; a run
+//! copies the inputs into the arena, runs the steps in order on a thread pool owned by the
+//! backend, and copies the requested outputs out. Nothing is allocated per step except by
+//! reference steps (small ones: token selection bookkeeping) and attention's score blocks.
+//!
+//! Weights stay as the model stores them (f16 for the released checkpoints): decoder steps
+//! read them as f16 and widen on the fly; larger products widen a weight into scratch memory
+//! first.
+
+mod compile;
+mod kernels;
+mod memory;
+pub mod simd;
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use susurrus_core::exec::{Backend, BoxFuture, Executable, Weights, linked_states};
+use susurrus_core::ir::NodeId;
+use susurrus_core::ops::{EvalCtx, Op};
+use susurrus_core::plan::Plan;
+use susurrus_core::tensor::Tensor;
+use susurrus_core::{Error, Result};
+
+use compile::{Names, Step};
+use kernels::{Kernel, Scratch};
+use memory::{Bases, Region, tensor_base};
+
+/// The fast CPU backend.
+pub struct FastCpuBackend {
+    pool: Arc<rayon::ThreadPool>,
+    profile: Option<Profile>,
+}
+
+/// Time spent per op (and whether it ran a fast kernel), summed over runs: what
+/// `susurrus bench --profile` prints.
+#[derive(Clone, Default)]
+pub struct Profile(Arc<Mutex<BTreeMap<String, (usize, Duration)>>>);
+
+impl Profile {
+    fn add(&self, what: String, took: Duration) {
+        if let Ok(mut map) = self.0.lock() {
+            let entry = map.entry(what).or_default();
+            entry.0 += 1;
+            entry.1 += took;
+        }
+    }
+
+    /// `(op, runs, total time)`, longest total first.
+    pub fn rows(&self) -> Vec<(String, usize, Duration)> {
+        let map = self.0.lock().map(|m| m.clone()).unwrap_or_default();
+        let mut rows: Vec<_> = map.into_iter().map(|(k, (n, t))| (k, n, t)).collect();
+        rows.sort_by_key(|r| std::cmp::Reverse(r.2));
+        rows
+    }
+
+    pub fn clear(&self) {
+        if let Ok(mut map) = self.0.lock() {
+            map.clear();
+        }
+    }
+}
+
+impl FastCpuBackend {
+    /// A backend running on `threads` threads (default: one per core).
+    pub fn new(threads: Option<usize>) -> Result<Self> {
+        if threads == Some(0) {
+            return Err(Error::BadOption("--threads must be at least 1".into()));
+        }
+        let n = threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .thread_name(|i| format!("susurrus-cpu-{i}"))
+            .build()
+            .map_err(|e| Error::Backend(format!("cpu: cannot start {n} threads: {e}")))?;
+        Ok(FastCpuBackend { pool: Arc::new(pool), profile: None })
+    }
+
+    /// Records the time of every step into `profile` (one clock read per step).
+    pub fn with_profile(mut self, profile: Profile) -> Self {
+        self.profile = Some(profile);
+        self
+    }
+
+    /// The threads kernels run on.
+    pub fn threads(&self) -> usize {
+        self.pool.current_num_threads()
+    }
+}
+
+impl Backend for FastCpuBackend {
+    fn name(&self) -> &'static str {
+        "cpu"
+    }
+
+    /// Every op: the ones without a fast kernel run their reference evaluation.
+    fn supports(&self, _op: &Op) -> bool {
+        true
+    }
+
+    fn compile_linked<'a>(
+        &'a self,
+        plans: Vec<&'a Plan>,
+        weights: &'a Weights,
+    ) -> BoxFuture<'a, Vec<Box<dyn Executable>>> {
+        Box::pin(std::future::ready(self.build_linked(&plans, weights)))
+    }
+}
+
+/// Persistent buffers of linked executables, by name, as 4-byte words (f16 ones rounded
+/// up to a whole word).
+type Shared = Rc<RefCell<HashMap<String, Vec<u32>>>>;
+
+impl FastCpuBackend {
+    fn build_linked(&self, plans: &[&Plan], weights: &Weights) -> Result<Vec<Box<dyn Executable>>> {
+        let states = linked_states(plans)?;
+        let mut shared = HashMap::new();
+        for (name, ty) in &states {
+            shared.insert(name.clone(), vec![0u32; ty.byte_size().div_ceil(4)]);
+        }
+        let shared: Shared = Rc::new(RefCell::new(shared));
+        let mut held: HashMap<String, Arc<Tensor>> = HashMap::new();
+        plans.iter().map(|plan| self.build(plan, weights, &mut held, &shared)).collect()
+    }
+
+    fn build(
+        &self,
+        plan: &Plan,
+        weights: &Weights,
+        held: &mut HashMap<String, Arc<Tensor>>,
+        shared: &Shared,
+    ) -> Result<Box<dyn Executable>> {
+        let (mut params, mut param_names, mut consts, mut const_ids, mut state_names) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for id in plan.graph.ids() {
+            match &plan.graph.node(id).op {
+                Op::Param(p) => {
+                    let w = weights
+                        .get(&p.name)
+                        .ok_or_else(|| Error::BadArgument(format!("weight '{}' was not supplied", p.name)))?;
+                    w.expect_type(&p.ty, &format!("weight '{}'", p.name))?;
+                    let t = held.entry(p.name.clone()).or_insert_with(|| Arc::new(w.clone()));
+                    params.push(Arc::clone(t));
+                    param_names.push(p.name.clone());
+                }
+                Op::Const(c) => {
+                    consts.push(Arc::clone(&c.value));
+                    const_ids.push(id);
+                }
+                Op::State(s) => state_names.push(s.name.clone()),
+                _ => {}
+            }
+        }
+        let names = Names { states: &state_names, params: &param_names, consts: &const_ids };
+        let steps = compile::steps(plan, &names)?;
+        let mut inputs = Vec::new();
+        for id in plan.graph.ids() {
+            if let Op::Input(i) = &plan.graph.node(id).op {
+                inputs.push((i.name.clone(), i.ty.clone(), compile::region(plan, id, &names)?));
+            }
+        }
+        let mut outputs = HashMap::new();
+        for (name, id) in plan.graph.outputs() {
+            outputs.insert(name.clone(), (*id, compile::region(plan, *id, &names)?));
+        }
+        let exe = FastCpuExecutable {
+            plan: plan.clone(),
+            arena: vec![0u32; plan.report.arena_bytes.div_ceil(4)],
+            params,
+            consts,
+            state_names,
+            states: Vec::new(),
+            shared: Rc::clone(shared),
+            steps,
+            inputs,
+            outputs,
+            scratch: Scratch::default(),
+            pool: Arc::clone(&self.pool),
+            profile: self.profile.clone(),
+        };
+        exe.check_regions()?;
+        Ok(Box::new(exe))
+    }
+}
+
+/// A plan compiled for the fast CPU backend.
+struct FastCpuExecutable {
+    plan: Plan,
+    /// 4-byte words, so every arena offset (a multiple of 256) is aligned for every dtype.
+    arena: Vec<u32>,
+    params: Vec<Arc<Tensor>>,
+    consts: Vec<Arc<Tensor>>,
+    state_names: Vec<String>,
+    /// This plan's persistent buffers during a run (moved out of `shared` and back).
+    states: Vec<Vec<u32>>,
+    shared: Shared,
+    steps: Vec<Step>,
+    inputs: Vec<(String, susurrus_core::ir::TensorType, Region)>,
+    outputs: HashMap<String, (NodeId, Region)>,
+    scratch: Scratch,
+    pool: Arc<rayon::ThreadPool>,
+    profile: Option<Profile>,
+}
+
+impl FastCpuExecutable {
+    /// The buffers' base addresses for this run.
+    fn bases(&mut self) -> Bases {
+        let bytes = |v: &mut Vec<u32>| (v.as_mut_ptr().cast::<u8>(), v.len() * 4);
+        Bases {
+            arena: bytes(&mut self.arena),
+            states: self.states.iter_mut().map(bytes).collect(),
+            params: self.params.iter().map(|t| tensor_base(t)).collect(),
+            consts: self.consts.iter().map(|t| tensor_base(t)).collect(),
+        }
+    }
+
+    /// Checks once that every region of every step lies inside its buffer, so runs can
+    /// index without checks. States are checked with their declared sizes.
+    fn check_regions(&self) -> Result<()> {
+        let shared = self.shared.borrow();
+        let mut states = Vec::new();
+        for name in &self.state_names {
+            states.push(shared.get(name).map_or(0, |s| s.len() * 4));
+        }
+        let bases = Bases {
+            arena: (std::ptr::null_mut(), self.arena.len() * 4),
+            states: states.into_iter().map(|len| (std::ptr::null_mut(), len)).collect(),
+            params: self.params.iter().map(|t| (std::ptr::null(), t.as_bytes().len())).collect(),
+            consts: self.consts.iter().map(|t| (std::ptr::null(), t.as_bytes().len())).collect(),
+        };
+        let regions = self.steps.iter().flat_map(|s| s.input_regions.iter().chain([&s.out]));
+        let io = self.inputs.iter().map(|i| &i.2).chain(self.outputs.values().map(|o| &o.1));
+        for r in regions.chain(io) {
+            if !bases.contains(*r) || r.offset % 4 != 0 {
+                return Err(Error::Backend(format!("cpu: region {r:?} lies outside its buffer")));
+            }
+        }
+        Ok(())
+    }
+
+    fn run_now(
+        &mut self,
+        inputs: &HashMap<String, Tensor>,
+        scalars: &HashMap<String, u32>,
+        outputs: &[&str],
+    ) -> Result<HashMap<String, Tensor>> {
+        let g = &self.plan.graph;
+        for (name, ty, _) in &self.inputs {
+            let t = inputs.get(name).ok_or_else(|| Error::BadArgument(format!("input '{name}' was not supplied")))?;
+            t.expect_type(ty, &format!("input '{name}'"))?;
+        }
+        let mut given: Vec<&String> = inputs.keys().collect();
+        given.sort();
+        if let Some(unknown) = given.into_iter().find(|k| !self.inputs.iter().any(|i| &i.0 == *k)) {
+            return Err(Error::BadArgument(format!("input '{unknown}' is not used by graph '{}'", g.name())));
+        }
+        if let Some(missing) = outputs.iter().find(|o| !self.outputs.contains_key(**o)) {
+            return Err(Error::BadArgument(format!("graph '{}' has no output '{missing}'", g.name())));
+        }
+        let scalar_values = g.scalar_values(scalars)?;
+        self.take_states()?;
+        let ran = self.execute(inputs, &scalar_values).and_then(|()| self.read_outputs(outputs));
+        self.return_states();
+        ran
+    }
+
+    fn take_states(&mut self) -> Result<()> {
+        let mut shared = self.shared.borrow_mut();
+        for name in &self.state_names {
+            let s = shared
+                .remove(name)
+                .ok_or_else(|| Error::Backend(format!("cpu: persistent buffer '{name}' is in use")))?;
+            self.states.push(s);
+        }
+        Ok(())
+    }
+
+    fn return_states(&mut self) {
+        let mut shared = self.shared.borrow_mut();
+        for (name, s) in self.state_names.iter().zip(self.states.drain(..)) {
+            shared.insert(name.clone(), s);
+        }
+    }
+
+    fn execute(&mut self, inputs: &HashMap<String, Tensor>, scalars: &[u32]) -> Result<()> {
+        let arena: &mut [u8] = bytemuck::cast_slice_mut(&mut self.arena);
+        for (name, _, r) in &self.inputs {
+            let bytes = inputs[name].as_bytes();
+            arena[r.offset..r.offset + bytes.len()].copy_from_slice(bytes);
+        }
+        let bases = self.bases();
+        let threads = self.pool.current_num_threads();
+        let (steps, plan, scratch, profile) = (&self.steps, &self.plan, &mut self.scratch, &self.profile);
+        self.pool.install(|| {
+            for step in steps {
+                let started = profile.as_ref().map(|_| Instant::now());
+                let op = &plan.graph.node(step.node).op;
+                match step.kernel {
+                    Kernel::Reference => reference(step, op, &bases, scalars)?,
+                    _ => kernels::run(step, &bases, scalars, scratch, threads)?,
+                }
+                if let (Some(p), Some(t)) = (profile, started) {
+                    let how = if matches!(step.kernel, Kernel::Reference) { "reference" } else { "fast" };
+                    p.add(format!("{} {} ({how})", op.name(), step.out_type), t.elapsed());
+                }
+            }
+            Ok(())
+        })
+    }
+
+    fn read_outputs(&mut self, outputs: &[&str]) -> Result<HashMap<String, Tensor>> {
+        let bases = self.bases();
+        let mut out = HashMap::new();
+        for &name in outputs {
+            let (id, r) = self.outputs[name];
+            // SAFETY: the region was checked at compile time; nothing writes during the read.
+            let bytes = unsafe { bases.slice::<u8>(r) };
+            out.insert(name.to_string(), Tensor::from_bytes(self.plan.graph.ty(id), bytes)?);
+        }
+        Ok(out)
+    }
+}
+
+/// Runs `op`'s reference evaluation on copies of the step's inputs and stores the result
+/// (a KV write's result is its whole buffer).
+fn reference(step: &Step, op: &Op, bases: &Bases, scalars: &[u32]) -> Result<()> {
+    let args = step
+        .input_regions
+        .iter()
+        .zip(&step.input_types)
+        // SAFETY: regions were checked at compile time; these reads end before the write.
+        .map(|(r, ty)| Tensor::from_bytes(ty, unsafe { bases.slice::<u8>(*r) }))
+        .collect::<Result<Vec<_>>>()?;
+    let refs: Vec<&Tensor> = args.iter().collect();
+    let empty = HashMap::new();
+    let ctx = EvalCtx { inputs: &empty, weights: &empty, states: &empty, scalars };
+    let value = op.eval(&refs, &ctx)?;
+    if value.ty() != step.out_type {
+        return Err(Error::InvalidGraph(format!(
+            "%{} ({}) evaluated to {} but is typed {}",
+            step.node.0,
+            op.name(),
+            value.ty(),
+            step.out_type
+        )));
+    }
+    if !step.out.writable() {
+        return Ok(());
+    }
+    // SAFETY: the region was checked at compile time and the input copies are made.
+    unsafe { bases.slice_mut::<u8>(step.out) }.copy_from_slice(value.as_bytes());
+    Ok(())
+}
+
+impl Executable for FastCpuExecutable {
+    fn run<'a>(
+        &'a mut self,
+        inputs: &'a HashMap<String, Tensor>,
+        scalars: &'a HashMap<String, u32>,
+        outputs: &'a [&'a str],
+    ) -> BoxFuture<'a, HashMap<String, Tensor>> {
+        Box::pin(async move { self.run_now(inputs, scalars, outputs) })
+    }
+
+    fn read_state<'a>(&'a mut self, name: &'a str) -> BoxFuture<'a, Tensor> {
+        Box::pin(async move {
+            let graph = &self.plan.graph;
+            let ty = graph.nodes().iter().find_map(|n| match &n.op {
+                Op::State(s) if s.name == name => Some(s.ty.clone()),
+                _ => None,
+            });
+            let ty = ty.ok_or_else(|| {
+                Error::BadArgument(format!("graph '{}' has no persistent buffer '{name}'", graph.name()))
+            })?;
+            let shared = self.shared.borrow();
+            let words = shared
+                .get(name)
+                .ok_or_else(|| Error::Backend(format!("cpu: persistent buffer '{name}' is missing")))?;
+            Tensor::from_bytes(&ty, &bytemuck::cast_slice(words)[..ty.byte_size()])
+        })
+    }
+
+    fn run_repeatedly<'a>(
+        &'a mut self,
+        inputs: &'a HashMap<String, Tensor>,
+        scalars: &'a HashMap<String, u32>,
+        times: usize,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            for _ in 0..times {
+                self.run_now(inputs, scalars, &[])?;
+            }
+            Ok(())
+        })
+    }
+}

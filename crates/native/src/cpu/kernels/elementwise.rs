@@ -1,0 +1,158 @@
+//! Unary, binary, `where` and fused elementwise programs, one interpreter for all: the
+//! program runs over blocks of 256 elements, one instruction at a time across the block,
+//! so each instruction is a tight loop the compiler vectorises.
+
+use rayon::prelude::*;
+use susurrus_core::Result;
+use susurrus_core::ir::{DType, TensorType};
+use susurrus_core::ops::{BinaryKind, Instr, Op, UnaryKind};
+
+use super::super::compile::Operand;
+use super::super::memory::Bases;
+use super::super::simd;
+
+/// Elements per block.
+const BLOCK: usize = 256;
+/// Elements below which one thread does the whole job.
+const PARALLEL: usize = 1 << 15;
+
+/// How an input's elements map onto the output's.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) enum Broadcast {
+    /// Same shape: element `i`.
+    Full,
+    /// Its dims are the output's trailing dims (after leading ones): element `i % len`.
+    Suffix(usize),
+}
+
+#[derive(Debug)]
+pub struct Elementwise {
+    program: Vec<Instr>,
+    inputs: Vec<(Broadcast, bool)>,
+    n: usize,
+}
+
+impl Elementwise {
+    /// f32 operands and output; `where`'s condition may be u32/i32 (read as nonzero).
+    pub fn choose(op: &Op, t: &[TensorType], out: &TensorType) -> Option<Self> {
+        let program = match op {
+            Op::Unary(u) => vec![Instr::Input(0), Instr::Unary(u.kind, 0)],
+            Op::Binary(b) => vec![Instr::Input(0), Instr::Input(1), Instr::Binary(b.kind, 0, 1)],
+            Op::Select(_) => vec![Instr::Input(0), Instr::Input(1), Instr::Input(2), Instr::Select(0, 1, 2)],
+            Op::FusedElementwise(f) => f.program.clone(),
+            _ => return None,
+        };
+        if out.dtype != DType::F32 {
+            return None;
+        }
+        let conds: Vec<bool> = (0..t.len()).map(|i| matches!(op, Op::Select(_)) && i == 0).collect();
+        let inputs = t
+            .iter()
+            .zip(conds)
+            .map(|(ty, cond)| {
+                let int = matches!(ty.dtype, DType::U32 | DType::I32);
+                if !(ty.dtype == DType::F32 || (cond && int)) {
+                    return None;
+                }
+                broadcast(ty, out).map(|b| (b, int))
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(Elementwise { program, inputs, n: out.numel() })
+    }
+
+    /// # Safety
+    /// As [`Bases::slice`] for the operands.
+    pub unsafe fn run(&self, ops: &[Operand], bases: &Bases, out: &mut [f32]) -> Result<()> {
+        // Integer conditions are read as raw words: nonzero is true, as the reference has it.
+        let sources: Vec<Option<&[u32]>> = ops
+            .iter()
+            .map(|&o| match o {
+                // SAFETY: the caller's contract (f32 and u32/i32 are all 4-byte words).
+                Operand::At(r) => Some(unsafe { bases.slice::<u32>(r) }),
+                Operand::Output => None,
+            })
+            .collect();
+        let job = |first: usize, chunk: &mut [f32]| {
+            let mut regs = vec![[0.0f32; BLOCK]; self.program.len()];
+            for (b, block) in chunk.chunks_mut(BLOCK).enumerate() {
+                self.block(first + b * BLOCK, block, &sources, &mut regs);
+            }
+        };
+        if self.n < PARALLEL {
+            job(0, out);
+        } else {
+            out.par_chunks_mut(BLOCK * 16).enumerate().for_each(|(c, chunk)| job(c * BLOCK * 16, chunk));
+        }
+        Ok(())
+    }
+
+    /// Runs the program on elements `first..first + out.len()`.
+    fn block(&self, first: usize, out: &mut [f32], sources: &[Option<&[u32]>], regs: &mut [[f32; BLOCK]]) {
+        let len = out.len();
+        for (i, ins) in self.program.iter().enumerate() {
+            let (done, rest) = regs.split_at_mut(i);
+            let r = &mut rest[0][..len];
+            match *ins {
+                Instr::Input(n) => {
+                    let (bc, int) = self.inputs[n as usize];
+                    match sources[n as usize] {
+                        None => r.copy_from_slice(out),
+                        Some(src) => load(r, src, first, bc, int),
+                    }
+                }
+                Instr::Unary(kind, a) => unary(kind, &done[a as usize][..len], r),
+                Instr::Binary(kind, a, b) => {
+                    let (x, y) = (&done[a as usize][..len], &done[b as usize][..len]);
+                    binary(kind, x, y, r)
+                }
+                Instr::Select(c, a, b) => {
+                    let (c, x, y) = (&done[c as usize][..len], &done[a as usize][..len], &done[b as usize][..len]);
+                    for j in 0..len {
+                        r[j] = if c[j] != 0.0 { x[j] } else { y[j] };
+                    }
+                }
+            }
+        }
+        out.copy_from_slice(&regs[self.program.len() - 1][..len]);
+    }
+}
+
+/// The broadcast of an input of type `t` to `out`, if it is one this kernel takes.
+pub(super) fn broadcast(t: &TensorType, out: &TensorType) -> Option<Broadcast> {
+    if t.shape == out.shape {
+        return Some(Broadcast::Full);
+    }
+    let dims: Vec<usize> = t.shape.dims().iter().copied().skip_while(|&d| d == 1).collect();
+    let o = out.shape.dims();
+    (dims.len() <= o.len() && o[o.len() - dims.len()..] == dims[..])
+        .then(|| Broadcast::Suffix(dims.iter().product::<usize>().max(1)))
+}
+
+/// Loads elements `first..` of a source into `r` as f32.
+fn load(r: &mut [f32], src: &[u32], first: usize, bc: Broadcast, int: bool) {
+    let value = |w: u32| if int { if w != 0 { 1.0 } else { 0.0 } } else { f32::from_bits(w) };
+    match bc {
+        Broadcast::Full => r.iter_mut().zip(&src[first..]).for_each(|(v, &w)| *v = value(w)),
+        Broadcast::Suffix(len) => r.iter_mut().enumerate().for_each(|(j, v)| *v = value(src[(first + j) % len])),
+    }
+}
+
+fn unary(kind: UnaryKind, x: &[f32], r: &mut [f32]) {
+    match kind {
+        UnaryKind::Gelu => {
+            r.copy_from_slice(x);
+            simd::gelu_in_place(r);
+        }
+        UnaryKind::Exp => simd::exp_into(x, r),
+        k => r.iter_mut().zip(x).for_each(|(v, &x)| *v = k.apply(x)),
+    }
+}
+
+fn binary(kind: BinaryKind, x: &[f32], y: &[f32], r: &mut [f32]) {
+    match kind {
+        BinaryKind::Add => r.iter_mut().zip(x.iter().zip(y)).for_each(|(v, (a, b))| *v = a + b),
+        BinaryKind::Mul => r.iter_mut().zip(x.iter().zip(y)).for_each(|(v, (a, b))| *v = a * b),
+        BinaryKind::Sub => r.iter_mut().zip(x.iter().zip(y)).for_each(|(v, (a, b))| *v = a - b),
+        k => r.iter_mut().zip(x.iter().zip(y)).for_each(|(v, (&a, &b))| *v = k.apply(a, b)),
+    }
+}

@@ -1,0 +1,105 @@
+//! Comparisons (any dtype, giving u32 0/1) and integer arithmetic (u32/i32, wrapping): the
+//! id-range masks of token selection run over the whole vocabulary every decoder step.
+
+use susurrus_core::Result;
+use susurrus_core::ir::{DType, TensorType};
+use susurrus_core::ops::{BinaryKind, CmpKind, Op};
+
+use super::super::compile::Operand;
+use super::super::memory::Bases;
+use super::elementwise::{Broadcast, broadcast};
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum What {
+    Compare(CmpKind),
+    Arith(BinaryKind),
+}
+
+#[derive(Debug)]
+pub struct Integer {
+    what: What,
+    dtype: DType,
+    a: Broadcast,
+    b: Broadcast,
+}
+
+impl Integer {
+    pub fn choose(op: &Op, t: &[TensorType], out: &TensorType) -> Option<Self> {
+        let what = match op {
+            Op::Compare(c) => What::Compare(c.kind),
+            Op::Binary(b) if !matches!(b.kind, BinaryKind::Div) && matches!(t[0].dtype, DType::U32 | DType::I32) => {
+                What::Arith(b.kind)
+            }
+            _ => return None,
+        };
+        if t[0].dtype != t[1].dtype || t[0].dtype == DType::F16 {
+            return None;
+        }
+        Some(Integer { what, dtype: t[0].dtype, a: broadcast(&t[0], out)?, b: broadcast(&t[1], out)? })
+    }
+
+    /// # Safety
+    /// As [`Bases::slice`] for the operands.
+    pub unsafe fn run(&self, ops: &[Operand], bases: &Bases, out: &mut [u32]) -> Result<()> {
+        // SAFETY: the caller's contract.
+        let src = |o: Operand| match o {
+            Operand::At(r) => Some(unsafe { bases.slice::<u32>(r) }),
+            Operand::Output => None,
+        };
+        let (a, b) = (src(ops[0]), src(ops[1]));
+        let (mut xa, mut xb) = ([0u32; BLOCK], [0u32; BLOCK]);
+        for (c, chunk) in out.chunks_mut(BLOCK).enumerate() {
+            let (first, len) = (c * BLOCK, chunk.len());
+            load(&mut xa[..len], a, self.a, chunk, first);
+            load(&mut xb[..len], b, self.b, chunk, first);
+            let (x, y) = (&xa[..len], &xb[..len]);
+            match (self.what, self.dtype) {
+                (What::Compare(k), DType::F32) => {
+                    apply(chunk, x, y, |x, y| k.holds(f32::from_bits(x), f32::from_bits(y)) as u32)
+                }
+                (What::Compare(k), DType::I32) => apply(chunk, x, y, |x, y| k.holds(x as i32, y as i32) as u32),
+                (What::Compare(k), _) => apply(chunk, x, y, |x, y| k.holds(x, y) as u32),
+                (What::Arith(k), dtype) => {
+                    let signed = dtype == DType::I32;
+                    apply(chunk, x, y, |x, y| arith(k, x, y, signed))
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Elements per block.
+const BLOCK: usize = 512;
+
+/// Operand values for output elements `first..first + r.len()` (`None`: the output itself).
+fn load(r: &mut [u32], src: Option<&[u32]>, bc: Broadcast, out: &[u32], first: usize) {
+    match (src, bc) {
+        (None, _) => r.copy_from_slice(out),
+        (Some(s), Broadcast::Full) => r.copy_from_slice(&s[first..first + r.len()]),
+        (Some(s), Broadcast::Suffix(1)) => r.fill(s[0]),
+        (Some(s), Broadcast::Suffix(len)) => r.iter_mut().enumerate().for_each(|(j, v)| *v = s[(first + j) % len]),
+    }
+}
+
+/// `out[i] = f(x[i], y[i])`; generic so each operation gets its own loop.
+#[inline(always)]
+fn apply(out: &mut [u32], x: &[u32], y: &[u32], f: impl Fn(u32, u32) -> u32) {
+    for ((o, &x), &y) in out.iter_mut().zip(x).zip(y) {
+        *o = f(x, y);
+    }
+}
+
+/// 32-bit wrapping arithmetic (what the reference's i64 computation keeps in 32 bits).
+fn arith(kind: BinaryKind, x: u32, y: u32, signed: bool) -> u32 {
+    match kind {
+        BinaryKind::Add => x.wrapping_add(y),
+        BinaryKind::Sub => x.wrapping_sub(y),
+        BinaryKind::Mul => x.wrapping_mul(y),
+        BinaryKind::Max if signed => (x as i32).max(y as i32) as u32,
+        BinaryKind::Min if signed => (x as i32).min(y as i32) as u32,
+        BinaryKind::Max => x.max(y),
+        BinaryKind::Min => x.min(y),
+        BinaryKind::Div => unreachable!("`choose` leaves integer division to the reference"),
+    }
+}

@@ -1,0 +1,179 @@
+//! `x · Wᵀ (+ bias) (+ GELU)` with `W [N, K]` (a linear layer; f32 or f16 weights).
+//!
+//! A few rows (a decoder step, a short prompt) are dot products that read each weight row
+//! once, f16 widened on the fly: a decoder step is bound by reading the weights, and f16
+//! halves that. More rows go to the `gemm` crate (packed, cache-blocked, SIMD chosen at run
+//! time, threaded) on an f32 copy of the weight made into scratch memory: converting `N x K`
+//! values is small beside `M x N x K` multiply-adds.
+
+use gemm::Parallelism;
+use half::f16;
+use rayon::prelude::*;
+use susurrus_core::Result;
+use susurrus_core::ir::{DType, TensorType};
+use susurrus_core::ops::Op;
+
+use super::super::compile::Operand;
+use super::super::memory::{Bases, SendPtr};
+use super::super::simd;
+use super::{Scratch, input};
+
+/// At most this many rows run as dot products.
+const DOT_ROWS: usize = 8;
+/// Output columns per parallel task of the dot-product path.
+const COLUMN_BLOCK: usize = 64;
+
+#[derive(Debug)]
+pub struct Linear {
+    rows: usize,
+    n: usize,
+    k: usize,
+    f16: bool,
+    bias: bool,
+    gelu: bool,
+}
+
+impl Linear {
+    pub fn choose(op: &Op, t: &[TensorType], out: &TensorType) -> Option<Self> {
+        let (bias, gelu) = match op {
+            Op::MatMul(m) if m.transpose_b => (false, false),
+            Op::MatMulBias(m) if m.transpose_b => (true, m.gelu),
+            _ => return None,
+        };
+        let (a, w) = (&t[0], &t[1]);
+        let [n, k] = *w.shape.dims() else { return None };
+        let f16 = match w.dtype {
+            DType::F16 => true,
+            DType::F32 => false,
+            _ => return None,
+        };
+        let ok = a.dtype == DType::F32
+            && out.dtype == DType::F32
+            && a.shape.dims().last() == Some(&k)
+            && k > 0
+            && (!bias || (t[2].dtype == DType::F32 && t[2].shape.dims() == [n]));
+        ok.then(|| Linear { rows: a.numel() / k, n, k, f16, bias, gelu })
+    }
+
+    /// # Safety
+    /// As [`Bases::slice`] for the operands.
+    pub unsafe fn run(
+        &self,
+        ops: &[Operand],
+        bases: &Bases,
+        out: &mut [f32],
+        scratch: &mut Scratch,
+        threads: usize,
+    ) -> Result<()> {
+        // SAFETY: the caller's contract.
+        let (a, bias) = unsafe {
+            (input::<f32>(bases, ops[0])?, if self.bias { Some(input::<f32>(bases, ops[2])?) } else { None })
+        };
+        if self.rows <= DOT_ROWS {
+            if self.f16 {
+                // SAFETY: the caller's contract.
+                let w = unsafe { input::<f16>(bases, ops[1])? };
+                self.dots(a, w, bias, out, |x, m, o| simd::dot_rows_f16(x, m, self.k, o));
+            } else {
+                // SAFETY: the caller's contract.
+                let w = unsafe { input::<f32>(bases, ops[1])? };
+                self.dots(a, w, bias, out, |x, m, o| simd::dot_rows(x, m, self.k, o));
+            }
+            return Ok(());
+        }
+        let w: &[f32] = if self.f16 {
+            // SAFETY: the caller's contract.
+            let w16 = unsafe { input::<f16>(bases, ops[1])? };
+            widen_into(w16, &mut scratch.weights);
+            &scratch.weights[..w16.len()]
+        } else {
+            // SAFETY: the caller's contract.
+            unsafe { input::<f32>(bases, ops[1])? }
+        };
+        let (m, n, k) = (self.rows, self.n, self.k);
+        // SAFETY: out is m x n row-major, a is m x k row-major, w is n x k row-major read as
+        // its transpose (k x n with column stride k); all lengths were checked by `choose`
+        // against the types the regions were sized from.
+        unsafe {
+            gemm::gemm(
+                m,
+                n,
+                k,
+                out.as_mut_ptr(),
+                1,
+                n as isize,
+                false,
+                a.as_ptr(),
+                1,
+                k as isize,
+                w.as_ptr(),
+                k as isize,
+                1,
+                0.0,
+                1.0,
+                false,
+                false,
+                false,
+                parallelism(m * n * k, threads),
+            );
+        }
+        if self.bias || self.gelu {
+            out.par_chunks_mut(n * 16).for_each(|rows| {
+                for row in rows.chunks_mut(n) {
+                    if let Some(b) = bias {
+                        row.iter_mut().zip(b).for_each(|(v, b)| *v += b);
+                    }
+                    if self.gelu {
+                        simd::gelu_in_place(row);
+                    }
+                }
+            });
+        }
+        Ok(())
+    }
+
+    /// The dot-product path: column blocks split across threads, each weight row read once
+    /// for all rows of `a` (it stays in L1 between them).
+    fn dots<W: Sync>(
+        &self,
+        a: &[f32],
+        w: &[W],
+        bias: Option<&[f32]>,
+        out: &mut [f32],
+        rows_dot: impl Fn(&[f32], &[W], &mut [f32]) + Sync,
+    ) {
+        let (rows, n, k) = (self.rows, self.n, self.k);
+        let dst = SendPtr(out.as_mut_ptr());
+        (0..n.div_ceil(COLUMN_BLOCK)).into_par_iter().for_each(|block| {
+            let cols = block * COLUMN_BLOCK..((block + 1) * COLUMN_BLOCK).min(n);
+            let mut tmp = [0.0f32; COLUMN_BLOCK];
+            let tmp = &mut tmp[..cols.len()];
+            for r in 0..rows {
+                rows_dot(&a[r * k..(r + 1) * k], &w[cols.start * k..cols.end * k], tmp);
+                if let Some(b) = bias {
+                    tmp.iter_mut().zip(&b[cols.clone()]).for_each(|(v, b)| *v += b);
+                }
+                if self.gelu {
+                    simd::gelu_in_place(tmp);
+                }
+                // SAFETY: row r < rows, columns cols within n: inside `out` (rows x n);
+                // column blocks are disjoint, so no two tasks write one element.
+                unsafe { std::ptr::copy_nonoverlapping(tmp.as_ptr(), dst.get().add(r * n + cols.start), tmp.len()) };
+            }
+        });
+    }
+}
+
+/// Widens `w` into `dst` (grown as needed), in parallel.
+pub fn widen_into(w: &[f16], dst: &mut Vec<f32>) {
+    if dst.len() < w.len() {
+        dst.resize(w.len(), 0.0);
+    }
+    dst[..w.len()].par_chunks_mut(1 << 16).zip(w.par_chunks(1 << 16)).for_each(|(d, s)| simd::widen(s, d));
+}
+
+/// Threads for a product of `work` multiply-adds: one below a size where splitting costs
+/// more than it saves.
+pub fn parallelism(work: usize, threads: usize) -> Parallelism {
+    if threads <= 1 || work < 1 << 18 { Parallelism::None } else { Parallelism::Rayon(threads) }
+}

@@ -1,0 +1,71 @@
+//! Which model folder a command uses: `--model DIR`, else the folder `./scripts/fetch-model.sh`
+//! prepares. A missing folder is an error that names the fetch script, before any work.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+
+/// The default model's folder below the home directory (what `scripts/fetch-model.sh` prints).
+pub const DEFAULT_RELATIVE: &str = ".cache/susurrus/models/whisper-tiny.en-ct2";
+
+/// The files that make a folder a model: CTranslate2 or Hugging Face weights.
+const WEIGHT_FILES: [&str; 2] = ["model.bin", "model.safetensors"];
+
+/// `~/.cache/susurrus/models/whisper-tiny.en-ct2`, or `None` without a home directory.
+pub fn default_dir() -> Option<PathBuf> {
+    std::env::home_dir().map(|home| home.join(DEFAULT_RELATIVE))
+}
+
+/// The folder to load: `model` when given, else [`default_dir`]. Errors when it holds no
+/// weights file, saying how to fetch the default model or name another.
+pub fn resolve(model: Option<&Path>) -> Result<PathBuf> {
+    let hint = "run ./scripts/fetch-model.sh to fetch whisper-tiny.en, or pass --model DIR with a \
+                CTranslate2 or Hugging Face Whisper folder";
+    let (dir, what) = match model {
+        Some(dir) => (dir.to_path_buf(), "model folder"),
+        None => match default_dir() {
+            Some(dir) => (dir, "default model folder"),
+            None => return Err(Error::Usage(format!("no home directory to find the default model in: {hint}"))),
+        },
+    };
+    if !dir.is_dir() {
+        return Err(Error::Usage(format!("{what} {} not found: {hint}", dir.display())));
+    }
+    if !WEIGHT_FILES.iter().any(|f| dir.join(f).is_file()) {
+        return Err(Error::Usage(format!("{what} {} has no model.bin or model.safetensors: {hint}", dir.display())));
+    }
+    Ok(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hint() -> &'static str {
+        "run ./scripts/fetch-model.sh to fetch whisper-tiny.en, or pass --model DIR with a CTranslate2 or \
+         Hugging Face Whisper folder"
+    }
+
+    #[test]
+    fn a_given_folder_needs_a_weights_file() {
+        let dir = std::env::temp_dir().join(format!("susurrus-model-dir-{}", std::process::id()));
+        let missing = dir.join("missing");
+        std::fs::create_dir_all(&dir).unwrap();
+        let err = resolve(Some(&missing)).unwrap_err().to_string();
+        assert_eq!(err, format!("model folder {} not found: {}", missing.display(), hint()));
+        let err = resolve(Some(&dir)).unwrap_err().to_string();
+        assert_eq!(err, format!("model folder {} has no model.bin or model.safetensors: {}", dir.display(), hint()));
+        std::fs::write(dir.join("model.safetensors"), b"").unwrap();
+        assert_eq!(resolve(Some(&dir)).unwrap(), dir);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_default_is_the_fetch_scripts_folder() {
+        let script = include_str!("../../../scripts/fetch-model.sh");
+        assert!(script.contains("model=\"${cache}/models/whisper-tiny.en-ct2\""), "{script}");
+        assert!(script.contains("cache=\"${HOME}/.cache/susurrus\""), "{script}");
+        let home = std::env::home_dir().unwrap();
+        assert_eq!(default_dir(), Some(home.join(".cache/susurrus/models/whisper-tiny.en-ct2")));
+    }
+}

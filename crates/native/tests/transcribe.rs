@@ -1,0 +1,350 @@
+//! Runs `susurrus transcribe` as a user would: the golden clips give the reference's tokens
+//! and text on cpu and wgpu, every output format has the content the references imply
+//! (formatted here independently of the command's own code), and bad inputs and options give
+//! named errors and the right exit status.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn golden(file: &str) -> PathBuf {
+    root().join("tests/fixtures/golden").join(file)
+}
+
+fn audio_fixture(file: &str) -> PathBuf {
+    root().join("tests/fixtures/audio").join(file)
+}
+
+/// The default model folder, fetched on first use by the script the command's errors name.
+fn model_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let out = Command::new(root().join("scripts/fetch-model.sh")).output().expect("fetch-model.sh runs");
+        assert!(out.status.success(), "fetch-model.sh failed: {}", String::from_utf8_lossy(&out.stderr));
+        let stdout = String::from_utf8(out.stdout).expect("the printed path is UTF-8");
+        PathBuf::from(stdout.lines().last().expect("fetch-model.sh prints the folder").trim())
+    })
+}
+
+/// Runs `susurrus transcribe ARGS` with `stdin` piped in (or none), with the default model
+/// in place, and returns what it printed.
+fn transcribe(args: &[&str], stdin: Option<Vec<u8>>, env: &[(&str, &Path)]) -> Output {
+    model_dir();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_susurrus"));
+    command.arg("transcribe").args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
+    command.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let mut child = command.spawn().expect("the susurrus binary runs");
+    // Written from a thread: the command prints earlier files' results before it reads `-`.
+    let writer = stdin.map(|bytes| {
+        let mut pipe = child.stdin.take().expect("stdin is piped");
+        std::thread::spawn(move || pipe.write_all(&bytes).expect("the command reads standard input"))
+    });
+    let out = child.wait_with_output().expect("the command finishes");
+    if let Some(writer) = writer {
+        writer.join().expect("the stdin writer finishes");
+    }
+    out
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8(bytes.to_vec()).expect("output is UTF-8")
+}
+
+fn path_str(path: &Path) -> &str {
+    path.to_str().expect("test paths are UTF-8")
+}
+
+/// A fresh, empty folder for one test's files.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("susurrus-transcribe-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("the temp folder is writable");
+    dir
+}
+
+/// The reference run `name` of golden clip `clip`.
+fn reference(clip: &str, name: &str) -> Value {
+    let path = golden(&format!("{clip}.json"));
+    let record: Value = serde_json::from_str(&std::fs::read_to_string(&path).expect("fixture")).expect("JSON");
+    let runs = record["runs"].as_array().expect("runs");
+    runs.iter().find(|r| r["name"] == name).unwrap_or_else(|| panic!("{clip} has no run {name}")).clone()
+}
+
+/// The reference's segments as (start, end, text).
+fn reference_segments(clip: &str) -> Vec<(f64, f64, String)> {
+    reference(clip, "default")["segments"]
+        .as_array()
+        .expect("segments")
+        .iter()
+        .map(|s| (s["start"].as_f64().unwrap(), s["end"].as_f64().unwrap(), s["text"].as_str().unwrap().to_string()))
+        .collect()
+}
+
+/// Differences between one JSON line of the command and the reference run.
+fn compare(got: &Value, want: &Value, label: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    if got["text"] != want["text"] {
+        problems.push(format!("{label}: text {}\n  reference {}", got["text"], want["text"]));
+    }
+    let (got_segments, want_segments) = (got["segments"].as_array().unwrap(), want["segments"].as_array().unwrap());
+    if got_segments.len() != want_segments.len() {
+        problems.push(format!("{label}: {} segments, reference {}", got_segments.len(), want_segments.len()));
+    }
+    for (i, (g, w)) in got_segments.iter().zip(want_segments).enumerate() {
+        for key in ["tokens", "text"] {
+            if g[key] != w[key] {
+                problems.push(format!("{label} segment {i}: {key} {}\n  reference {}", g[key], w[key]));
+            }
+        }
+        for key in ["start", "end"] {
+            let (g, w) = (g[key].as_f64().unwrap(), w[key].as_f64().unwrap());
+            if (g - w).abs() > 1e-6 {
+                problems.push(format!("{label} segment {i}: {key} {g}, reference {w}"));
+            }
+        }
+    }
+    problems
+}
+
+/// Checks the JSON lines of a run that transcribed `clips` (`(name given, golden clip)`).
+fn check_json_lines(out: &Output, clips: &[(&str, &str)], run: &str, backend: &str) {
+    assert!(out.status.success(), "exit {:?}, stderr:\n{}", out.status, text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), clips.len(), "one JSON object per file:\n{stdout}");
+    let mut problems = Vec::new();
+    let mut load_ms = Vec::new();
+    for (line, (file, clip)) in lines.iter().zip(clips) {
+        let got: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        assert_eq!(got["file"], *file, "{line}");
+        assert_eq!(got["language"], "en", "{line}");
+        // The wgpu backend names its weight precision too (`wgpu-f16`).
+        assert!(got["backend"].as_str().is_some_and(|b| b.split('-').next() == Some(backend)), "{line}");
+        problems.extend(compare(&got, &reference(clip, run), &format!("{file} ({clip})")));
+
+        let timings = &got["timings"];
+        let mut keys: Vec<&str> = timings.as_object().expect("timings").keys().map(String::as_str).collect();
+        keys.sort_unstable();
+        assert_eq!(keys, ["audio_duration_s", "audio_ms", "load_ms", "rtf", "transcribe_ms"], "{line}");
+        let duration = timings["audio_duration_s"].as_f64().unwrap();
+        let samples = reference_audio(clip)["samples"].as_f64().unwrap();
+        assert_eq!(duration, samples / 16000.0, "{line}");
+        let transcribe_ms = timings["transcribe_ms"].as_f64().unwrap();
+        assert!(transcribe_ms > 0.0 && timings["audio_ms"].as_f64().unwrap() > 0.0, "{line}");
+        let rtf = timings["rtf"].as_f64().unwrap();
+        assert!((rtf - transcribe_ms / 1e3 / duration).abs() < 1e-9, "{line}");
+        load_ms.push(timings["load_ms"].as_f64().unwrap());
+    }
+    assert!(problems.is_empty(), "{} differences from the reference:\n{}", problems.len(), problems.join("\n"));
+    assert!(load_ms.iter().all(|&ms| ms > 0.0 && ms == load_ms[0]), "the model loads once: {load_ms:?}");
+}
+
+fn reference_audio(clip: &str) -> Value {
+    let path = golden(&format!("{clip}.json"));
+    let record: Value = serde_json::from_str(&std::fs::read_to_string(&path).expect("fixture")).expect("JSON");
+    record["audio"].clone()
+}
+
+/// `HH:MM:SS<sep>mmm`, or `MM:SS.mmm` below an hour when `short`.
+fn stamp(seconds: f64, separator: char, short: bool) -> String {
+    let total = (seconds * 1000.0).round() as u64;
+    let (hours, rest) = (total / 3_600_000, total % 3_600_000);
+    let (minutes, rest) = (rest / 60_000, rest % 60_000);
+    let (secs, millis) = (rest / 1000, rest % 1000);
+    if short && hours == 0 {
+        format!("{minutes:02}:{secs:02}.{millis:03}")
+    } else {
+        format!("{hours:02}:{minutes:02}:{secs:02}{separator}{millis:03}")
+    }
+}
+
+fn expected_txt(clip: &str) -> String {
+    let mut out = String::new();
+    for (start, end, text) in reference_segments(clip) {
+        out += &format!("[{} --> {}] {}\n", stamp(start, '.', true), stamp(end, '.', true), text.trim());
+    }
+    out
+}
+
+#[test]
+fn cpu_json_of_every_golden_clip_and_of_stdin_matches_the_reference() {
+    let clips = ["short_1", "short_2", "short_3", "noisy", "silence", "long"];
+    let wavs: Vec<PathBuf> = clips.iter().map(|c| golden(&format!("{c}.wav"))).collect();
+    let mut args = vec!["--backend", "cpu", "--format", "json"];
+    args.extend(wavs.iter().map(|p| path_str(p)));
+    args.insert(5, "-");
+    let stdin = std::fs::read(golden("short_3.wav")).unwrap();
+    let out = transcribe(&args, Some(stdin), &[]);
+
+    let mut named: Vec<(&str, &str)> = wavs.iter().map(|p| path_str(p)).zip(clips).collect();
+    named.insert(1, ("-", "short_3"));
+    check_json_lines(&out, &named, "default", "cpu");
+    assert_eq!(text(&out.stderr), "", "nothing on a non-terminal stderr when all goes well");
+}
+
+#[test]
+fn wgpu_json_of_a_short_clip_matches_the_reference() {
+    let wav = golden("short_2.wav");
+    let out = transcribe(&["--backend", "wgpu", "--format", "json", path_str(&wav)], None, &[]);
+    check_json_lines(&out, &[(path_str(&wav), "short_2")], "default", "wgpu");
+}
+
+#[test]
+fn no_timestamps_and_initial_prompt_reach_the_decoder() {
+    let wav = golden("short_1.wav");
+    let out = transcribe(&["--backend", "cpu", "-f", "json", "--no-timestamps", path_str(&wav)], None, &[]);
+    check_json_lines(&out, &[(path_str(&wav), "short_1")], "without_timestamps", "cpu");
+
+    let wav = golden("short_2.wav");
+    let prompt = reference("short_2", "initial_prompt")["options"]["initial_prompt"].as_str().unwrap().to_string();
+    let out = transcribe(&["--backend", "cpu", "-f", "json", "--initial-prompt", &prompt, path_str(&wav)], None, &[]);
+    check_json_lines(&out, &[(path_str(&wav), "short_2")], "initial_prompt", "cpu");
+}
+
+#[test]
+fn txt_srt_and_vtt_files_hold_the_reference_segments() {
+    let dir = scratch("formats");
+    let wav = golden("short_3.wav");
+    let segments = reference_segments("short_3");
+    assert_eq!(segments.len(), 2, "the clip has two cues to number");
+
+    let mut srt = Vec::new();
+    let mut vtt = String::from("WEBVTT\n");
+    for (i, (start, end, text)) in segments.iter().enumerate() {
+        srt.push(format!(
+            "{}\n{} --> {}\n{}\n",
+            i + 1,
+            stamp(*start, ',', false),
+            stamp(*end, ',', false),
+            text.trim()
+        ));
+        vtt += &format!("\n{} --> {}\n{}\n", stamp(*start, '.', false), stamp(*end, '.', false), text.trim());
+    }
+    let expected = [("txt", expected_txt("short_3")), ("srt", srt.join("\n")), ("vtt", vtt)];
+    for (format, want) in expected {
+        let out = transcribe(&["--backend", "cpu", "-f", format, "-o", path_str(&dir), path_str(&wav)], None, &[]);
+        assert!(out.status.success(), "{format}: exit {:?}, stderr:\n{}", out.status, text(&out.stderr));
+        assert_eq!(text(&out.stdout), "", "{format}: with --output-dir nothing goes to stdout");
+        let file = dir.join(format!("short_3.{format}"));
+        let got = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        assert_eq!(got, want, "{format}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_bad_file_in_a_batch_is_reported_and_the_others_are_transcribed() {
+    let (first, bad, last) = (golden("short_2.wav"), audio_fixture("garbage.wav"), golden("noisy.wav"));
+    let out = transcribe(&["--backend", "cpu", path_str(&first), path_str(&bad), path_str(&last)], None, &[]);
+    assert_eq!(out.status.code(), Some(1), "stderr:\n{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), expected_txt("short_2") + &expected_txt("noisy"));
+    let stderr = text(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "{stderr}");
+    let want = format!("susurrus: error: {}: not a supported audio format (WAV, FLAC, MP3, OGG Vorbis)", bad.display());
+    assert_eq!(lines, [want.as_str(), "susurrus: error: 1 of 3 files failed"]);
+}
+
+#[test]
+fn unreadable_inputs_fail_each_with_its_name_and_a_silent_one_gives_nothing() {
+    let (missing, empty, nan) =
+        (audio_fixture("no_such_file.wav"), audio_fixture("empty.wav"), audio_fixture("nan_f32.wav"));
+    let silent = audio_fixture("zero_samples.wav");
+    let inputs = [&missing, &empty, &silent, &nan];
+    let args: Vec<&str> = ["--backend", "cpu"].into_iter().chain(inputs.iter().map(|p| path_str(p))).collect();
+    let out = transcribe(&args, None, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(text(&out.stdout), "", "a file without samples has an empty transcript");
+    let want = [
+        format!("susurrus: error: {}: No such file or directory (os error 2)", missing.display()),
+        format!("susurrus: error: {}: empty file", empty.display()),
+        format!(
+            "susurrus: error: {}: the audio contains NaN or infinite samples (the first at 0.312 s)",
+            nan.display()
+        ),
+        "susurrus: error: 3 of 4 files failed".to_string(),
+    ];
+    assert_eq!(text(&out.stderr), want.join("\n") + "\n");
+}
+
+#[test]
+fn a_missing_model_names_the_fetch_script_before_any_file_is_read() {
+    let home = scratch("home");
+    let input = audio_fixture("no_such_file.wav");
+    let hint = "run ./scripts/fetch-model.sh to fetch whisper-tiny.en, or pass --model DIR with a CTranslate2 or \
+                Hugging Face Whisper folder";
+
+    let out = transcribe(&[path_str(&input)], None, &[("HOME", &home)]);
+    assert_eq!(out.status.code(), Some(1));
+    let default = home.join(".cache/susurrus/models/whisper-tiny.en-ct2");
+    let want = format!("susurrus: error: default model folder {} not found: {hint}\n", default.display());
+    assert_eq!(text(&out.stderr), want);
+
+    let out = transcribe(&["--model", path_str(&home), path_str(&input)], None, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let want =
+        format!("susurrus: error: model folder {} has no model.bin or model.safetensors: {hint}\n", home.display());
+    assert_eq!(text(&out.stderr), want);
+    std::fs::remove_dir_all(&home).unwrap();
+}
+
+#[test]
+fn options_the_model_cannot_honour_fail_before_any_file_is_read() {
+    let input = audio_fixture("no_such_file.wav");
+    let out = transcribe(&["--backend", "cpu", "--language", "de", path_str(&input)], None, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let want = format!(
+        "susurrus: error: --language de: the model in {} is English-only; leave --language out or pass a \
+         multilingual model with --model\n",
+        model_dir().display()
+    );
+    assert_eq!(text(&out.stderr), want);
+
+    let out = transcribe(&["--backend", "cpu", "--task", "translate", path_str(&input)], None, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let want = format!(
+        "susurrus: error: --task translate needs a multilingual model; the model in {} is English-only\n",
+        model_dir().display()
+    );
+    assert_eq!(text(&out.stderr), want);
+
+    let out = transcribe(&["--temperature", "-1", path_str(&input)], None, &[]);
+    assert_eq!(out.status.code(), Some(2), "a command-line error");
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.starts_with("error: invalid value '-1' for '--temperature <T>': a temperature is a number >= 0"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_reader_that_stops_reading_ends_the_batch_quietly() {
+    model_dir();
+    let wav = golden("noisy.wav");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_susurrus"))
+        .args(["transcribe", "--backend", "cpu", path_str(&wav), path_str(&wav)])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the susurrus binary runs");
+    let mut first = String::new();
+    {
+        let mut stdout = std::io::BufReader::new(child.stdout.take().expect("stdout is piped"));
+        std::io::BufRead::read_line(&mut stdout, &mut first).expect("the first segment arrives");
+    }
+    // The pipe is closed now; the second file's segment meets a broken pipe.
+    let out = child.wait_with_output().expect("the command finishes");
+    assert_eq!(first, expected_txt("noisy"));
+    assert_eq!((out.status.code(), text(&out.stderr)), (Some(0), String::new()));
+}
