@@ -1,8 +1,7 @@
 //! `softmax(q kᵀ · scale + mask) v` per head, scores materialised one block of queries at a
-//! time (64 x Sk floats: in cache, and two `gemm` calls per block do the work). A decoder
+//! time (64 x Sk floats: in cache, and two matrix products per block do the work). A decoder
 //! step's single query is dot products and a weighted sum instead.
 
-use gemm::Parallelism;
 use rayon::prelude::*;
 use susurrus_core::Result;
 use susurrus_core::ir::{DType, TensorType};
@@ -10,6 +9,7 @@ use susurrus_core::ops::MaskKind;
 
 use super::super::memory::SendPtr;
 use super::super::simd;
+use super::product::{View, matmul};
 
 thread_local! {
     /// Each pool thread's score block, kept between tasks: a fresh 384 KB allocation per
@@ -18,7 +18,7 @@ thread_local! {
 }
 
 /// Queries per block.
-const BLOCK: usize = 64;
+const BLOCK: usize = 128;
 /// At most this many queries take the dot-product path.
 const DOT_QUERIES: usize = 4;
 
@@ -93,31 +93,7 @@ impl Attention {
                 if rows_per == 1 {
                     simd::dot_rows(qh, kh, d, scores);
                 } else {
-                    // SAFETY: scores is rows x sk row-major; qh is rows x d; kh is sk x d read
-                    // as its transpose (d x sk, column stride d).
-                    unsafe {
-                        gemm::gemm(
-                            rows,
-                            sk,
-                            d,
-                            scores.as_mut_ptr(),
-                            1,
-                            sk as isize,
-                            false,
-                            qh.as_ptr(),
-                            1,
-                            d as isize,
-                            kh.as_ptr(),
-                            d as isize,
-                            1,
-                            0.0,
-                            1.0,
-                            false,
-                            false,
-                            false,
-                            Parallelism::None,
-                        );
-                    }
+                    matmul(rows, sk, d, View::rows(qh, d), View::transposed(kh, d), scores, 1);
                 }
                 for (i, row) in scores.chunks_mut(sk).enumerate() {
                     self.mask_row(row, first + i, mask);
@@ -126,30 +102,7 @@ impl Attention {
                 if rows_per == 1 {
                     simd::weighted_rows(scores, vh, dv, o);
                 } else {
-                    // SAFETY: o is rows x dv; scores rows x sk; vh sk x dv, all row-major.
-                    unsafe {
-                        gemm::gemm(
-                            rows,
-                            dv,
-                            sk,
-                            o.as_mut_ptr(),
-                            1,
-                            dv as isize,
-                            false,
-                            scores.as_ptr(),
-                            1,
-                            sk as isize,
-                            vh.as_ptr(),
-                            1,
-                            dv as isize,
-                            0.0,
-                            1.0,
-                            false,
-                            false,
-                            false,
-                            Parallelism::None,
-                        );
-                    }
+                    matmul(rows, dv, sk, View::rows(scores, sk), View::rows(vh, dv), o, 1);
                 }
             });
         });

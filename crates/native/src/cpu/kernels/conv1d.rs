@@ -1,7 +1,7 @@
 //! 1-D convolution as one matrix product: the input unrolled into columns
 //! (`[C_in x K, L_out]`, "im2col") times the weight seen as `[C_out, C_in x K]`, then bias.
 //! Whisper's two encoder convolutions are ~2 GFLOP per window; as a product they run at
-//! `gemm` speed.
+//! matrix-product speed.
 
 use half::f16;
 use rayon::prelude::*;
@@ -10,7 +10,8 @@ use susurrus_core::ir::{DType, TensorType};
 
 use super::super::compile::Operand;
 use super::super::memory::Bases;
-use super::linear::{parallelism, widen_into};
+use super::linear::widen_into;
+use super::product::{View, matmul};
 use super::{Scratch, input};
 
 #[derive(Debug)]
@@ -94,30 +95,7 @@ impl Conv1d {
             // SAFETY: the caller's contract.
             unsafe { input::<f32>(bases, ops[1])? }
         };
-        // SAFETY: out is c_out x n, w is c_out x red, cols is red x n, all row-major.
-        unsafe {
-            gemm::gemm(
-                self.c_out,
-                n,
-                red,
-                out.as_mut_ptr(),
-                1,
-                n as isize,
-                false,
-                w.as_ptr(),
-                1,
-                red as isize,
-                cols.as_ptr(),
-                1,
-                n as isize,
-                0.0,
-                1.0,
-                false,
-                false,
-                false,
-                parallelism(self.c_out * n * red, threads),
-            );
-        }
+        matmul(self.c_out, n, red, View::rows(w, red), View::rows(cols, n), out, threads);
         if self.bias {
             // SAFETY: the caller's contract.
             let b = unsafe { input::<f32>(bases, ops[2])? };

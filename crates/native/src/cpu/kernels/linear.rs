@@ -2,11 +2,9 @@
 //!
 //! A few rows (a decoder step, a short prompt) are dot products that read each weight row
 //! once, f16 widened on the fly: a decoder step is bound by reading the weights, and f16
-//! halves that. More rows go to the `gemm` crate (packed, cache-blocked, SIMD chosen at run
-//! time, threaded) on an f32 copy of the weight made into scratch memory: converting `N x K`
+//! halves that. More rows are a matrix product ([`super::product`]) on an f32 copy of the weight made into scratch memory: converting `N x K`
 //! values is small beside `M x N x K` multiply-adds.
 
-use gemm::Parallelism;
 use half::f16;
 use rayon::prelude::*;
 use susurrus_core::Result;
@@ -16,6 +14,7 @@ use susurrus_core::ops::Op;
 use super::super::compile::Operand;
 use super::super::memory::{Bases, SendPtr};
 use super::super::simd;
+use super::product::{View, matmul};
 use super::{Scratch, input};
 
 /// At most this many rows run as dot products.
@@ -91,32 +90,7 @@ impl Linear {
             unsafe { input::<f32>(bases, ops[1])? }
         };
         let (m, n, k) = (self.rows, self.n, self.k);
-        // SAFETY: out is m x n row-major, a is m x k row-major, w is n x k row-major read as
-        // its transpose (k x n with column stride k); all lengths were checked by `choose`
-        // against the types the regions were sized from.
-        unsafe {
-            gemm::gemm(
-                m,
-                n,
-                k,
-                out.as_mut_ptr(),
-                1,
-                n as isize,
-                false,
-                a.as_ptr(),
-                1,
-                k as isize,
-                w.as_ptr(),
-                k as isize,
-                1,
-                0.0,
-                1.0,
-                false,
-                false,
-                false,
-                parallelism(m * n * k, threads),
-            );
-        }
+        matmul(m, n, k, View::rows(a, k), View::transposed(w, k), out, threads);
         if self.bias || self.gelu {
             out.par_chunks_mut(n * 16).for_each(|rows| {
                 for row in rows.chunks_mut(n) {
@@ -170,10 +144,4 @@ pub fn widen_into(w: &[f16], dst: &mut Vec<f32>) {
         dst.resize(w.len(), 0.0);
     }
     dst[..w.len()].par_chunks_mut(1 << 16).zip(w.par_chunks(1 << 16)).for_each(|(d, s)| simd::widen(s, d));
-}
-
-/// Threads for a product of `work` multiply-adds: one below a size where splitting costs
-/// more than it saves.
-pub fn parallelism(work: usize, threads: usize) -> Parallelism {
-    if threads <= 1 || work < 1 << 18 { Parallelism::None } else { Parallelism::Rayon(threads) }
 }

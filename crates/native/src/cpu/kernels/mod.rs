@@ -11,6 +11,7 @@ mod integer;
 mod layout;
 mod linear;
 mod norm;
+mod product;
 mod reduce;
 
 use susurrus_core::ops::Op;
