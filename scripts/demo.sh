@@ -1,7 +1,23 @@
 #!/usr/bin/env bash
-# Builds the `susurrus` command in release mode and runs its demo (extra arguments go to it).
+# The main job on a fresh machine: installs what is missing (scripts/setup.sh), fetches
+# Whisper tiny.en once (scripts/fetch-model.sh), builds the `susurrus` command and transcribes
+# the bundled sample (samples/sample.wav, our own espeak-ng speech) on the fastest backend
+# here, then says how to open the web demo. Extra arguments go to `susurrus transcribe`
+# (e.g. `--format srt`, `--backend wgpu`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 ./scripts/setup.sh
-cargo run --release -p susurrus-native -- demo "$@"
+# The Vulkan loader (probed by --backend auto) wants a private runtime folder.
+export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-${HOME}/.cache/susurrus/xdg}"
+mkdir -p -m 700 "$XDG_RUNTIME_DIR"
+model=$(./scripts/fetch-model.sh | tail -n 1)
+cargo build --release --quiet -p susurrus-native
+./target/release/susurrus transcribe --model "$model" "$@" samples/sample.wav
+cat <<'NOTE'
+
+Web demo: www/index.html is the page the npm package will drive (in-browser transcription on
+WebGPU arrives with the web crate's API); today it is a static placeholder. Open it with
+  python3 -m http.server --directory www 8000   # then browse to http://localhost:8000
+More: ./target/release/susurrus --help, and the README's "Commands" section.
+NOTE

@@ -6,6 +6,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v espeak-ng >/dev/null || { echo "make-sample: needs espeak-ng (apt-get install espeak-ng)" >&2; exit 1; }
 mkdir -p samples
-espeak-ng -v en-us -s 150 -w samples/sample.wav \
-  "Susurrus turns speech into text on your own machine. Nothing you say leaves the computer, and the transcript arrives in a few seconds."
+espeak-ng -v en-us -s 140 -w samples/sample.wav \
+  "Speech becomes text on your own computer. Nothing you say leaves the machine, and the transcript arrives in a few seconds."
 echo "wrote samples/sample.wav"

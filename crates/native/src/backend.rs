@@ -18,9 +18,19 @@ pub enum BackendChoice {
 
 /// Opens the backend `choice` names. `threads` caps the CPU backend's threads (default: one
 /// per core).
+///
+/// `Auto` opens the adapter the wgpu backend picks and keeps it when it is real hardware; a
+/// software adapter (lavapipe, SwiftShader, WARP) runs the same work tens of times slower
+/// than the CPU backend on the same cores, so then, or when no adapter opens, the CPU
+/// backend runs.
 pub fn open(choice: BackendChoice, threads: Option<usize>) -> Result<Box<dyn Backend>> {
+    let cpu = || -> Result<Box<dyn Backend>> { Ok(Box::new(crate::cpu::FastCpuBackend::new(threads)?)) };
     match choice {
-        BackendChoice::Cpu | BackendChoice::Auto => Ok(Box::new(crate::cpu::FastCpuBackend::new(threads)?)),
+        BackendChoice::Cpu => cpu(),
         BackendChoice::Wgpu => Ok(Box::new(pollster::block_on(WgpuBackend::with_options(&WgpuOptions::default()))?)),
+        BackendChoice::Auto => match pollster::block_on(WgpuBackend::with_options(&WgpuOptions::default())) {
+            Ok(gpu) if !gpu.cpu_kernels() => Ok(Box::new(gpu)),
+            _ => cpu(),
+        },
     }
 }

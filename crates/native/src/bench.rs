@@ -110,7 +110,7 @@ pub fn measure(args: &BenchArgs) -> Result<BenchReport> {
     let window = pad_or_trim(&mel, CHUNK_FRAMES)?;
 
     let runs = args.runs as usize;
-    let encoder = time_runs(runs, || pollster::block_on(whisper.program_mut().encode(&window, false)).map(drop))?;
+    let encoder = time_runs(runs, || pollster::block_on(whisper.program_mut().encode_repeatedly(&window, 1)))?;
 
     let ids = whisper.tokenizer().special_ids().clone();
     let prompt = [ids.start_of_transcript, ids.no_timestamps];

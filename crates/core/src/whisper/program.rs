@@ -140,6 +140,14 @@ impl Program {
         Ok(out.remove(ENCODER_OUT))
     }
 
+    /// Runs the encoder `times` times on `mel` and resolves when the device has finished
+    /// (without reading anything back): what benchmarks time. [`Program::encode`] without
+    /// `read` may return before a GPU has finished.
+    pub async fn encode_repeatedly(&mut self, mel: &Tensor, times: usize) -> Result<()> {
+        let inputs = HashMap::from([(MEL.to_string(), mel.clone())]);
+        self.encoder.run_repeatedly(&inputs, &HashMap::new(), times).await
+    }
+
     /// Sets the sampling inputs of the next run. Greedy runs reuse the zero noise already in
     /// place, so a greedy step allocates nothing vocabulary-sized.
     fn set_sampling(&mut self, sampling: Sampling) -> Result<()> {
