@@ -191,6 +191,18 @@ impl OpKind for Attention {
                     .groups(x, y, 1);
             return Ok(Lowering::Kernel(spec));
         }
+        if sq == 1 && sk <= DECODE_MAX_KEYS {
+            let [x, y, _] = grid(lead.numel());
+            let spec =
+                KernelSpec::new("attention_decode", include_str!("../../../../kernels/attention_decode.wgsl"), &params)
+                    .define("D", d.to_string())
+                    .define("DV", dv.to_string())
+                    .define("MASK", mask.to_string())
+                    .define("MASK_LOAD", if self.mask == MaskKind::Additive { "ld3(e)" } else { "0.0" })
+                    .define("MAXK", sk.to_string())
+                    .groups(x, y, 1);
+            return Ok(Lowering::Kernel(spec));
+        }
         let [x, y, _] = grid(lead.numel() * qblocks);
         let spec = KernelSpec::new("attention", include_str!("../../../../kernels/attention.wgsl"), &params)
             .define("BQ", cfg.bq.to_string())
@@ -206,6 +218,10 @@ impl OpKind for Attention {
         Ok(Lowering::Kernel(spec))
     }
 }
+
+/// The most keys the one-query kernel (kernels/attention_decode.wgsl) takes: their scores
+/// live in workgroup memory, 12 KiB of WebGPU's default 16 KiB at this many.
+const DECODE_MAX_KEYS: usize = 3072;
 
 /// Invocations per workgroup of the CPU-adapter kernel (kernels/attention_cpu.wgsl).
 const CPU_GROUP: usize = 16;
@@ -306,6 +322,49 @@ pub(crate) fn harness_cases(cases: &mut CaseGen) -> Result<()> {
         (MaskKind::None, DType::F32, true),
     ];
     for (mask, dtype, large) in settings {
+        attention_case(cases, mask, dtype, large)?;
+    }
+    // Decoder steps: one query over a cache (the one-query kernel), Whisper-sized heads
+    // included.
+    for (mask, dtype, sk) in
+        [(MaskKind::Additive, DType::F32, 448), (MaskKind::None, DType::F16, 1500), (MaskKind::Causal, DType::F32, 65)]
+    {
+        decode_case(cases, mask, dtype, sk)?;
+    }
+    Ok(())
+}
+
+/// One query per head over `sk` keys, six heads of 64.
+fn decode_case(cases: &mut CaseGen, mask: MaskKind, dtype: DType, sk: usize) -> Result<()> {
+    let mut g = Graph::new("attention");
+    let q = g.input("q", ty(dtype, &[6, 1, 64]))?;
+    let k = g.input("k", ty(dtype, &[6, sk, 64]))?;
+    let v = g.input("v", ty(dtype, &[6, sk, 64]))?;
+    let mut inputs = vec![q, k, v];
+    if mask == MaskKind::Additive {
+        inputs.push(g.input("mask", ty(dtype, &[1, sk]))?);
+    }
+    let y = g.push(Attention { scale: 0.125, mask }, &inputs)?;
+    g.output("y", y)?;
+    let (mut run, weights) = cases.run(&g, &[], &[])?;
+    if mask == MaskKind::Additive {
+        run.inputs.insert("mask".into(), random_mask(cases, dtype, 1, sk)?);
+    }
+    let tol = Tolerance::Close { abs: 1e-6 * (64 + sk) as f32 + 1e-5, rel: 1e-4 };
+    cases.push_runs(
+        "attention",
+        &format!("attention {dtype} decode sk={sk} mask={mask:?}"),
+        g,
+        tol,
+        weights,
+        vec![run],
+    );
+    Ok(())
+}
+
+/// One case of the general kernel's shapes.
+fn attention_case(cases: &mut CaseGen, mask: MaskKind, dtype: DType, large: bool) -> Result<()> {
+    {
         let lead = if large {
             vec![4]
         } else if cases.coin() {
