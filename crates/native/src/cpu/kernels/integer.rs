@@ -100,6 +100,8 @@ fn arith(kind: BinaryKind, x: u32, y: u32, signed: bool) -> u32 {
         BinaryKind::Min if signed => (x as i32).min(y as i32) as u32,
         BinaryKind::Max => x.max(y),
         BinaryKind::Min => x.min(y),
-        BinaryKind::Div => unreachable!("`choose` leaves integer division to the reference"),
+        // Never chosen: `choose` leaves division to the reference, which reports a zero divisor.
+        BinaryKind::Div if signed => (x as i32).checked_div(y as i32).map_or(0, |q| q as u32),
+        BinaryKind::Div => x.checked_div(y).unwrap_or(0),
     }
 }
