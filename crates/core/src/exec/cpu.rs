@@ -13,7 +13,7 @@ use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 use std::sync::Arc;
 
-use super::{Backend, BoxFuture, Executable, Weights, check_supported, linked_states};
+use super::{Backend, BoxFuture, Executable, Weights, check_run_args, check_supported, linked_states, supplied_weight};
 use crate::error::{Error, Result};
 use crate::ir::{DType, NodeId, TensorType};
 use crate::ops::{EvalCtx, Op};
@@ -73,10 +73,7 @@ impl CpuBackend {
         for id in plan.graph.ids() {
             match &plan.graph.node(id).op {
                 Op::Param(p) => {
-                    let w = weights
-                        .get(&p.name)
-                        .ok_or_else(|| Error::BadArgument(format!("weight '{}' was not supplied", p.name)))?;
-                    w.expect_type(&p.ty, &format!("weight '{}'", p.name))?;
+                    let w = supplied_weight(weights, p)?;
                     own_weights.insert(p.name.clone(), w.clone());
                 }
                 Op::Const(c) => {
@@ -230,43 +227,13 @@ impl CpuExecutable {
         Ok(())
     }
 
-    /// Checks the run's arguments before anything is touched, so a bad call changes nothing.
-    fn check_args(&self, inputs: &HashMap<String, Tensor>, outputs: &[&str]) -> Result<Vec<NodeId>> {
-        let g = &self.plan.graph;
-        let mut declared = Vec::new();
-        for node in g.nodes() {
-            if let Op::Input(i) = &node.op {
-                let t = inputs
-                    .get(&i.name)
-                    .ok_or_else(|| Error::BadArgument(format!("input '{}' was not supplied", i.name)))?;
-                t.expect_type(&i.ty, &format!("input '{}'", i.name))?;
-                declared.push(i.name.as_str());
-            }
-        }
-        let mut given: Vec<&String> = inputs.keys().collect();
-        given.sort();
-        if let Some(unknown) = given.into_iter().find(|k| !declared.contains(&k.as_str())) {
-            return Err(Error::BadArgument(format!("input '{unknown}' is not used by graph '{}'", g.name())));
-        }
-        outputs
-            .iter()
-            .map(|&name| {
-                g.outputs()
-                    .iter()
-                    .find(|(n, _)| n == name)
-                    .map(|&(_, id)| id)
-                    .ok_or_else(|| Error::BadArgument(format!("graph '{}' has no output '{name}'", g.name())))
-            })
-            .collect()
-    }
-
     fn run_now(
         &mut self,
         inputs: &HashMap<String, Tensor>,
         scalars: &HashMap<String, u32>,
         outputs: &[&str],
     ) -> Result<HashMap<String, Tensor>> {
-        let wanted = self.check_args(inputs, outputs)?;
+        let wanted = check_run_args(&self.plan.graph, inputs, outputs)?;
         let scalar_values = self.plan.graph.scalar_values(scalars)?;
         let empty = HashMap::new();
         let ctx = EvalCtx { inputs: &empty, weights: &empty, states: &empty, scalars: &scalar_values };

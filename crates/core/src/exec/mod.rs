@@ -105,6 +105,49 @@ pub trait Executable {
     ) -> BoxFuture<'a, ()>;
 }
 
+/// The weight `p` names, checked against its declared type.
+pub fn supplied_weight<'w>(weights: &'w Weights, p: &crate::ops::Param) -> Result<&'w Tensor> {
+    let w = weights.get(&p.name).ok_or_else(|| Error::BadArgument(format!("weight '{}' was not supplied", p.name)))?;
+    w.expect_type(&p.ty, &format!("weight '{}'", p.name))?;
+    Ok(w)
+}
+
+/// Checks a run's arguments against `graph` before anything is touched, so a bad call
+/// changes nothing: every input supplied with its declared type, none unknown, every wanted
+/// output declared. Returns the wanted outputs' nodes, in order.
+pub fn check_run_args(
+    graph: &crate::ir::Graph,
+    inputs: &HashMap<String, Tensor>,
+    outputs: &[&str],
+) -> Result<Vec<crate::ir::NodeId>> {
+    let mut declared = Vec::new();
+    for node in graph.nodes() {
+        if let Op::Input(i) = &node.op {
+            let t = inputs
+                .get(&i.name)
+                .ok_or_else(|| Error::BadArgument(format!("input '{}' was not supplied", i.name)))?;
+            t.expect_type(&i.ty, &format!("input '{}'", i.name))?;
+            declared.push(i.name.as_str());
+        }
+    }
+    let mut given: Vec<&String> = inputs.keys().collect();
+    given.sort();
+    if let Some(unknown) = given.into_iter().find(|k| !declared.contains(&k.as_str())) {
+        return Err(Error::BadArgument(format!("input '{unknown}' is not used by graph '{}'", graph.name())));
+    }
+    outputs
+        .iter()
+        .map(|&name| {
+            graph
+                .outputs()
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|&(_, id)| id)
+                .ok_or_else(|| Error::BadArgument(format!("graph '{}' has no output '{name}'", graph.name())))
+        })
+        .collect()
+}
+
 /// The first op of `plan` that `backend` lacks, as an [`Error::Unsupported`].
 pub fn check_supported(backend: &dyn Backend, plan: &Plan) -> Result<()> {
     for node in plan.graph.nodes() {

@@ -324,22 +324,25 @@ pub(crate) fn harness_cases(cases: &mut CaseGen) -> Result<()> {
     for (mask, dtype, large) in settings {
         attention_case(cases, mask, dtype, large)?;
     }
-    // Decoder steps: one query over a cache (the one-query kernel), Whisper-sized heads
-    // included.
-    for (mask, dtype, sk) in
-        [(MaskKind::Additive, DType::F32, 448), (MaskKind::None, DType::F16, 1500), (MaskKind::Causal, DType::F32, 65)]
-    {
-        decode_case(cases, mask, dtype, sk)?;
+    // Decoder steps: one query over a cache (the one-query kernel), with Whisper's cache and
+    // audio lengths.
+    let decode = [
+        (MaskKind::Additive, DType::F32, 2, 448),
+        (MaskKind::None, DType::F16, 1, 1500),
+        (MaskKind::Causal, DType::F32, 6, 65),
+    ];
+    for (mask, dtype, heads, sk) in decode {
+        decode_case(cases, mask, dtype, heads, sk)?;
     }
     Ok(())
 }
 
-/// One query per head over `sk` keys, six heads of 64.
-fn decode_case(cases: &mut CaseGen, mask: MaskKind, dtype: DType, sk: usize) -> Result<()> {
+/// One query per head over `sk` keys, heads of 64 (within the harness's tensor budget).
+fn decode_case(cases: &mut CaseGen, mask: MaskKind, dtype: DType, heads: usize, sk: usize) -> Result<()> {
     let mut g = Graph::new("attention");
-    let q = g.input("q", ty(dtype, &[6, 1, 64]))?;
-    let k = g.input("k", ty(dtype, &[6, sk, 64]))?;
-    let v = g.input("v", ty(dtype, &[6, sk, 64]))?;
+    let q = g.input("q", ty(dtype, &[heads, 1, 64]))?;
+    let k = g.input("k", ty(dtype, &[heads, sk, 64]))?;
+    let v = g.input("v", ty(dtype, &[heads, sk, 64]))?;
     let mut inputs = vec![q, k, v];
     if mask == MaskKind::Additive {
         inputs.push(g.input("mask", ty(dtype, &[1, sk]))?);
@@ -644,12 +647,18 @@ mod tests {
         assert_eq!(spec.workgroups, [12, 1, 1]);
         assert_eq!((define(&spec, "BQ"), define(&spec, "MASK_LOAD")), ("32", "ld3(e)"));
 
-        // A decoder step: one (partly used) query block per head.
+        // A decoder step: the one-query kernel, a workgroup per head, the keys' scores in
+        // workgroup memory.
         let op = Attention { scale: 0.125, mask: MaskKind::Causal };
         let spec = lower(&op, &[t(&[6, 1, 64]), t(&[6, 448, 64]), t(&[6, 448, 33])]).unwrap();
         assert_eq!(spec.workgroups, [6, 1, 1]);
-        assert_eq!((define(&spec, "BQ"), define(&spec, "CG")), ("32", "8"));
+        assert_eq!((define(&spec, "MAXK"), define(&spec, "DV")), ("448", "33"));
         assert_eq!((define(&spec, "MASK"), define(&spec, "MASK_LOAD")), ("2", "0.0"));
+        // More keys than its workgroup memory holds: the general kernel, one (partly used)
+        // query block per head.
+        let spec = lower(&op, &[t(&[6, 1, 64]), t(&[6, 3073, 64]), t(&[6, 3073, 33])]).unwrap();
+        assert_eq!(spec.workgroups, [6, 1, 1]);
+        assert_eq!((define(&spec, "BQ"), define(&spec, "CG")), ("32", "8"));
     }
 
     #[test]

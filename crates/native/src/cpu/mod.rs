@@ -23,7 +23,7 @@ use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use susurrus_core::exec::{Backend, BoxFuture, Executable, Weights, linked_states};
+use susurrus_core::exec::{Backend, BoxFuture, Executable, Weights, check_run_args, linked_states, supplied_weight};
 use susurrus_core::ir::NodeId;
 use susurrus_core::ops::{EvalCtx, Op};
 use susurrus_core::plan::Plan;
@@ -143,10 +143,7 @@ impl FastCpuBackend {
         for id in plan.graph.ids() {
             match &plan.graph.node(id).op {
                 Op::Param(p) => {
-                    let w = weights
-                        .get(&p.name)
-                        .ok_or_else(|| Error::BadArgument(format!("weight '{}' was not supplied", p.name)))?;
-                    w.expect_type(&p.ty, &format!("weight '{}'", p.name))?;
+                    let w = supplied_weight(weights, p)?;
                     let t = held.entry(p.name.clone()).or_insert_with(|| Arc::new(w.clone()));
                     params.push(Arc::clone(t));
                     param_names.push(p.name.clone());
@@ -252,20 +249,8 @@ impl FastCpuExecutable {
         scalars: &HashMap<String, u32>,
         outputs: &[&str],
     ) -> Result<HashMap<String, Tensor>> {
-        let g = &self.plan.graph;
-        for (name, ty, _) in &self.inputs {
-            let t = inputs.get(name).ok_or_else(|| Error::BadArgument(format!("input '{name}' was not supplied")))?;
-            t.expect_type(ty, &format!("input '{name}'"))?;
-        }
-        let mut given: Vec<&String> = inputs.keys().collect();
-        given.sort();
-        if let Some(unknown) = given.into_iter().find(|k| !self.inputs.iter().any(|i| &i.0 == *k)) {
-            return Err(Error::BadArgument(format!("input '{unknown}' is not used by graph '{}'", g.name())));
-        }
-        if let Some(missing) = outputs.iter().find(|o| !self.outputs.contains_key(**o)) {
-            return Err(Error::BadArgument(format!("graph '{}' has no output '{missing}'", g.name())));
-        }
-        let scalar_values = g.scalar_values(scalars)?;
+        check_run_args(&self.plan.graph, inputs, outputs)?;
+        let scalar_values = self.plan.graph.scalar_values(scalars)?;
         self.take_states()?;
         let ran = self.execute(inputs, &scalar_values).and_then(|()| self.read_outputs(outputs));
         self.return_states();
