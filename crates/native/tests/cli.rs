@@ -93,8 +93,16 @@ fn help_lists_the_subcommands() {
     assert!(out.status.success());
     let text = stdout(&out);
     assert!(text.starts_with("Whisper speech recognition"), "{text}");
-    assert!(text.contains("  demo       Build a Whisper-tiny-shaped encoder layer"), "{text}");
-    assert!(text.contains("  bench-ops  Time the ops of Whisper tiny"), "{text}");
+    for line in [
+        "  transcribe  Transcribe audio files (WAV, FLAC, MP3, OGG Vorbis; `-` reads standard input)",
+        "  bench       Time the encoder, a decoder step and a whole transcription on a backend",
+        "  convert     Convert a CTranslate2 model folder to a Hugging Face folder with f16 safetensors",
+        "  info        List GPU adapters with their limits and features, and describe a model",
+        "  demo        Build a Whisper-tiny-shaped encoder layer",
+        "  bench-ops   Time the ops of Whisper tiny",
+    ] {
+        assert!(text.contains(line), "{line:?} missing from:\n{text}");
+    }
 }
 
 #[test]
