@@ -128,12 +128,25 @@ pub(super) fn broadcast(t: &TensorType, out: &TensorType) -> Option<Broadcast> {
         .then(|| Broadcast::Suffix(dims.iter().product::<usize>().max(1)))
 }
 
-/// Loads elements `first..` of a source into `r` as f32.
+/// Loads elements `first..` of a source into `r` as f32. Each case is its own loop (no
+/// per-element branch or division), so the loads vectorise.
 fn load(r: &mut [f32], src: &[u32], first: usize, bc: Broadcast, int: bool) {
-    let value = |w: u32| if int { if w != 0 { 1.0 } else { 0.0 } } else { f32::from_bits(w) };
-    match bc {
-        Broadcast::Full => r.iter_mut().zip(&src[first..]).for_each(|(v, &w)| *v = value(w)),
-        Broadcast::Suffix(len) => r.iter_mut().enumerate().for_each(|(j, v)| *v = value(src[(first + j) % len])),
+    let truth = |w: u32| if w != 0 { 1.0 } else { 0.0 };
+    match (bc, int) {
+        (Broadcast::Full, false) => r.iter_mut().zip(&src[first..]).for_each(|(v, &w)| *v = f32::from_bits(w)),
+        (Broadcast::Full, true) => r.iter_mut().zip(&src[first..]).for_each(|(v, &w)| *v = truth(w)),
+        (Broadcast::Suffix(1), false) => r.fill(f32::from_bits(src[0])),
+        (Broadcast::Suffix(1), true) => r.fill(truth(src[0])),
+        (Broadcast::Suffix(len), int) => {
+            let mut at = first % len;
+            for v in r.iter_mut() {
+                *v = if int { truth(src[at]) } else { f32::from_bits(src[at]) };
+                at += 1;
+                if at == len {
+                    at = 0;
+                }
+            }
+        }
     }
 }
 

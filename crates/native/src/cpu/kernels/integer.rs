@@ -1,6 +1,7 @@
 //! Comparisons (any dtype, giving u32 0/1) and integer arithmetic (u32/i32, wrapping): the
 //! id-range masks of token selection run over the whole vocabulary every decoder step.
 
+use rayon::prelude::*;
 use susurrus_core::Result;
 use susurrus_core::ir::{DType, TensorType};
 use susurrus_core::ops::{BinaryKind, CmpKind, Op};
@@ -47,27 +48,55 @@ impl Integer {
             Operand::Output => None,
         };
         let (a, b) = (src(ops[0]), src(ops[1]));
-        let (mut xa, mut xb) = ([0u32; BLOCK], [0u32; BLOCK]);
-        for (c, chunk) in out.chunks_mut(BLOCK).enumerate() {
-            let (first, len) = (c * BLOCK, chunk.len());
-            load(&mut xa[..len], a, self.a, chunk, first);
-            load(&mut xb[..len], b, self.b, chunk, first);
-            let (x, y) = (&xa[..len], &xb[..len]);
-            match (self.what, self.dtype) {
-                (What::Compare(k), DType::F32) => {
-                    apply(chunk, x, y, |x, y| k.holds(f32::from_bits(x), f32::from_bits(y)) as u32)
-                }
-                (What::Compare(k), DType::I32) => apply(chunk, x, y, |x, y| k.holds(x as i32, y as i32) as u32),
-                (What::Compare(k), _) => apply(chunk, x, y, |x, y| k.holds(x, y) as u32),
-                (What::Arith(k), dtype) => {
-                    let signed = dtype == DType::I32;
-                    apply(chunk, x, y, |x, y| arith(k, x, y, signed))
-                }
+        let job = |first: usize, part: &mut [u32]| {
+            let (mut xa, mut xb) = ([0u32; BLOCK], [0u32; BLOCK]);
+            for (c, chunk) in part.chunks_mut(BLOCK).enumerate() {
+                let (at, len) = (first + c * BLOCK, chunk.len());
+                load(&mut xa[..len], a, self.a, chunk, at);
+                load(&mut xb[..len], b, self.b, chunk, at);
+                self.block(chunk, &xa[..len], &xb[..len]);
             }
+        };
+        if out.len() < PARALLEL {
+            job(0, out);
+        } else {
+            out.par_chunks_mut(PARALLEL / 4).enumerate().for_each(|(c, part)| job(c * (PARALLEL / 4), part));
         }
         Ok(())
     }
+
+    /// One block, with the operation chosen outside the element loop so each loop is a
+    /// single comparison or operation the compiler vectorises.
+    fn block(&self, out: &mut [u32], x: &[u32], y: &[u32]) {
+        macro_rules! compare {
+            ($k:expr, $conv:expr) => {
+                match $k {
+                    CmpKind::Eq => apply(out, x, y, |a, b| ($conv(a) == $conv(b)) as u32),
+                    CmpKind::Ne => apply(out, x, y, |a, b| ($conv(a) != $conv(b)) as u32),
+                    CmpKind::Lt => apply(out, x, y, |a, b| ($conv(a) < $conv(b)) as u32),
+                    CmpKind::Le => apply(out, x, y, |a, b| ($conv(a) <= $conv(b)) as u32),
+                    CmpKind::Gt => apply(out, x, y, |a, b| ($conv(a) > $conv(b)) as u32),
+                    CmpKind::Ge => apply(out, x, y, |a, b| ($conv(a) >= $conv(b)) as u32),
+                }
+            };
+        }
+        match (self.what, self.dtype) {
+            (What::Compare(k), DType::F32) => compare!(k, f32::from_bits),
+            (What::Compare(k), DType::I32) => compare!(k, |v: u32| v as i32),
+            (What::Compare(k), _) => compare!(k, |v: u32| v),
+            (What::Arith(BinaryKind::Add), _) => apply(out, x, y, u32::wrapping_add),
+            (What::Arith(BinaryKind::Sub), _) => apply(out, x, y, u32::wrapping_sub),
+            (What::Arith(BinaryKind::Mul), _) => apply(out, x, y, u32::wrapping_mul),
+            (What::Arith(k), dtype) => {
+                let signed = dtype == DType::I32;
+                apply(out, x, y, |a, b| arith(k, a, b, signed))
+            }
+        }
+    }
 }
+
+/// Elements below which one thread does the whole job.
+const PARALLEL: usize = 1 << 15;
 
 /// Elements per block.
 const BLOCK: usize = 512;
@@ -78,7 +107,16 @@ fn load(r: &mut [u32], src: Option<&[u32]>, bc: Broadcast, out: &[u32], first: u
         (None, _) => r.copy_from_slice(out),
         (Some(s), Broadcast::Full) => r.copy_from_slice(&s[first..first + r.len()]),
         (Some(s), Broadcast::Suffix(1)) => r.fill(s[0]),
-        (Some(s), Broadcast::Suffix(len)) => r.iter_mut().enumerate().for_each(|(j, v)| *v = s[(first + j) % len]),
+        (Some(s), Broadcast::Suffix(len)) => {
+            let mut at = first % len;
+            for v in r.iter_mut() {
+                *v = s[at];
+                at += 1;
+                if at == len {
+                    at = 0;
+                }
+            }
+        }
     }
 }
 

@@ -19,6 +19,8 @@ use super::{Scratch, input};
 
 /// At most this many rows run as dot products.
 const DOT_ROWS: usize = 8;
+/// Multiply-adds below which the dot-product path stays on the calling thread.
+const SMALL_WORK: usize = 1 << 18;
 /// Output columns per parallel task of the dot-product path.
 const COLUMN_BLOCK: usize = 64;
 
@@ -118,7 +120,7 @@ impl Linear {
     ) {
         let (rows, n, k) = (self.rows, self.n, self.k);
         let dst = SendPtr(out.as_mut_ptr());
-        (0..n.div_ceil(COLUMN_BLOCK)).into_par_iter().for_each(|block| {
+        let job = |block: usize| {
             let cols = block * COLUMN_BLOCK..((block + 1) * COLUMN_BLOCK).min(n);
             let mut tmp = [0.0f32; COLUMN_BLOCK];
             let tmp = &mut tmp[..cols.len()];
@@ -134,7 +136,14 @@ impl Linear {
                 // column blocks are disjoint, so no two tasks write one element.
                 unsafe { std::ptr::copy_nonoverlapping(tmp.as_ptr(), dst.get().add(r * n + cols.start), tmp.len()) };
             }
-        });
+        };
+        let blocks = n.div_ceil(COLUMN_BLOCK);
+        // A small product (a 384 x 384 projection) takes less time than waking the pool.
+        if rows * n * k < SMALL_WORK {
+            (0..blocks).for_each(job);
+        } else {
+            (0..blocks).into_par_iter().for_each(job);
+        }
     }
 }
 
