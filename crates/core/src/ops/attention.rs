@@ -180,6 +180,8 @@ impl OpKind for Attention {
             MaskKind::Additive => 1,
             MaskKind::Causal => 2,
         };
+        // How every kernel variant reads the additive mask: input 3, or no input.
+        let mask_load = if self.mask == MaskKind::Additive { "ld3(e)" } else { "0.0" };
         if cpu {
             let [x, y, _] = grid((lead.numel() * qblocks).div_ceil(CPU_GROUP));
             let spec =
@@ -187,7 +189,7 @@ impl OpKind for Attention {
                     .define("D", d.to_string())
                     .define("DV", dv.to_string())
                     .define("MASK", mask.to_string())
-                    .define("MASK_LOAD", if self.mask == MaskKind::Additive { "ld3(e)" } else { "0.0" })
+                    .define("MASK_LOAD", mask_load)
                     .groups(x, y, 1);
             return Ok(Lowering::Kernel(spec));
         }
@@ -198,7 +200,7 @@ impl OpKind for Attention {
                     .define("D", d.to_string())
                     .define("DV", dv.to_string())
                     .define("MASK", mask.to_string())
-                    .define("MASK_LOAD", if self.mask == MaskKind::Additive { "ld3(e)" } else { "0.0" })
+                    .define("MASK_LOAD", mask_load)
                     .define("MAXK", sk.to_string())
                     .groups(x, y, 1);
             return Ok(Lowering::Kernel(spec));
@@ -211,7 +213,7 @@ impl OpKind for Attention {
             .define("DV", dv.to_string())
             .define("CG", cfg.cg.to_string())
             .define("MASK", mask.to_string())
-            .define("MASK_LOAD", if self.mask == MaskKind::Additive { "ld3(e)" } else { "0.0" })
+            .define("MASK_LOAD", mask_load)
             .define("KT_LEN", cfg.kt_len(d).to_string())
             .define("VT_LEN", cfg.vt_len(dv).to_string())
             .groups(x, y, 1);

@@ -161,7 +161,7 @@ impl FastCpuBackend {
         let mut inputs = Vec::new();
         for id in plan.graph.ids() {
             if let Op::Input(i) = &plan.graph.node(id).op {
-                inputs.push((i.name.clone(), i.ty.clone(), compile::region(plan, id, &names)?));
+                inputs.push((i.name.clone(), compile::region(plan, id, &names)?));
             }
         }
         let mut outputs = HashMap::new();
@@ -200,7 +200,8 @@ struct FastCpuExecutable {
     states: Vec<Vec<u32>>,
     shared: Shared,
     steps: Vec<Step>,
-    inputs: Vec<(String, susurrus_core::ir::TensorType, Region)>,
+    /// Each input's region, where a run copies it (its type is checked by `check_run_args`).
+    inputs: Vec<(String, Region)>,
     outputs: HashMap<String, (NodeId, Region)>,
     scratch: Scratch,
     pool: Arc<rayon::ThreadPool>,
@@ -234,7 +235,7 @@ impl FastCpuExecutable {
             consts: self.consts.iter().map(|t| (std::ptr::null(), t.as_bytes().len())).collect(),
         };
         let regions = self.steps.iter().flat_map(|s| s.input_regions.iter().chain([&s.out]));
-        let io = self.inputs.iter().map(|i| &i.2).chain(self.outputs.values().map(|o| &o.1));
+        let io = self.inputs.iter().map(|i| &i.1).chain(self.outputs.values().map(|o| &o.1));
         for r in regions.chain(io) {
             if !bases.contains(*r) || r.offset % 4 != 0 {
                 return Err(Error::Backend(format!("cpu: region {r:?} lies outside its buffer")));
@@ -277,7 +278,7 @@ impl FastCpuExecutable {
 
     fn execute(&mut self, inputs: &HashMap<String, Tensor>, scalars: &[u32]) -> Result<()> {
         let arena: &mut [u8] = bytemuck::cast_slice_mut(&mut self.arena);
-        for (name, _, r) in &self.inputs {
+        for (name, r) in &self.inputs {
             let bytes = inputs[name].as_bytes();
             arena[r.offset..r.offset + bytes.len()].copy_from_slice(bytes);
         }

@@ -3,14 +3,13 @@
 //! Whisper's two encoder convolutions are ~2 GFLOP per window; as a product they run at
 //! matrix-product speed.
 
-use half::f16;
 use rayon::prelude::*;
 use susurrus_core::Result;
 use susurrus_core::ir::{DType, TensorType};
 
 use super::super::compile::Operand;
 use super::super::memory::Bases;
-use super::linear::widen_into;
+use super::linear::weight_f32;
 use super::product::{View, matmul};
 use super::{Scratch, input};
 
@@ -86,15 +85,8 @@ impl Conv1d {
                 *v = src.get(at).copied().unwrap_or(0.0);
             }
         });
-        let w: &[f32] = if self.f16 {
-            // SAFETY: the caller's contract.
-            let w16 = unsafe { input::<f16>(bases, ops[1])? };
-            widen_into(w16, weights);
-            &weights[..w16.len()]
-        } else {
-            // SAFETY: the caller's contract.
-            unsafe { input::<f32>(bases, ops[1])? }
-        };
+        // SAFETY: the caller's contract.
+        let w = unsafe { weight_f32(bases, ops[1], self.f16, weights)? };
         matmul(self.c_out, n, red, View::rows(w, red), View::rows(cols, n), out, threads);
         if self.bias {
             // SAFETY: the caller's contract.

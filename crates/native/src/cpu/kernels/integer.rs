@@ -84,13 +84,20 @@ impl Integer {
             (What::Compare(k), DType::F32) => compare!(k, f32::from_bits),
             (What::Compare(k), DType::I32) => compare!(k, |v: u32| v as i32),
             (What::Compare(k), _) => compare!(k, |v: u32| v),
+            // 32-bit wrapping results: what the reference's i64 arithmetic keeps in 32 bits.
             (What::Arith(BinaryKind::Add), _) => apply(out, x, y, u32::wrapping_add),
             (What::Arith(BinaryKind::Sub), _) => apply(out, x, y, u32::wrapping_sub),
             (What::Arith(BinaryKind::Mul), _) => apply(out, x, y, u32::wrapping_mul),
-            (What::Arith(k), dtype) => {
-                let signed = dtype == DType::I32;
-                apply(out, x, y, |a, b| arith(k, a, b, signed))
+            (What::Arith(BinaryKind::Max), DType::I32) => apply(out, x, y, |a, b| (a as i32).max(b as i32) as u32),
+            (What::Arith(BinaryKind::Min), DType::I32) => apply(out, x, y, |a, b| (a as i32).min(b as i32) as u32),
+            (What::Arith(BinaryKind::Max), _) => apply(out, x, y, u32::max),
+            (What::Arith(BinaryKind::Min), _) => apply(out, x, y, u32::min),
+            // Never chosen: `choose` leaves division to the reference, which reports a zero
+            // divisor; without a panic path here all the same.
+            (What::Arith(BinaryKind::Div), DType::I32) => {
+                apply(out, x, y, |a, b| (a as i32).checked_div(b as i32).map_or(0, |q| q as u32))
             }
+            (What::Arith(BinaryKind::Div), _) => apply(out, x, y, |a, b| a.checked_div(b).unwrap_or(0)),
         }
     }
 }
@@ -125,21 +132,5 @@ fn load(r: &mut [u32], src: Option<&[u32]>, bc: Broadcast, out: &[u32], first: u
 fn apply(out: &mut [u32], x: &[u32], y: &[u32], f: impl Fn(u32, u32) -> u32) {
     for ((o, &x), &y) in out.iter_mut().zip(x).zip(y) {
         *o = f(x, y);
-    }
-}
-
-/// 32-bit wrapping arithmetic (what the reference's i64 computation keeps in 32 bits).
-fn arith(kind: BinaryKind, x: u32, y: u32, signed: bool) -> u32 {
-    match kind {
-        BinaryKind::Add => x.wrapping_add(y),
-        BinaryKind::Sub => x.wrapping_sub(y),
-        BinaryKind::Mul => x.wrapping_mul(y),
-        BinaryKind::Max if signed => (x as i32).max(y as i32) as u32,
-        BinaryKind::Min if signed => (x as i32).min(y as i32) as u32,
-        BinaryKind::Max => x.max(y),
-        BinaryKind::Min => x.min(y),
-        // Never chosen: `choose` leaves division to the reference, which reports a zero divisor.
-        BinaryKind::Div if signed => (x as i32).checked_div(y as i32).map_or(0, |q| q as u32),
-        BinaryKind::Div => x.checked_div(y).unwrap_or(0),
     }
 }

@@ -82,15 +82,8 @@ impl Linear {
             }
             return Ok(());
         }
-        let w: &[f32] = if self.f16 {
-            // SAFETY: the caller's contract.
-            let w16 = unsafe { input::<f16>(bases, ops[1])? };
-            widen_into(w16, &mut scratch.weights);
-            &scratch.weights[..w16.len()]
-        } else {
-            // SAFETY: the caller's contract.
-            unsafe { input::<f32>(bases, ops[1])? }
-        };
+        // SAFETY: the caller's contract.
+        let w = unsafe { weight_f32(bases, ops[1], self.f16, &mut scratch.weights)? };
         let (m, n, k) = (self.rows, self.n, self.k);
         matmul(m, n, k, View::rows(a, k), View::transposed(w, k), out, threads);
         if self.bias || self.gelu {
@@ -145,6 +138,21 @@ impl Linear {
             (0..blocks).into_par_iter().for_each(job);
         }
     }
+}
+
+/// A weight operand as f32: read in place when it is f32, else widened into `dst`.
+///
+/// # Safety
+/// As [`Bases::slice`] for the operand.
+pub unsafe fn weight_f32<'a>(bases: &Bases, op: Operand, f16: bool, dst: &'a mut Vec<f32>) -> Result<&'a [f32]> {
+    if !f16 {
+        // SAFETY: the caller's contract.
+        return unsafe { input::<f32>(bases, op) };
+    }
+    // SAFETY: the caller's contract.
+    let w16 = unsafe { input::<f16>(bases, op)? };
+    widen_into(w16, dst);
+    Ok(&dst[..w16.len()])
 }
 
 /// Widens `w` into `dst` (grown as needed), in parallel.
