@@ -23,6 +23,14 @@ pub enum Error {
     /// A command-line value the parser accepted but the command cannot use.
     #[error("{0}")]
     Usage(String),
+    /// The HTTP server of `susurrus serve`: it cannot listen on `addr`, or stopped accepting there.
+    #[error("{action} {addr}: {source}")]
+    Server {
+        action: &'static str,
+        addr: String,
+        #[source]
+        source: std::io::Error,
+    },
     /// A batch in which some inputs failed (each was reported as it failed).
     #[error("{failed} of {total} files failed")]
     FilesFailed { failed: usize, total: usize },

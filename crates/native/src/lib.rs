@@ -11,6 +11,7 @@ pub mod error;
 pub mod info;
 pub mod model_dir;
 pub mod output;
+pub mod serve;
 pub mod transcribe;
 
 use std::io::Write;
@@ -49,6 +50,8 @@ pub enum Command {
     /// Time the ops of Whisper tiny (encoder at 1500 positions, one decoder step) on the wgpu
     /// and CPU executors and print time, GFLOP/s and GB/s per op.
     BenchOps(BenchOpsArgs),
+    /// Serve the web demo (www/) and the model folder over HTTP on 127.0.0.1.
+    Serve(serve::ServeArgs),
 }
 
 #[derive(Debug, Args)]
@@ -78,6 +81,7 @@ pub fn run(cli: &Cli) -> Result<()> {
         Command::Info(args) => info::run(args),
         Command::Demo(args) => print(&demo(args)?),
         Command::BenchOps(args) => print(&bench_ops::bench_ops(args.backend, args.f16)?),
+        Command::Serve(args) => serve::run(args),
     }
 }
 

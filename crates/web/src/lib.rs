@@ -1,16 +1,124 @@
 //! Susurrus in the browser: the wasm-bindgen API of the npm package "susurrus".
 //!
-//! Every exported function is a thin wrapper over a plain Rust function, so the logic is
-//! tested natively and the wrapper only turns errors into JS `Error`s with the same message.
+//! [`Model`] loads a Whisper model (from a folder URL through the Cache API, or from picked
+//! files) onto WebGPU or the CPU executor and transcribes audio with streamed segments,
+//! progress and cancellation. The package's main-thread client and module worker
+//! (`crates/web/js`) wrap this API so a page never blocks. Logic that needs no browser lives
+//! in plain Rust functions (tested natively); the wrappers turn errors into JS `Error`s.
 
+mod audio;
+mod backend;
+mod download;
+pub mod error;
+mod global;
+mod model;
+mod options;
+mod pace;
+mod result;
+
+pub use model::Model;
 use susurrus_core::demo::{EncoderLayerShape, encoder_layer};
 use susurrus_core::{passes, plan};
 use wasm_bindgen::prelude::*;
+
+/// TypeScript types of the options and results, which serde-wasm-bindgen passes as plain
+/// objects (so wasm-bindgen cannot derive them). They mirror `options.rs` and `result.rs`.
+#[wasm_bindgen(typescript_custom_section)]
+const TYPES: &str = r#"
+/** "auto": WebGPU when the browser has an adapter, else the CPU. */
+export type BackendChoice = "auto" | "webgpu" | "cpu";
+/** The URL of a model folder (model.bin or model.safetensors, config.json, vocabulary.txt or tokenizer.json), or those files. */
+export type ModelSource = string | FileList | File[];
+export interface LoadProgress { file: string; loaded: number; total: number | null; fromCache: boolean }
+export interface LoadOptions {
+  backend?: BackendChoice;
+  /** Keep downloaded files in the Cache API, keyed by URL (default true). */
+  cache?: boolean;
+  onProgress?: (progress: LoadProgress) => void;
+}
+export interface ModelInfo {
+  backend: "webgpu" | "cpu";
+  adapter: string;
+  /** Why "auto" runs on the CPU, when it does. */
+  fallbackReason: string | null;
+  fromCache: boolean;
+  loadMs: number;
+  bytes: number;
+}
+export interface Segment {
+  start: number; end: number; text: string; tokens: number[];
+  avgLogprob: number; noSpeechProb: number; temperature: number; compressionRatio: number;
+}
+export interface TranscribeOptions {
+  /** Language code; English-only models always use "en"; multilingual ones detect it when left out. */
+  language?: string | null;
+  task?: "transcribe" | "translate";
+  timestamps?: boolean;
+  /** Temperatures tried in order until a window passes the thresholds (default [0, 0.2, ..., 1]). */
+  temperatures?: number[];
+  compressionRatioThreshold?: number | null;
+  logProbThreshold?: number | null;
+  noSpeechThreshold?: number | null;
+  conditionOnPreviousText?: boolean;
+  promptResetOnTemperature?: number;
+  initialPrompt?: string | null;
+  suppressBlank?: boolean;
+  suppressTokens?: number[] | null;
+  maxInitialTimestamp?: number;
+  bestOf?: number;
+  seed?: number;
+  /** Each segment as soon as it is decoded. */
+  onSegment?: (segment: Segment) => void;
+  /** Seconds of audio done, after each 30 s window. */
+  onProgress?: (progress: { done: number; total: number }) => void;
+  /** Aborting rejects with an Error named "AbortError"; the model stays usable. */
+  signal?: AbortSignal;
+}
+export interface Timings { decodeMs: number; transcribeMs: number; audioDurationS: number; rtf: number | null }
+export interface TranscribeResult {
+  text: string; segments: Segment[]; language: string;
+  backend: "webgpu" | "cpu"; adapter: string; timings: Timings;
+}
+/** 16 kHz mono samples, an AudioBuffer, or an audio file's bytes (decoded with WebAudio). */
+export type AudioInput = Float32Array | AudioBuffer | ArrayBuffer | Uint8Array | Blob;
+export type TranscriptFormat = "txt" | "srt" | "vtt" | "json";
+"#;
+
+/// Shows Rust panics (bugs, never expected) on the console with their message.
+#[wasm_bindgen(start)]
+pub fn start() {
+    console_error_panic_hook::set_once();
+}
 
 /// The package version, as built.
 #[wasm_bindgen]
 pub fn version() -> String {
     env!("CARGO_PKG_VERSION").to_string()
+}
+
+/// 16 kHz mono samples of `input`, decoded and resampled with WebAudio (pages only: workers
+/// have no WebAudio).
+#[wasm_bindgen(js_name = decodeAudio)]
+pub async fn decode_audio(
+    #[wasm_bindgen(unchecked_param_type = "AudioInput")] input: JsValue,
+) -> Result<js_sys::Float32Array, JsValue> {
+    let samples = audio::to_samples(&input).await?;
+    Ok(js_sys::Float32Array::from(samples.as_slice()))
+}
+
+/// A transcription result as a document: `txt` (one segment a line), `srt`, `vtt` or `json`.
+#[wasm_bindgen(js_name = formatTranscript)]
+pub fn format_transcript(
+    #[wasm_bindgen(unchecked_param_type = "TranscribeResult")] result: JsValue,
+    #[wasm_bindgen(unchecked_param_type = "TranscriptFormat")] format: &str,
+) -> Result<String, JsValue> {
+    result::format(&result, format)
+}
+
+/// Deletes every cached model file; resolves to whether there was a cache.
+#[wasm_bindgen(js_name = clearModelCache)]
+pub async fn clear_model_cache() -> Result<bool, JsValue> {
+    download::clear_cache().await
 }
 
 /// The optimised IR and memory report of a Whisper-tiny-shaped encoder layer, as text.

@@ -13,6 +13,7 @@ pub mod cases;
 pub mod check;
 pub mod compare;
 pub mod random;
+pub mod whisper;
 
 pub use cases::{CaseRun, OpCase, op_cases};
 #[cfg(not(target_arch = "wasm32"))]

@@ -1,9 +1,12 @@
 //! Transcription options, with the reference `transcribe()` defaults (greedy decoding).
 
+use serde::Deserialize;
+
 use crate::error::{Error, Result};
 
 /// What the decoder is asked to do.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Task {
     /// Text in the spoken language.
     #[default]
@@ -13,7 +16,13 @@ pub enum Task {
 }
 
 /// Options of [`super::Whisper::transcribe`]. `Default` gives the reference defaults.
-#[derive(Clone, Debug, PartialEq)]
+///
+/// As JSON (the browser package's options object) the fields are camelCase (`bestOf`,
+/// `initialPrompt`, `task: "translate"`), a missing field keeps its default, `null` turns an
+/// optional threshold off, and an unknown field is an error (a misspelt option never passes
+/// silently).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct TranscribeOptions {
     /// Language code (`"en"`, `"de"`, ...); `None` detects it on the first window
     /// (English-only models always use English).
@@ -102,5 +111,38 @@ impl TranscribeOptions {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_options_are_camel_case_over_the_defaults() {
+        let parsed: TranscribeOptions = serde_json::from_str(
+            r#"{"task": "translate", "bestOf": 2, "initialPrompt": "Names.", "noSpeechThreshold": null,
+                "temperatures": [0.0, 0.5], "conditionOnPreviousText": false}"#,
+        )
+        .unwrap();
+        let want = TranscribeOptions {
+            task: Task::Translate,
+            best_of: 2,
+            initial_prompt: Some("Names.".into()),
+            no_speech_threshold: None,
+            temperatures: vec![0.0, 0.5],
+            condition_on_previous_text: false,
+            ..TranscribeOptions::default()
+        };
+        assert_eq!(parsed, want);
+        assert_eq!(serde_json::from_str::<TranscribeOptions>("{}").unwrap(), TranscribeOptions::default());
+    }
+
+    #[test]
+    fn unknown_json_options_and_tasks_are_errors() {
+        let err = serde_json::from_str::<TranscribeOptions>(r#"{"langauge": "en"}"#).unwrap_err().to_string();
+        assert!(err.starts_with("unknown field `langauge`, expected one of `language`, `task`"), "{err}");
+        let err = serde_json::from_str::<TranscribeOptions>(r#"{"task": "summarise"}"#).unwrap_err().to_string();
+        assert!(err.starts_with("unknown variant `summarise`, expected `transcribe` or `translate`"), "{err}");
     }
 }

@@ -99,7 +99,7 @@ pub struct Tokenizer {
 
 /// GPT-2's byte-to-character table: bytes that are printable Latin-1 characters stand for
 /// themselves, the other 68 take the characters from U+0100 on, in byte order.
-fn byte_to_char() -> [char; 256] {
+pub(crate) fn byte_to_char() -> [char; 256] {
     let printable = |b: u32| (0x21..=0x7E).contains(&b) || (0xA1..=0xAC).contains(&b) || (0xAE..=0xFF).contains(&b);
     let mut table = ['\0'; 256];
     let mut next = 0x100;
@@ -198,20 +198,44 @@ impl Tokenizer {
     /// it for encoding, else `tokenizer.json` alone.
     pub fn from_model_dir(dir: impl AsRef<Path>) -> Result<Tokenizer> {
         let dir = dir.as_ref();
-        let vocabulary = dir.join("vocabulary.txt");
-        let json = dir.join("tokenizer.json");
-        if vocabulary.is_file() {
-            let mut tokenizer = Tokenizer::from_vocabulary_file(vocabulary)?;
-            if json.is_file() {
-                // Only tokenizer.json has the merges that encoding text needs.
-                tokenizer.encoder = Tokenizer::from_tokenizer_json_file(json)?.encoder;
+        let read = |name: &str| -> Result<Option<(Vec<u8>, String)>> {
+            let path = dir.join(name);
+            if !path.is_file() {
+                return Ok(None);
             }
-            return Ok(tokenizer);
+            let shown = path.display().to_string();
+            let bytes = std::fs::read(&path).map_err(|e| model_error(&shown, format!("cannot read: {e}")))?;
+            Ok(Some((bytes, shown)))
+        };
+        let (vocabulary, json) = (read("vocabulary.txt")?, read("tokenizer.json")?);
+        Tokenizer::from_files(
+            vocabulary.as_ref().map(|(b, n)| (b.as_slice(), n.as_str())),
+            json.as_ref().map(|(b, n)| (b.as_slice(), n.as_str())),
+            &dir.display().to_string(),
+        )
+    }
+
+    /// The tokenizer of a model's files, each given as (bytes, name for errors): `vocabulary.txt`
+    /// where present, with the BPE merges of `tokenizer.json` when that is given too, else
+    /// `tokenizer.json` alone. `place` names where the files were looked for when both are
+    /// missing.
+    pub fn from_files(
+        vocabulary: Option<(&[u8], &str)>,
+        tokenizer_json: Option<(&[u8], &str)>,
+        place: &str,
+    ) -> Result<Tokenizer> {
+        match (vocabulary, tokenizer_json) {
+            (Some((vocabulary, name)), json) => {
+                let mut tokenizer = Tokenizer::from_vocabulary(vocabulary, name)?;
+                if let Some((json, name)) = json {
+                    // Only tokenizer.json has the merges that encoding text needs.
+                    tokenizer.encoder = Tokenizer::from_tokenizer_json(json, name)?.encoder;
+                }
+                Ok(tokenizer)
+            }
+            (None, Some((json, name))) => Tokenizer::from_tokenizer_json(json, name),
+            (None, None) => Err(model_error(place, "no vocabulary.txt or tokenizer.json in this folder")),
         }
-        if json.is_file() {
-            return Tokenizer::from_tokenizer_json_file(json);
-        }
-        Err(model_error(&dir.display().to_string(), "no vocabulary.txt or tokenizer.json in this folder"))
     }
 
     /// Loads a Hugging Face `tokenizer.json` file.

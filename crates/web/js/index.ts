@@ -1,0 +1,199 @@
+// The package's entry point on the page. `Transcriber` runs the model in a module worker
+// (worker.ts) with the same API as the wasm `Model`, so transcribing never blocks the page.
+// Audio is decoded here, on the page, because WebAudio (decodeAudioData, OfflineAudioContext)
+// exists only there; the worker receives 16 kHz samples.
+
+import init, {
+  clearModelCache as wasmClearModelCache,
+  decodeAudio as wasmDecodeAudio,
+  formatTranscript as wasmFormatTranscript,
+  version as wasmVersion,
+} from "./susurrus.js";
+import type {
+  AudioInput,
+  LoadOptions,
+  LoadProgress,
+  ModelInfo,
+  ModelSource,
+  Segment,
+  TranscribeOptions,
+  TranscribeResult,
+  TranscriptFormat,
+} from "./susurrus.js";
+import type { Reply, Request } from "./protocol.js";
+
+export type {
+  AudioInput,
+  BackendChoice,
+  LoadOptions,
+  LoadProgress,
+  ModelInfo,
+  ModelSource,
+  Segment,
+  Timings,
+  TranscribeOptions,
+  TranscribeResult,
+  TranscriptFormat,
+} from "./susurrus.js";
+
+await init();
+
+/** 16 kHz mono samples of `input`, decoded and resampled with WebAudio. */
+export function decodeAudio(input: AudioInput): Promise<Float32Array> {
+  return wasmDecodeAudio(input);
+}
+
+/** A result as a document: "txt" (one segment a line), "srt", "vtt" or "json". */
+export function formatTranscript(result: TranscribeResult, format: TranscriptFormat): string {
+  return wasmFormatTranscript(result, format);
+}
+
+/** Deletes every cached model file; resolves to whether there was a cache. */
+export function clearModelCache(): Promise<boolean> {
+  return wasmClearModelCache();
+}
+
+/** The package version. */
+export function version(): string {
+  return wasmVersion();
+}
+
+/** Callbacks of one request to the worker. */
+interface Pending {
+  resolve(value: unknown): void;
+  reject(error: Error): void;
+  onLoadProgress?: (progress: LoadProgress) => void;
+  onProgress?: (progress: { done: number; total: number }) => void;
+  onSegment?: (segment: Segment) => void;
+}
+
+function errorNamed(name: string, message: string): Error {
+  const error = new Error(message);
+  error.name = name;
+  return error;
+}
+
+/** A Whisper model in a worker of its own. */
+export class Transcriber {
+  readonly #worker: Worker;
+  readonly #pending = new Map<number, Pending>();
+  #next = 1;
+  #info: ModelInfo | null = null;
+
+  private constructor() {
+    this.#worker = new Worker(new URL("./worker.js", import.meta.url), { type: "module", name: "susurrus" });
+    this.#worker.onmessage = (event: MessageEvent<Reply>) => this.#receive(event.data);
+    this.#worker.onerror = (event) => {
+      event.preventDefault();
+      this.#failAll(new Error(`the susurrus worker failed: ${event.message || "it could not start"}`));
+    };
+    this.#worker.onmessageerror = () => this.#failAll(new Error("the susurrus worker sent an unreadable message"));
+  }
+
+  /**
+   * Starts a worker and loads a model in it: from the URL of a model folder (fetched through
+   * the model cache, with download progress) or from the files a user picked.
+   */
+  static async load(source: ModelSource, options: LoadOptions = {}): Promise<Transcriber> {
+    const transcriber = new Transcriber();
+    const resolved = typeof source === "string" ? new URL(source, location.href).href : Array.from(source);
+    try {
+      const info = await transcriber.#request(
+        { type: "load", source: resolved, backend: options.backend, cache: options.cache },
+        { onLoadProgress: options.onProgress },
+      );
+      transcriber.#info = info as ModelInfo;
+    } catch (error) {
+      transcriber.dispose();
+      throw error;
+    }
+    return transcriber;
+  }
+
+  /** Where the model runs and how it was loaded. */
+  get info(): ModelInfo {
+    if (this.#info === null) throw new Error("the model is not loaded");
+    return this.#info;
+  }
+
+  /**
+   * Transcribes `audio`. Encoded audio and AudioBuffers are decoded on the page first;
+   * segments reach `onSegment` as the worker decodes them. Aborting `signal` rejects with an
+   * Error named "AbortError" and keeps the model loaded.
+   */
+  async transcribe(audio: AudioInput, options: TranscribeOptions = {}): Promise<TranscribeResult> {
+    const { onSegment, onProgress, signal, ...decoding } = options;
+    if (signal?.aborted) throw errorNamed("AbortError", "the transcription was aborted");
+    const started = performance.now();
+    const samples = audio instanceof Float32Array ? audio : await decodeAudio(audio);
+    const decodeMs = performance.now() - started;
+    if (signal?.aborted) throw errorNamed("AbortError", "the transcription was aborted");
+    const id = this.#next;
+    const abort = () => this.#worker.postMessage({ id: 0, type: "abort", target: id } satisfies Request);
+    signal?.addEventListener("abort", abort, { once: true });
+    try {
+      // The caller's own array is copied; samples decoded here are handed over.
+      const transfer = samples === audio ? [] : [samples.buffer];
+      const result = (await this.#request(
+        { type: "transcribe", audio: samples, options: decoding },
+        { onSegment, onProgress },
+        transfer,
+      )) as TranscribeResult;
+      result.timings.decodeMs += decodeMs;
+      return result;
+    } finally {
+      signal?.removeEventListener("abort", abort);
+    }
+  }
+
+  /** Ends the worker; pending requests reject. */
+  dispose(): void {
+    this.#worker.terminate();
+    this.#failAll(new Error("the transcriber was disposed"));
+  }
+
+  #request(
+    request: Omit<Extract<Request, { type: "load" }>, "id"> | Omit<Extract<Request, { type: "transcribe" }>, "id">,
+    callbacks: Omit<Pending, "resolve" | "reject">,
+    transfer: Transferable[] = [],
+  ): Promise<unknown> {
+    const id = this.#next++;
+    return new Promise((resolve, reject) => {
+      this.#pending.set(id, { resolve, reject, ...callbacks });
+      this.#worker.postMessage({ ...request, id } as Request, transfer);
+    });
+  }
+
+  #receive(reply: Reply): void {
+    const pending = this.#pending.get(reply.id);
+    if (pending === undefined) return;
+    switch (reply.type) {
+      case "load-progress":
+        pending.onLoadProgress?.(reply.progress);
+        return;
+      case "progress":
+        pending.onProgress?.(reply.progress);
+        return;
+      case "segment":
+        pending.onSegment?.(reply.segment);
+        return;
+      case "loaded":
+        this.#pending.delete(reply.id);
+        pending.resolve(reply.info);
+        return;
+      case "transcribed":
+        this.#pending.delete(reply.id);
+        pending.resolve(reply.result);
+        return;
+      case "error":
+        this.#pending.delete(reply.id);
+        pending.reject(errorNamed(reply.name, reply.message));
+        return;
+    }
+  }
+
+  #failAll(error: Error): void {
+    for (const pending of this.#pending.values()) pending.reject(error);
+    this.#pending.clear();
+  }
+}

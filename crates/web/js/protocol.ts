@@ -1,0 +1,21 @@
+// Messages between the main-thread client (index.ts) and the module worker (worker.ts).
+// Every request carries an id; the worker answers with progress, segments, and one final
+// "done" or "error" for that id.
+
+import type { BackendChoice, LoadProgress, ModelInfo, Segment, TranscribeResult } from "./susurrus.js";
+
+/** Decoding options only: callbacks and the signal stay on the page. */
+export type DecodingOptions = Record<string, unknown>;
+
+export type Request =
+  | { id: number; type: "load"; source: string | File[]; backend?: BackendChoice; cache?: boolean }
+  | { id: number; type: "transcribe"; audio: Float32Array; options: DecodingOptions }
+  | { id: number; type: "abort"; target: number };
+
+export type Reply =
+  | { id: number; type: "load-progress"; progress: LoadProgress }
+  | { id: number; type: "progress"; progress: { done: number; total: number } }
+  | { id: number; type: "segment"; segment: Segment }
+  | { id: number; type: "loaded"; info: ModelInfo }
+  | { id: number; type: "transcribed"; result: TranscribeResult }
+  | { id: number; type: "error"; name: string; message: string };

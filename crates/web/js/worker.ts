@@ -1,0 +1,66 @@
+// The package's module worker: holds one Model and runs load and transcribe requests from
+// the page's Transcriber (index.ts), so the page stays responsive while the model works.
+// An "abort" request aborts the matching transcription's signal; the Rust side checks it
+// before every plan run and gives the event loop turns on the CPU backend, so the message
+// is seen mid-transcription.
+
+import init, { Model } from "./susurrus.js";
+import type { Reply, Request } from "./protocol.js";
+
+interface WorkerScope {
+  postMessage(message: Reply, transfer?: Transferable[]): void;
+  onmessage: ((event: MessageEvent<Request>) => void) | null;
+}
+const scope = self as unknown as WorkerScope;
+const ready = init();
+let model: Model | null = null;
+const running = new Map<number, AbortController>();
+
+function fail(id: number, error: unknown): void {
+  const e = error instanceof Error ? error : new Error(String(error));
+  scope.postMessage({ id, type: "error", name: e.name, message: e.message });
+}
+
+async function handle(request: Request): Promise<void> {
+  await ready;
+  switch (request.type) {
+    case "load": {
+      const { id, source, backend, cache } = request;
+      const loaded = await Model.load(source, {
+        backend,
+        cache,
+        onProgress: (progress) => scope.postMessage({ id, type: "load-progress", progress }),
+      });
+      model?.free();
+      model = loaded;
+      scope.postMessage({ id, type: "loaded", info: loaded.info });
+      return;
+    }
+    case "transcribe": {
+      const { id, audio, options } = request;
+      if (model === null) throw new Error("no model is loaded");
+      const controller = new AbortController();
+      running.set(id, controller);
+      try {
+        const result = await model.transcribe(audio, {
+          ...options,
+          signal: controller.signal,
+          onSegment: (segment) => scope.postMessage({ id, type: "segment", segment }),
+          onProgress: (progress) => scope.postMessage({ id, type: "progress", progress }),
+        });
+        scope.postMessage({ id, type: "transcribed", result });
+      } finally {
+        running.delete(id);
+      }
+      return;
+    }
+    case "abort":
+      running.get(request.target)?.abort();
+      return;
+  }
+}
+
+scope.onmessage = (event) => {
+  const request = event.data;
+  handle(request).catch((error) => fail(request.id, error));
+};

@@ -1,0 +1,112 @@
+//! Audio in the browser: whatever the caller has (16 kHz samples, an `AudioBuffer`, the
+//! bytes of a file, a `Blob`) becomes 16 kHz mono samples. Encoded audio is decoded by the
+//! browser's WebAudio (`decodeAudioData` on an `OfflineAudioContext` running at 16 kHz,
+//! which also resamples); an `AudioBuffer` at another rate is resampled by rendering it
+//! through such a context. Channels are averaged, as the native command does.
+
+use js_sys::{ArrayBuffer, Float32Array, Uint8Array};
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::JsFuture;
+use web_sys::{AudioBuffer, Blob, OfflineAudioContext};
+
+use crate::error::{describe, js_error};
+
+/// The sample rate Whisper takes.
+pub const SAMPLE_RATE: f32 = 16000.0;
+
+/// What [`to_samples`] accepts, for messages.
+const ACCEPTED: &str = "audio must be a Float32Array of 16 kHz mono samples, an AudioBuffer, \
+                        the bytes of an audio file (ArrayBuffer or Uint8Array) or a Blob";
+
+/// 16 kHz mono samples of `input`.
+pub async fn to_samples(input: &JsValue) -> Result<Vec<f32>, JsValue> {
+    if let Some(samples) = input.dyn_ref::<Float32Array>() {
+        return Ok(samples.to_vec());
+    }
+    if let Some(buffer) = input.dyn_ref::<AudioBuffer>() {
+        return from_audio_buffer(buffer).await;
+    }
+    let bytes = if let Some(blob) = input.dyn_ref::<Blob>() {
+        let buffer = JsFuture::from(blob.array_buffer())
+            .await
+            .map_err(|e| js_error(format!("cannot read the audio Blob: {}", describe(&e))))?;
+        Uint8Array::new(&buffer)
+    } else if let Some(buffer) = input.dyn_ref::<ArrayBuffer>() {
+        // decodeAudioData takes (detaches) its buffer; work on a copy so the caller keeps theirs.
+        Uint8Array::new(buffer).slice(0, buffer.byte_length())
+    } else if let Some(view) = input.dyn_ref::<Uint8Array>() {
+        view.slice(0, view.length())
+    } else {
+        return Err(js_error(ACCEPTED));
+    };
+    decode(bytes).await
+}
+
+/// Decodes the bytes of an audio file (any format the browser reads) to 16 kHz mono.
+async fn decode(bytes: Uint8Array) -> Result<Vec<f32>, JsValue> {
+    if bytes.length() == 0 {
+        return Err(js_error("the audio is empty (0 bytes)"));
+    }
+    let context = context(1, 1)?;
+    let promise = context
+        .decode_audio_data(&bytes.buffer())
+        .map_err(|e| js_error(format!("cannot decode the audio: {}", describe(&e))))?;
+    let decoded = JsFuture::from(promise).await.map_err(|e| {
+        js_error(format!("cannot decode the audio ({} bytes): {}; is it an audio file?", bytes.length(), describe(&e)))
+    })?;
+    let buffer: AudioBuffer = decoded.dyn_into().map_err(|_| js_error("decodeAudioData returned no AudioBuffer"))?;
+    from_audio_buffer(&buffer).await
+}
+
+/// An `AudioBuffer` at any rate as 16 kHz mono.
+async fn from_audio_buffer(buffer: &AudioBuffer) -> Result<Vec<f32>, JsValue> {
+    if buffer.sample_rate() == SAMPLE_RATE {
+        return mix_down(buffer);
+    }
+    let channels = buffer.number_of_channels();
+    let length = (f64::from(buffer.length()) * f64::from(SAMPLE_RATE) / f64::from(buffer.sample_rate())).ceil() as u32;
+    if length == 0 {
+        return Ok(Vec::new());
+    }
+    let context = context(channels, length)?;
+    let render = |e: JsValue| js_error(format!("cannot resample the audio to 16 kHz: {}", describe(&e)));
+    let source = context.create_buffer_source().map_err(render)?;
+    source.set_buffer(Some(buffer));
+    source.connect_with_audio_node(&context.destination()).map_err(render)?;
+    source.start().map_err(render)?;
+    let rendered = JsFuture::from(context.start_rendering().map_err(render)?).await.map_err(render)?;
+    let rendered: AudioBuffer = rendered.dyn_into().map_err(|_| js_error("rendering returned no AudioBuffer"))?;
+    mix_down(&rendered)
+}
+
+/// An offline WebAudio context at 16 kHz, or an error saying where WebAudio is missing.
+fn context(channels: u32, length: u32) -> Result<OfflineAudioContext, JsValue> {
+    OfflineAudioContext::new_with_number_of_channels_and_length_and_sample_rate(channels, length, SAMPLE_RATE).map_err(
+        |e| {
+            js_error(format!(
+                "encoded audio is decoded with WebAudio, which is missing here ({}; workers have none): \
+                 pass 16 kHz mono samples as a Float32Array, or use the Transcriber client, which decodes \
+                 on the page",
+                describe(&e)
+            ))
+        },
+    )
+}
+
+/// The average of the buffer's channels.
+fn mix_down(buffer: &AudioBuffer) -> Result<Vec<f32>, JsValue> {
+    let channels = buffer.number_of_channels();
+    let read =
+        |c: u32| buffer.get_channel_data(c).map_err(|e| js_error(format!("cannot read channel {c}: {}", describe(&e))));
+    let mut mono = read(0)?;
+    if channels > 1 {
+        for c in 1..channels {
+            for (m, s) in mono.iter_mut().zip(read(c)?) {
+                *m += s;
+            }
+        }
+        let scale = 1.0 / channels as f32;
+        mono.iter_mut().for_each(|m| *m *= scale);
+    }
+    Ok(mono)
+}

@@ -1,0 +1,34 @@
+//! Failures as JS `Error`s: every exported function rejects or throws one of these, with the
+//! message a user can act on. A cancelled transcription is an `Error` named `AbortError`, as
+//! `fetch` reports an aborted request, so callers tell it apart with `e.name`.
+
+use susurrus_core::error::Error as CoreError;
+use wasm_bindgen::{JsCast, JsValue};
+
+/// Name of the error a cancelled transcription rejects with.
+pub const ABORT_ERROR: &str = "AbortError";
+
+/// A JS `Error` with `message`.
+pub fn js_error(message: impl AsRef<str>) -> JsValue {
+    js_sys::Error::new(message.as_ref()).into()
+}
+
+/// A core error as a JS `Error` (named `AbortError` when the work was cancelled).
+pub fn from_core(e: CoreError) -> JsValue {
+    let error = js_sys::Error::new(&e.to_string());
+    if e == CoreError::Cancelled {
+        error.set_name(ABORT_ERROR);
+        error.set_message("the transcription was aborted");
+    }
+    error.into()
+}
+
+/// The message of a value a JS API threw: an `Error`'s name and message, a string, or its
+/// printed form.
+pub fn describe(thrown: &JsValue) -> String {
+    if let Some(e) = thrown.dyn_ref::<js_sys::Error>() {
+        let (name, message) = (String::from(e.name()), String::from(e.message()));
+        return if name == "Error" || name.is_empty() { message } else { format!("{name}: {message}") };
+    }
+    thrown.as_string().unwrap_or_else(|| format!("{thrown:?}"))
+}

@@ -1,0 +1,167 @@
+//! `Model`: a Whisper model loaded in this page or worker, and its `transcribe`.
+
+use std::cell::RefCell;
+use std::ops::ControlFlow;
+use std::rc::Rc;
+
+use js_sys::Function;
+use serde::Serialize;
+use susurrus_core::whisper::files::load_files;
+use susurrus_core::whisper::{Event, Whisper};
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::future_to_promise;
+
+use crate::audio;
+use crate::backend::{self, BackendChoice, Opened};
+use crate::download::{self, ModelBytes};
+use crate::error::{from_core, js_error};
+use crate::global::now_ms;
+use crate::options::{load_options, transcribe_options};
+use crate::pace::Pace;
+use crate::result::{JsSegment, JsTranscript, to_js};
+
+/// What `Model.info` reports.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ModelInfo {
+    backend: &'static str,
+    adapter: String,
+    /// Why `auto` runs on the CPU, when it does.
+    fallback_reason: Option<String>,
+    from_cache: bool,
+    load_ms: f64,
+    bytes: f64,
+}
+
+struct Loaded {
+    whisper: Whisper,
+    pace: Rc<Pace>,
+}
+
+/// A Whisper model compiled on WebGPU or the CPU, ready to transcribe.
+#[wasm_bindgen]
+pub struct Model {
+    loaded: Rc<RefCell<Loaded>>,
+    info: ModelInfo,
+}
+
+#[wasm_bindgen]
+impl Model {
+    /// Loads a model from the URL of its folder (`model.bin`, `config.json`,
+    /// `vocabulary.txt`, ... are fetched from there, through the model cache) or from the
+    /// files a user picked, and compiles it on the chosen backend.
+    pub async fn load(
+        #[wasm_bindgen(unchecked_param_type = "ModelSource")] source: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "LoadOptions")] options: Option<js_sys::Object>,
+    ) -> Result<Model, JsValue> {
+        let start = now_ms();
+        let options = load_options(&options.map(JsValue::from).unwrap_or(JsValue::UNDEFINED))?;
+        let model: ModelBytes = match source.as_string() {
+            Some(url) => download::fetch_folder(&url, options.cache, options.on_progress.as_ref()).await?,
+            None => download::read_files(&source, options.on_progress.as_ref()).await?,
+        };
+        let bytes = model.bytes();
+        let (weights, tokenizer) = load_files(&model.files).map_err(from_core)?;
+        drop(model.files);
+        let opened = backend::open(options.backend).await?;
+        let (backend, adapter, fallback_reason, pace) =
+            (opened.kind, opened.adapter, opened.fallback_reason, opened.pace);
+        let whisper = match Whisper::new(opened.backend, &weights, tokenizer.clone()).await {
+            Ok(w) => (w, backend, adapter, fallback_reason, pace),
+            // A GPU that cannot hold this model is one more reason for `auto` to use the CPU.
+            Err(e) if options.backend == BackendChoice::Auto && backend == "webgpu" => {
+                let Opened { backend: cpu, kind, adapter, pace, .. } = backend::open(BackendChoice::Cpu).await?;
+                let w = Whisper::new(cpu, &weights, tokenizer).await.map_err(from_core)?;
+                (w, kind, adapter, Some(format!("WebGPU could not run the model: {e}")), pace)
+            }
+            Err(e) => return Err(from_core(e)),
+        };
+        let (whisper, backend, adapter, fallback_reason, pace) = whisper;
+        let info = ModelInfo {
+            backend,
+            adapter,
+            fallback_reason,
+            from_cache: model.from_cache,
+            load_ms: now_ms() - start,
+            bytes: bytes as f64,
+        };
+        Ok(Model { loaded: Rc::new(RefCell::new(Loaded { whisper, pace })), info })
+    }
+
+    /// Where the model runs and how it was loaded.
+    #[wasm_bindgen(getter, unchecked_return_type = "ModelInfo")]
+    pub fn info(&self) -> Result<JsValue, JsValue> {
+        to_js(&self.info)
+    }
+
+    /// Transcribes `audio` (16 kHz mono samples, an `AudioBuffer`, or an encoded file's bytes,
+    /// decoded with WebAudio where the context has it). Segments reach `onSegment` as they
+    /// are decoded; an aborted `signal` rejects with an `AbortError` and leaves the model
+    /// usable. One transcription at a time per model.
+    #[wasm_bindgen(unchecked_return_type = "Promise<TranscribeResult>")]
+    pub fn transcribe(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "AudioInput")] audio: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "TranscribeOptions")] options: Option<js_sys::Object>,
+    ) -> js_sys::Promise {
+        let loaded = self.loaded.clone();
+        let (backend, adapter) = (self.info.backend, self.info.adapter.clone());
+        // The mutable borrow is held across the transcription's awaits on purpose: it is the
+        // model's lock, so a second call while one runs gets a clear error instead of sharing
+        // the decoder's state.
+        #[allow(clippy::await_holding_refcell_ref)]
+        future_to_promise(async move {
+            let (options, callbacks) = transcribe_options(&options.map(JsValue::from).unwrap_or(JsValue::UNDEFINED))?;
+            let start = now_ms();
+            let samples = audio::to_samples(&audio).await?;
+            let decode_ms = now_ms() - start;
+            let mut loaded = loaded
+                .try_borrow_mut()
+                .map_err(|_| js_error("this model is already transcribing; wait for that to finish"))?;
+            let Loaded { whisper, pace } = &mut *loaded;
+            pace.set_signal(callbacks.signal.clone());
+            if pace.aborted() {
+                pace.set_signal(None);
+                return Err(from_core(susurrus_core::error::Error::Cancelled));
+            }
+            let mut callback_error: Option<JsValue> = None;
+            let mut on_event = |event: Event| {
+                let called = match event {
+                    Event::Segment(s) => call(&callbacks.on_segment, to_js(&JsSegment::from(s))),
+                    Event::Progress { done, total } => call(&callbacks.on_progress, to_js(&Progress { done, total })),
+                };
+                if let Err(e) = called {
+                    callback_error.get_or_insert(e);
+                }
+                if callback_error.is_some() || pace.aborted() {
+                    ControlFlow::Break(())
+                } else {
+                    ControlFlow::Continue(())
+                }
+            };
+            let started = now_ms();
+            let transcript = whisper.transcribe(&samples, &options, &mut on_event).await;
+            pace.set_signal(None);
+            let transcript = match (transcript, callback_error) {
+                (_, Some(e)) => return Err(e),
+                (result, None) => result.map_err(from_core)?,
+            };
+            to_js(&JsTranscript::new(&transcript, backend, &adapter, decode_ms, now_ms() - started))
+        })
+    }
+}
+
+/// What `onProgress` receives during a transcription: seconds of audio done and in all.
+#[derive(Serialize)]
+struct Progress {
+    done: f64,
+    total: f64,
+}
+
+/// Calls a caller's callback with one argument; its exception is the error.
+fn call(callback: &Option<Function>, arg: Result<JsValue, JsValue>) -> Result<(), JsValue> {
+    match callback {
+        Some(f) => f.call1(&JsValue::NULL, &arg?).map(|_| ()),
+        None => Ok(()),
+    }
+}

@@ -1,0 +1,95 @@
+//! The options objects of the JS API. Decoding options are the core's
+//! [`TranscribeOptions`] in camelCase (parsed by serde, so a misspelt option is an error
+//! naming the valid ones); the callbacks and the `AbortSignal` ride in the same object and
+//! are taken out first.
+
+use js_sys::{Function, Object, Reflect};
+use susurrus_core::whisper::TranscribeOptions;
+use wasm_bindgen::prelude::*;
+use web_sys::AbortSignal;
+
+use crate::backend::BackendChoice;
+use crate::error::{from_core, js_error};
+
+/// The non-decoding parts of `transcribe`'s options.
+#[derive(Default)]
+pub struct Callbacks {
+    pub on_segment: Option<Function>,
+    pub on_progress: Option<Function>,
+    pub signal: Option<AbortSignal>,
+}
+
+/// `load`'s options: `{ backend, cache, onProgress }`.
+pub struct LoadOptions {
+    pub backend: BackendChoice,
+    pub cache: bool,
+    pub on_progress: Option<Function>,
+}
+
+/// The own enumerable properties of an options object (`undefined`/`null`: none), without
+/// those whose value is `undefined` (as if they were left out).
+fn entries(value: &JsValue, what: &str) -> Result<Vec<(String, JsValue)>, JsValue> {
+    if value.is_undefined() || value.is_null() {
+        return Ok(Vec::new());
+    }
+    if !value.is_object() || value.is_function() || js_sys::Array::is_array(value) {
+        return Err(js_error(format!("{what} must be an object")));
+    }
+    let mut out = Vec::new();
+    for entry in Object::entries(value.unchecked_ref()).iter() {
+        let pair = js_sys::Array::from(&entry);
+        let (key, value) = (pair.get(0).as_string().unwrap_or_default(), pair.get(1));
+        if !value.is_undefined() {
+            out.push((key, value));
+        }
+    }
+    Ok(out)
+}
+
+fn function(name: &str, value: JsValue) -> Result<Function, JsValue> {
+    value.dyn_into::<Function>().map_err(|_| js_error(format!("{name} must be a function")))
+}
+
+/// Splits `transcribe`'s options into decoding options (validated) and callbacks.
+pub fn transcribe_options(value: &JsValue) -> Result<(TranscribeOptions, Callbacks), JsValue> {
+    let rest = Object::new();
+    let mut callbacks = Callbacks::default();
+    for (key, value) in entries(value, "the transcribe options")? {
+        match key.as_str() {
+            "onSegment" => callbacks.on_segment = Some(function("onSegment", value)?),
+            "onProgress" => callbacks.on_progress = Some(function("onProgress", value)?),
+            "signal" => {
+                let signal = value.dyn_into::<AbortSignal>().map_err(|_| js_error("signal must be an AbortSignal"))?;
+                callbacks.signal = Some(signal);
+            }
+            _ => {
+                Reflect::set(&rest, &JsValue::from_str(&key), &value)?;
+            }
+        }
+    }
+    let options: TranscribeOptions =
+        serde_wasm_bindgen::from_value(rest.into()).map_err(|e| js_error(format!("invalid option: {e}")))?;
+    options.validate().map_err(from_core)?;
+    Ok((options, callbacks))
+}
+
+/// Parses `load`'s options; an unknown key is an error.
+pub fn load_options(value: &JsValue) -> Result<LoadOptions, JsValue> {
+    let mut out = LoadOptions { backend: BackendChoice::Auto, cache: true, on_progress: None };
+    for (key, value) in entries(value, "the load options")? {
+        match key.as_str() {
+            "backend" => {
+                let name = value.as_string().ok_or_else(|| js_error("backend must be a string"))?;
+                out.backend = BackendChoice::parse(&name)?;
+            }
+            "cache" => out.cache = value.as_bool().ok_or_else(|| js_error("cache must be true or false"))?,
+            "onProgress" => out.on_progress = Some(function("onProgress", value)?),
+            other => {
+                return Err(js_error(format!(
+                    "unknown load option '{other}'; the options are backend, cache, onProgress"
+                )));
+            }
+        }
+    }
+    Ok(out)
+}

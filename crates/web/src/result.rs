@@ -1,0 +1,134 @@
+//! What a transcription gives JS: plain objects with camelCase fields, and the transcript as
+//! a document (`formatTranscript`), written by the same functions as the native command's
+//! files.
+
+use serde::{Deserialize, Serialize};
+use susurrus_core::whisper::{Segment, Transcript, subtitles};
+use wasm_bindgen::prelude::*;
+
+use crate::error::js_error;
+
+/// A segment as JS sees it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JsSegment {
+    pub start: f64,
+    pub end: f64,
+    pub text: String,
+    pub tokens: Vec<u32>,
+    pub avg_logprob: f64,
+    pub no_speech_prob: f32,
+    pub temperature: f32,
+    pub compression_ratio: f64,
+}
+
+impl From<&Segment> for JsSegment {
+    fn from(s: &Segment) -> Self {
+        JsSegment {
+            start: s.start,
+            end: s.end,
+            text: s.text.clone(),
+            tokens: s.tokens.clone(),
+            avg_logprob: s.avg_logprob,
+            no_speech_prob: s.no_speech_prob,
+            temperature: s.temperature,
+            compression_ratio: s.compression_ratio,
+        }
+    }
+}
+
+/// Where the time went, in milliseconds.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Timings {
+    /// Turning the input into 16 kHz samples (decoding, resampling).
+    pub decode_ms: f64,
+    pub transcribe_ms: f64,
+    pub audio_duration_s: f64,
+    /// Transcription seconds per second of audio; `null` for empty audio.
+    pub rtf: Option<f64>,
+}
+
+/// The result of `transcribe`.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JsTranscript {
+    pub text: String,
+    pub segments: Vec<JsSegment>,
+    pub language: String,
+    /// `"webgpu"` or `"cpu"`.
+    pub backend: String,
+    pub adapter: String,
+    pub timings: Timings,
+}
+
+impl JsTranscript {
+    pub fn new(t: &Transcript, backend: &str, adapter: &str, decode_ms: f64, transcribe_ms: f64) -> Self {
+        JsTranscript {
+            text: t.text.clone(),
+            segments: t.segments.iter().map(JsSegment::from).collect(),
+            language: t.language.clone(),
+            backend: backend.to_string(),
+            adapter: adapter.to_string(),
+            timings: Timings {
+                decode_ms,
+                transcribe_ms,
+                audio_duration_s: t.duration,
+                rtf: (t.duration > 0.0).then(|| transcribe_ms / 1e3 / t.duration),
+            },
+        }
+    }
+}
+
+/// Plain JS values (objects, not `Map`s; `None` as `null`).
+pub fn to_js<T: Serialize>(value: &T) -> Result<JsValue, JsValue> {
+    value
+        .serialize(&serde_wasm_bindgen::Serializer::json_compatible())
+        .map_err(|e| js_error(format!("cannot pass the result to JS: {e}")))
+}
+
+/// The part of a result the documents need.
+#[derive(Deserialize)]
+struct Timed {
+    segments: Vec<TimedSegment>,
+}
+
+#[derive(Deserialize)]
+struct TimedSegment {
+    start: f64,
+    end: f64,
+    text: String,
+}
+
+/// `result` (what `transcribe` returned) as a `txt` (one segment a line), `srt`, `vtt` or
+/// `json` (the whole result, indented) document.
+pub fn format(result: &JsValue, format: &str) -> Result<String, JsValue> {
+    if format == "json" {
+        let text = js_sys::JSON::stringify_with_replacer_and_space(result, &JsValue::NULL, &JsValue::from(2))
+            .map_err(|e| js_error(format!("cannot write the result as JSON: {}", crate::error::describe(&e))))?;
+        return Ok(String::from(text) + "\n");
+    }
+    let timed: Timed = serde_wasm_bindgen::from_value(result.clone())
+        .map_err(|e| js_error(format!("not a transcription result: {e}")))?;
+    let segments: Vec<Segment> = timed
+        .segments
+        .into_iter()
+        .map(|s| Segment {
+            start: s.start,
+            end: s.end,
+            text: s.text,
+            tokens: Vec::new(),
+            avg_logprob: 0.0,
+            no_speech_prob: 0.0,
+            temperature: 0.0,
+            compression_ratio: 0.0,
+            seek: 0,
+        })
+        .collect();
+    match format {
+        "txt" => Ok(subtitles::txt(&segments, false)),
+        "srt" => Ok(subtitles::srt(&segments)),
+        "vtt" => Ok(subtitles::vtt(&segments)),
+        other => Err(js_error(format!("format '{other}' is not one of \"txt\", \"srt\", \"vtt\", \"json\""))),
+    }
+}

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Builds the npm package `susurrus` into target/npm/susurrus (wasm-pack for the wasm-bindgen
+# module, tsc for the main-thread client and the worker, crates/web/js) and copies it to
+# www/pkg, where the demo page imports it. Run scripts/setup.sh first (tools on PATH).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="${HOME}/.cache/susurrus/tools/bin:${PATH}"
+tsc="${HOME}/.cache/susurrus/npm/node_modules/.bin/tsc"
+out=target/npm/susurrus
+
+rm -rf "$out"
+(cd crates/web && wasm-pack --quiet build --mode no-install --target web --release \
+  --out-dir "../../${out}" --out-name susurrus)
+# wasm-pack's own .gitignore would hide the package from git-based tools; package.json says
+# which files ship.
+rm -f "${out}/.gitignore"
+
+cp crates/web/js/*.ts crates/web/js/tsconfig.json crates/web/js/README.md "$out/"
+"$tsc" -p "${out}/tsconfig.json"
+rm -f "${out}/tsconfig.json" "${out}/index.ts" "${out}/worker.ts" "${out}/protocol.ts"
+
+node - "$out" <<'JS'
+const fs = require("fs");
+const dir = process.argv[2];
+const built = JSON.parse(fs.readFileSync(`${dir}/package.json`, "utf8"));
+const pkg = {
+  name: "susurrus",
+  version: built.version,
+  description: "Whisper speech recognition in the browser on WebGPU, on Susurrus's own graph compiler",
+  license: built.license,
+  repository: built.repository,
+  type: "module",
+  main: "index.js",
+  module: "index.js",
+  types: "index.d.ts",
+  exports: {
+    ".": { types: "./index.d.ts", default: "./index.js" },
+    "./worker.js": "./worker.js",
+    "./susurrus.js": { types: "./susurrus.d.ts", default: "./susurrus.js" },
+  },
+  files: ["index.js", "index.d.ts", "worker.js", "worker.d.ts", "protocol.js", "protocol.d.ts",
+          "susurrus.js", "susurrus.d.ts", "susurrus_bg.wasm", "susurrus_bg.wasm.d.ts", "README.md"],
+  sideEffects: false,
+  keywords: ["whisper", "speech-recognition", "transcription", "webgpu", "wasm"],
+};
+fs.writeFileSync(`${dir}/package.json`, JSON.stringify(pkg, null, 2) + "\n");
+for (const f of pkg.files) if (!fs.existsSync(`${dir}/${f}`)) throw new Error(`build-web: ${dir}/${f} is missing`);
+JS
+
+rm -rf www/pkg
+cp -r "$out" www/pkg
+printf 'build-web: %s (wasm %s KB) -> www/pkg\n' "$out" "$(( $(stat -c %s "${out}/susurrus_bg.wasm") / 1024 ))"
