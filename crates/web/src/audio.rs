@@ -44,7 +44,9 @@ pub async fn to_samples(input: &JsValue) -> Result<Vec<f32>, JsValue> {
 
 /// Decodes the bytes of an audio file (any format the browser reads) to 16 kHz mono.
 async fn decode(bytes: Uint8Array) -> Result<Vec<f32>, JsValue> {
-    if bytes.length() == 0 {
+    // Read before decodeAudioData detaches the buffer.
+    let size = bytes.length();
+    if size == 0 {
         return Err(js_error("the audio is empty (0 bytes)"));
     }
     let context = context(1, 1)?;
@@ -52,7 +54,7 @@ async fn decode(bytes: Uint8Array) -> Result<Vec<f32>, JsValue> {
         .decode_audio_data(&bytes.buffer())
         .map_err(|e| js_error(format!("cannot decode the audio: {}", describe(&e))))?;
     let decoded = JsFuture::from(promise).await.map_err(|e| {
-        js_error(format!("cannot decode the audio ({} bytes): {}; is it an audio file?", bytes.length(), describe(&e)))
+        js_error(format!("cannot decode the audio ({size} bytes): {}; is it an audio file?", describe(&e)))
     })?;
     let buffer: AudioBuffer = decoded.dyn_into().map_err(|_| js_error("decodeAudioData returned no AudioBuffer"))?;
     from_audio_buffer(&buffer).await

@@ -67,8 +67,11 @@ pub fn transcribe_options(value: &JsValue) -> Result<(TranscribeOptions, Callbac
             }
         }
     }
-    let options: TranscribeOptions =
-        serde_wasm_bindgen::from_value(rest.into()).map_err(|e| js_error(format!("invalid option: {e}")))?;
+    // Through a JSON value: serde-wasm-bindgen reads only the fields a struct names, so
+    // serde_json does the struct, and rejects unknown (misspelt) options.
+    let invalid = |e: &dyn std::fmt::Display| js_error(format!("invalid option: {e}"));
+    let json: serde_json::Value = serde_wasm_bindgen::from_value(rest.into()).map_err(|e| invalid(&e))?;
+    let options: TranscribeOptions = serde_json::from_value(json).map_err(|e| invalid(&e))?;
     options.validate().map_err(from_core)?;
     Ok((options, callbacks))
 }

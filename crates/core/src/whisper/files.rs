@@ -68,7 +68,7 @@ impl ModelFormat {
     pub fn optional_files(self) -> &'static [&'static str] {
         match self {
             ModelFormat::Ct2 => &["vocabulary.txt", "tokenizer.json"],
-            ModelFormat::HuggingFace => &["tokenizer.json", "generation_config.json"],
+            ModelFormat::HuggingFace => &["tokenizer.json", "generation_config.json", "vocabulary.txt"],
         }
     }
 }

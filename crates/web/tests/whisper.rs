@@ -1,0 +1,280 @@
+//! The package's API in a real browser (headless Chromium; WebGPU is its SwiftShader
+//! adapter here): a small random-weight Whisper gives the same tokens on WebGPU and on the
+//! CPU executor, every misuse is a JS `Error` with a clear message, aborting keeps the model
+//! usable, cached files load without the network. Run with `wasm-pack test --headless --chrome`.
+#![cfg(target_arch = "wasm32")]
+
+mod support;
+
+use js_sys::{Array, Float32Array, Uint8Array};
+use support::*;
+use susurrus_core::harness::whisper::small_model_files;
+use susurrus_web::{Model, clear_model_cache, decode_audio, format_transcript};
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::JsFuture;
+use wasm_bindgen_test::{wasm_bindgen_test, wasm_bindgen_test_configure};
+
+wasm_bindgen_test_configure!(run_in_browser);
+
+/// Greedy decoding with no fallback or skipping: random weights give low scores, and the
+/// comparison is about the backends, not the thresholds.
+fn greedy(extra: &[(&str, JsValue)]) -> js_sys::Object {
+    let mut pairs = vec![
+        ("temperatures", Array::of1(&0.0.into()).into()),
+        ("noSpeechThreshold", JsValue::NULL),
+        ("logProbThreshold", JsValue::NULL),
+        ("compressionRatioThreshold", JsValue::NULL),
+    ];
+    pairs.extend(extra.iter().cloned());
+    object(&pairs)
+}
+
+/// (start, end, tokens) of every segment of a result.
+fn segments(result: &JsValue) -> Vec<(f64, f64, Vec<u32>)> {
+    Array::from(&get(result, "segments"))
+        .iter()
+        .map(|s| {
+            let tokens = Array::from(&get(&s, "tokens")).iter().map(|t| t.as_f64().unwrap() as u32).collect();
+            (get(&s, "start").as_f64().unwrap(), get(&s, "end").as_f64().unwrap(), tokens)
+        })
+        .collect()
+}
+
+async fn transcribe(model: &Model, audio: &JsValue, options: js_sys::Object) -> Result<JsValue, JsValue> {
+    settle(model.transcribe(audio.clone(), Some(options))).await
+}
+
+#[wasm_bindgen_test]
+async fn small_model_gives_the_same_tokens_on_webgpu_and_cpu() {
+    let audio: JsValue = test_audio().into();
+    let mut runs = Vec::new();
+    for backend in ["webgpu", "cpu"] {
+        let model = load_small(backend).await.unwrap_or_else(|e| panic!("{backend}: {}", error_message(&e)));
+        assert_eq!(get(&model.info().unwrap(), "backend"), backend);
+        let result = transcribe(&model, &audio, greedy(&[])).await.unwrap_or_else(|e| panic!("{}", error_message(&e)));
+        assert_eq!(get(&result, "backend"), backend);
+        runs.push(segments(&result));
+    }
+    let tokens: usize = runs[0].iter().map(|s| s.2.len()).sum();
+    assert!(tokens > 3, "the small model decoded almost nothing: {:?}", runs[0]);
+    assert_eq!(runs[0], runs[1], "WebGPU and CPU differ");
+}
+
+#[wasm_bindgen_test]
+async fn auto_passes_over_a_software_adapter() {
+    let model = load_small("auto").await.unwrap_or_else(|e| panic!("{}", error_message(&e)));
+    let info = model.info().unwrap();
+    assert_eq!(get(&info, "backend"), "cpu");
+    let reason = get(&info, "fallbackReason").as_string().unwrap_or_default();
+    assert!(reason.contains("emulates a GPU in software"), "{reason}");
+    assert!(get(&info, "adapter").as_string().unwrap().starts_with("CPU"), "{info:?}");
+}
+
+#[wasm_bindgen_test]
+async fn load_failures_are_errors_that_say_what_was_wrong() {
+    let err = Model::load("/no-such-model".into(), None).await.err().expect("a missing folder fails");
+    let message = error_message(&err);
+    assert!(message.contains("/no-such-model/config.json: HTTP 404"), "{message}");
+
+    let mut files = small_model_files(5).unwrap();
+    files.insert("model.safetensors".into(), b"not a safetensors file".to_vec());
+    let named: Vec<(&str, &[u8])> = files.iter().map(|(n, b)| (n.as_str(), b.as_slice())).collect();
+    let err = Model::load(as_files(&named), None).await.err().expect("corrupt weights fail");
+    assert!(error_message(&err).starts_with("model.safetensors: "), "{}", error_message(&err));
+
+    let err = Model::load(as_files(&[("config.json", b"{}")]), None).await.err().expect("no weights file");
+    assert_eq!(
+        error_message(&err),
+        "model files: no model.bin (CTranslate2) or model.safetensors (Hugging Face) among config.json"
+    );
+
+    let cases: [(JsValue, Option<js_sys::Object>, &str); 3] = [
+        (
+            small_model(),
+            Some(object(&[("backend", "tpu".into())])),
+            "backend 'tpu' is not one of \"auto\", \"webgpu\", \"cpu\"",
+        ),
+        (
+            small_model(),
+            Some(object(&[("backnd", "cpu".into())])),
+            "unknown load option 'backnd'; the options are backend, cache, onProgress",
+        ),
+        (42.into(), None, "a model is a folder URL (a string) or its files (a FileList or an array of File)"),
+    ];
+    for (source, options, want) in cases {
+        let err = Model::load(source, options).await.err().expect("fails");
+        assert_eq!(error_message(&err), want);
+    }
+}
+
+#[wasm_bindgen_test]
+async fn bad_audio_and_options_are_errors_and_the_model_stays_usable() {
+    let model = load_small("cpu").await.unwrap();
+    let fails = async |audio: JsValue, options: js_sys::Object| {
+        let err = transcribe(&model, &audio, options).await.expect_err("fails");
+        error_message(&err)
+    };
+    assert_eq!(fails(Uint8Array::new_with_length(0).into(), greedy(&[])).await, "the audio is empty (0 bytes)");
+    let garbage = Uint8Array::from(&b"this is not audio at all, just text bytes"[..]);
+    let message = fails(garbage.into(), greedy(&[])).await;
+    assert!(message.starts_with("cannot decode the audio (41 bytes): EncodingError"), "{message}");
+    let nan = Float32Array::from(&[0.0, 0.1, 0.2, f32::NAN, 0.0][..]);
+    assert_eq!(
+        fails(nan.into(), greedy(&[])).await,
+        "bad audio: sample 3 (0.000 s) is NaN; audio must be finite numbers"
+    );
+    let message = fails(test_audio().into(), object(&[("langauge", "en".into())])).await;
+    assert!(message.starts_with("invalid option: unknown field `langauge`, expected one of `language`"), "{message}");
+    assert_eq!(
+        fails(test_audio().into(), object(&[("bestOf", 0.into())])).await,
+        "invalid option: best_of must be at least 1"
+    );
+    assert_eq!(fails(test_audio().into(), object(&[("onSegment", 3.into())])).await, "onSegment must be a function");
+    assert!(fails(7.into(), greedy(&[])).await.starts_with("audio must be a Float32Array of 16 kHz mono samples"));
+
+    let empty = transcribe(&model, &Float32Array::new_with_length(0).into(), greedy(&[])).await.unwrap();
+    assert_eq!(get(&empty, "text"), "");
+    assert_eq!(Array::from(&get(&empty, "segments")).length(), 0);
+
+    // One transcription at a time: the second call while the first runs is refused.
+    let audio: JsValue = test_audio().into();
+    let first = model.transcribe(audio.clone(), Some(greedy(&[])));
+    let second = settle(model.transcribe(audio.clone(), Some(greedy(&[])))).await;
+    assert_eq!(
+        error_message(&second.expect_err("busy")),
+        "this model is already transcribing; wait for that to finish"
+    );
+    settle(first).await.unwrap();
+}
+
+#[wasm_bindgen_test]
+async fn abort_rejects_with_an_abort_error_and_keeps_the_model() {
+    let model = load_small("cpu").await.unwrap();
+    let audio: JsValue = test_audio().into();
+    let reference = segments(&transcribe(&model, &audio, greedy(&[])).await.unwrap());
+    assert!(reference.len() >= 2, "three 1 s windows give several segments: {reference:?}");
+
+    let controller = web_sys::AbortController::new().unwrap();
+    let abort = controller.clone();
+    let progress = Closure::<dyn FnMut(JsValue)>::new(move |_| abort.abort());
+    let options = greedy(&[("signal", controller.signal().into()), ("onProgress", progress.as_ref().clone())]);
+    let err = transcribe(&model, &audio, options).await.expect_err("aborted");
+    let error = err.dyn_ref::<js_sys::Error>().expect("an Error");
+    assert_eq!(
+        (String::from(error.name()), String::from(error.message())),
+        ("AbortError".into(), "the transcription was aborted".into())
+    );
+
+    let already = web_sys::AbortController::new().unwrap();
+    already.abort();
+    let err = transcribe(&model, &audio, greedy(&[("signal", already.signal().into())])).await.expect_err("aborted");
+    assert_eq!(err.dyn_ref::<js_sys::Error>().unwrap().name(), "AbortError");
+
+    let again = segments(&transcribe(&model, &audio, greedy(&[])).await.unwrap());
+    assert_eq!(again, reference, "the model changed after an abort");
+}
+
+#[wasm_bindgen_test]
+async fn a_throwing_callback_is_the_error() {
+    let model = load_small("cpu").await.unwrap();
+    let throw = js_sys::Function::new_no_args("throw new TypeError('the page broke')");
+    let err = transcribe(&model, &test_audio().into(), greedy(&[("onProgress", throw.into())])).await.err().unwrap();
+    assert_eq!(error_message(&err), "the page broke");
+}
+
+#[wasm_bindgen_test]
+async fn cached_files_load_without_the_network_until_the_cache_is_cleared() {
+    // The test server has no such folder: only the cache can answer.
+    let page =
+        js_sys::Reflect::get(&js_sys::Reflect::get(&js_sys::global(), &"location".into()).unwrap(), &"href".into());
+    let base = web_sys::Url::new_with_base("/cached-small-model/", &page.unwrap().as_string().unwrap()).unwrap().href();
+    let caches: web_sys::CacheStorage =
+        js_sys::Reflect::get(&js_sys::global(), &"caches".into()).unwrap().unchecked_into();
+    let cache: web_sys::Cache = JsFuture::from(caches.open("susurrus-models-v1")).await.unwrap().unchecked_into();
+    for (name, bytes) in small_model_files(5).unwrap() {
+        let mut bytes = bytes;
+        let response = web_sys::Response::new_with_opt_u8_array(Some(&mut bytes)).unwrap();
+        JsFuture::from(cache.put_with_str(&format!("{base}{name}"), &response)).await.unwrap();
+    }
+    let reports = Array::new();
+    let sink = reports.clone();
+    let on_progress = Closure::<dyn FnMut(JsValue)>::new(move |p| {
+        sink.push(&p);
+    });
+    let options = object(&[("backend", "cpu".into()), ("onProgress", on_progress.as_ref().clone())]);
+    let model = Model::load("/cached-small-model/".into(), Some(options))
+        .await
+        .unwrap_or_else(|e| panic!("{}", error_message(&e)));
+    let info = model.info().unwrap();
+    assert_eq!(get(&info, "fromCache"), true);
+    assert!(reports.iter().all(|p| get(&p, "fromCache") == true), "a file came from the network");
+    let files: Vec<String> = reports.iter().map(|p| get(&p, "file").as_string().unwrap()).collect();
+    assert!(files.contains(&"model.safetensors".to_string()), "{files:?}");
+
+    assert!(clear_model_cache().await.unwrap(), "there was a cache to clear");
+    let err = Model::load("/cached-small-model/".into(), None).await.err().expect("gone with the cache");
+    assert!(error_message(&err).contains("cached-small-model/config.json: HTTP 404"), "{}", error_message(&err));
+}
+
+#[wasm_bindgen_test]
+fn results_format_as_documents() {
+    let segment = object(&[("start", 0.0.into()), ("end", 1.5.into()), ("text", " Hi & bye.".into())]);
+    let result: JsValue = object(&[("segments", Array::of1(&segment).into())]).into();
+    assert_eq!(format_transcript(result.clone(), "srt").unwrap(), "1\n00:00:00,000 --> 00:00:01,500\nHi & bye.\n");
+    assert_eq!(
+        format_transcript(result.clone(), "vtt").unwrap(),
+        "WEBVTT\n\n00:00:00.000 --> 00:00:01.500\nHi &amp; bye.\n"
+    );
+    assert_eq!(format_transcript(result.clone(), "txt").unwrap(), "Hi & bye.\n");
+    let json = format_transcript(result.clone(), "json").unwrap();
+    assert!(json.starts_with("{\n  \"segments\": [\n    {\n      \"start\": 0,"), "{json}");
+    assert_eq!(
+        error_message(&format_transcript(result.clone(), "doc").unwrap_err()),
+        "format 'doc' is not one of \"txt\", \"srt\", \"vtt\", \"json\""
+    );
+    assert!(
+        error_message(&format_transcript(JsValue::from(3), "srt").unwrap_err())
+            .starts_with("not a transcription result")
+    );
+}
+
+/// A 16-bit PCM WAV file of `channels` interleaved channels.
+fn wav(rate: u32, channels: u16, frames: &[Vec<i16>]) -> Vec<u8> {
+    let data: Vec<u8> = frames.iter().flatten().flat_map(|s| s.to_le_bytes()).collect();
+    let mut out = Vec::new();
+    out.extend(b"RIFF");
+    out.extend((36 + data.len() as u32).to_le_bytes());
+    out.extend(b"WAVEfmt ");
+    out.extend(16u32.to_le_bytes());
+    out.extend(1u16.to_le_bytes());
+    out.extend(channels.to_le_bytes());
+    out.extend(rate.to_le_bytes());
+    out.extend((rate * u32::from(channels) * 2).to_le_bytes());
+    out.extend((channels * 2).to_le_bytes());
+    out.extend(16u16.to_le_bytes());
+    out.extend(b"data");
+    out.extend((data.len() as u32).to_le_bytes());
+    out.extend(data);
+    out
+}
+
+#[wasm_bindgen_test]
+async fn encoded_audio_is_decoded_resampled_and_mixed_down() {
+    // One second at 8 kHz: left a 440 Hz sine, right silent; mono is half the sine.
+    let sine = |t: f64| (2.0 * std::f64::consts::PI * 440.0 * t).sin() * 0.5;
+    let frames: Vec<Vec<i16>> = (0..8000).map(|i| vec![(sine(i as f64 / 8000.0) * 32767.0) as i16, 0]).collect();
+    let bytes = Uint8Array::from(wav(8000, 2, &frames).as_slice());
+    let buffer = bytes.buffer();
+    let samples =
+        decode_audio(buffer.clone().into()).await.unwrap_or_else(|e| panic!("{}", error_message(&e))).to_vec();
+    assert_eq!(buffer.byte_length(), bytes.length(), "the caller's buffer was detached");
+    assert!((15990..=16010).contains(&samples.len()), "{} samples", samples.len());
+    // Away from the edges (the resampler's filter needs context) it is the sine at 16 kHz.
+    let worst =
+        (400..15600).map(|i| (f64::from(samples[i]) - sine(i as f64 / 16000.0) / 2.0).abs()).fold(0.0, f64::max);
+    assert!(worst < 0.01, "largest error {worst}");
+
+    let blob = web_sys::Blob::new_with_u8_array_sequence(&Array::of1(&bytes)).unwrap();
+    let from_blob = decode_audio(blob.into()).await.unwrap().to_vec();
+    assert_eq!(from_blob, samples);
+}
