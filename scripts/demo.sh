@@ -2,7 +2,7 @@
 # The main job on a fresh machine: installs what is missing (scripts/setup.sh), fetches
 # Whisper tiny.en once (scripts/fetch-model.sh), builds the `susurrus` command and transcribes
 # the bundled sample (samples/sample.wav, our own espeak-ng speech) on the fastest backend
-# here, then says how to open the web demo. Extra arguments go to `susurrus transcribe`
+# here, then says how to open the web demo (scripts/serve.sh). Extra arguments go to `susurrus transcribe`
 # (e.g. `--format srt`, `--backend wgpu`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,8 +16,8 @@ cargo build --release --quiet -p susurrus-native
 ./target/release/susurrus transcribe --model "$model" "$@" samples/sample.wav
 cat <<'NOTE'
 
-Web demo: www/index.html is the page the npm package will drive (in-browser transcription on
-WebGPU arrives with the web crate's API); today it is a static placeholder. Open it with
-  python3 -m http.server --directory www 8000   # then browse to http://localhost:8000
-More: ./target/release/susurrus --help, and the README's "Commands" section.
+Web demo (transcription in the browser, on WebGPU or the CPU, in a worker):
+  ./scripts/serve.sh          # builds the npm package into www/pkg, serves www/ and the model
+  then open http://127.0.0.1:8080/ in Chrome or Edge (WebGPU), or any browser (CPU)
+More: ./target/release/susurrus --help, and the README's "Commands" and "Web" sections.
 NOTE

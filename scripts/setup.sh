@@ -16,6 +16,8 @@ missing=()
 for pkg in mesa-vulkan-drivers libvulkan1 chromium chromium-driver; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
 done
+# Node.js and npm for the web package (kept when another Node.js is already installed).
+command -v npm >/dev/null || missing+=(nodejs npm)
 if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]}"
   sudo_cmd=""
@@ -55,3 +57,22 @@ install_tool() { # crate version binary [--locked]
 install_tool wasm-pack 0.15.1 wasm-pack --locked
 bindgen_version=$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/[^0-9.]/, ""); print; exit }' Cargo.lock)
 install_tool wasm-bindgen-cli "$bindgen_version" wasm-bindgen
+
+# Node tools for the web package and its browser tests: tsc compiles the package's client
+# and checks its types; playwright-core drives Debian's Chromium (never a downloaded browser).
+npm_dir="${cache}/npm"
+npm_tools=(typescript@5.9.3 playwright-core@1.65.1)
+npm_have() { # name@version
+  local name=${1%@*} version=${1##*@}
+  [ -f "${npm_dir}/node_modules/${name}/package.json" ] &&
+    grep -q "\"version\": \"${version}\"" "${npm_dir}/node_modules/${name}/package.json"
+}
+for tool in "${npm_tools[@]}"; do
+  if ! npm_have "$tool"; then
+    echo "setup: installing ${npm_tools[*]} into ${npm_dir}"
+    mkdir -p "$npm_dir"
+    [ -f "${npm_dir}/package.json" ] || echo '{"private": true}' >"${npm_dir}/package.json"
+    (cd "$npm_dir" && npm install --silent --no-audit --no-fund "${npm_tools[@]}")
+    break
+  fi
+done

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The project's one test command: formatting, lints, every native test (the GPU ones on Mesa
-# lavapipe), the wasm build and the browser suite (WebGPU in headless Chromium).
+# lavapipe), the wasm build, the browser suite (WebGPU in headless Chromium) and the
+# end-to-end browser tests of the demo page and the npm package.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,5 +30,8 @@ cargo test --workspace
 step "browser: wasm-pack test --headless --chrome (crates/web)"
 (cd crates/web && WASM_BINDGEN_TEST_TIMEOUT=900 wasm-pack test --mode no-install --headless --chrome \
   --chromedriver /usr/bin/chromedriver)
+
+step "browser end to end: the demo page and the npm package with the real model (tests/e2e)"
+./tests/e2e/run.sh
 
 step "all passed"
