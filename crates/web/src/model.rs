@@ -52,7 +52,7 @@ impl Model {
     /// files a user picked, and compiles it on the chosen backend.
     pub async fn load(
         #[wasm_bindgen(unchecked_param_type = "ModelSource")] source: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "LoadOptions")] options: Option<js_sys::Object>,
+        #[wasm_bindgen(unchecked_optional_param_type = "LoadOptions")] options: Option<js_sys::Object>,
     ) -> Result<Model, JsValue> {
         let start = now_ms();
         let options = load_options(&options.map(JsValue::from).unwrap_or(JsValue::UNDEFINED))?;
@@ -102,7 +102,7 @@ impl Model {
     pub fn transcribe(
         &self,
         #[wasm_bindgen(unchecked_param_type = "AudioInput")] audio: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "TranscribeOptions")] options: Option<js_sys::Object>,
+        #[wasm_bindgen(unchecked_optional_param_type = "TranscribeOptions")] options: Option<js_sys::Object>,
     ) -> js_sys::Promise {
         let loaded = self.loaded.clone();
         let (backend, adapter) = (self.info.backend, self.info.adapter.clone());
