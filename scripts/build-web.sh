@@ -14,6 +14,9 @@ rm -rf "$out"
 # wasm-pack's own .gitignore would hide the package from git-based tools; package.json says
 # which files ship.
 rm -f "${out}/.gitignore"
+# wasm-bindgen's classes declare [Symbol.dispose]; name the lib that declares it, so consumers
+# type-check with any lib setting (e.g. ["dom", "es2022"]).
+sed -i '1i /// <reference lib="esnext.disposable" />' "${out}/susurrus.d.ts"
 
 cp crates/web/js/*.ts crates/web/js/tsconfig.json crates/web/js/README.md "$out/"
 "$tsc" -p "${out}/tsconfig.json"
