@@ -123,7 +123,7 @@ fn gpu(backend: WgpuBackend, adapter: String) -> Opened {
 fn cpu(fallback_reason: Option<String>) -> Opened {
     let pace = Pace::new(true);
     Opened {
-        backend: Box::new(Paced::new(Box::new(CpuBackend::new()), pace.clone())),
+        backend: Box::new(CpuBackend::with_step_hook(Pace::step_hook(&pace))),
         pace,
         kind: "cpu",
         adapter: CPU_ADAPTER.to_string(),

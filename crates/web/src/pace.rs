@@ -1,9 +1,10 @@
-//! Cooperative pacing of a backend in the browser. Before every run of a compiled plan the
-//! wrapped executable stops with [`Error::Cancelled`] when the caller's `AbortSignal` has
-//! fired and, on the CPU backend, gives the event loop a turn once the thread has been busy
-//! for [`BUSY_MS`].
+//! Cooperative pacing in the browser. At each checkpoint the work stops with
+//! [`Error::Cancelled`] when the caller's `AbortSignal` has fired and, on the CPU backend,
+//! the event loop gets a turn once the thread has been busy for [`BUSY_MS`]. The CPU executor
+//! passes a checkpoint after every op (its step hook, [`Pace::step_hook`]); WebGPU
+//! executables before every run ([`Paced`]).
 //!
-//! Why: WebAssembly runs on one thread and the CPU backend's futures never wait, so without
+//! Why: WebAssembly runs on one thread and the CPU executor's futures never wait, so without
 //! these turns a worker would not see an abort message until the whole transcription ended,
 //! and a page using the direct API would freeze. WebGPU runs wait for the GPU already (each
 //! readback is a promise), so there only the signal is checked.
@@ -13,6 +14,7 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 use susurrus_core::error::{Error, Result};
+use susurrus_core::exec::cpu::StepHook;
 use susurrus_core::exec::{Backend, BoxFuture, Executable, Weights};
 use susurrus_core::ops::Op;
 use susurrus_core::plan::Plan;
@@ -48,7 +50,16 @@ impl Pace {
         self.signal.borrow().as_ref().is_some_and(AbortSignal::aborted)
     }
 
-    /// Where a run may be cancelled or paused.
+    /// The CPU executor's step hook: a checkpoint after every op.
+    pub fn step_hook(pace: &Rc<Pace>) -> StepHook {
+        let pace = Rc::clone(pace);
+        Rc::new(move || {
+            let pace = Rc::clone(&pace);
+            Box::pin(async move { pace.checkpoint().await })
+        })
+    }
+
+    /// Where work may be cancelled or paused.
     async fn checkpoint(&self) -> Result<()> {
         if self.yields && global::now_ms() - self.last_turn.get() >= BUSY_MS {
             global::next_task().await;
@@ -58,7 +69,7 @@ impl Pace {
     }
 }
 
-/// A backend whose executables pass a [`Pace`] checkpoint before every run.
+/// A backend whose executables pass a [`Pace`] checkpoint before every run (WebGPU).
 pub struct Paced {
     inner: Box<dyn Backend>,
     pace: Rc<Pace>,

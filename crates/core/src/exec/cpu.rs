@@ -20,13 +20,32 @@ use crate::ops::{EvalCtx, Op};
 use crate::plan::{Plan, Storage};
 use crate::tensor::Tensor;
 
+/// Awaited between the steps of every run of a [`CpuBackend`] that has one: where an
+/// embedder on a single thread gives its event loop a turn, or stops the run (an error ends
+/// it; the next run starts afresh). The browser package uses it so that an abort takes
+/// effect within one op, not after the whole encoder.
+pub type StepHook = Rc<dyn Fn() -> BoxFuture<'static, ()>>;
+
 /// The reference backend: supports every op.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct CpuBackend;
+#[derive(Clone, Default)]
+pub struct CpuBackend {
+    step_hook: Option<StepHook>,
+}
+
+impl std::fmt::Debug for CpuBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CpuBackend").field("step_hook", &self.step_hook.is_some()).finish()
+    }
+}
 
 impl CpuBackend {
     pub fn new() -> Self {
-        CpuBackend
+        CpuBackend::default()
+    }
+
+    /// A backend whose runs await `hook` after every step.
+    pub fn with_step_hook(hook: StepHook) -> Self {
+        CpuBackend { step_hook: Some(hook) }
     }
 }
 
@@ -98,6 +117,7 @@ impl CpuBackend {
             states: HashMap::new(),
             state_names,
             shared: Rc::clone(shared),
+            step_hook: self.step_hook.clone(),
         }))
     }
 }
@@ -164,6 +184,7 @@ struct CpuExecutable {
     states: HashMap<String, Tensor>,
     state_names: Vec<String>,
     shared: Shared,
+    step_hook: Option<StepHook>,
 }
 
 /// `t` seen with `ty`'s shape: the same data, reshaped when a view (reshape) of it is read.
@@ -227,7 +248,7 @@ impl CpuExecutable {
         Ok(())
     }
 
-    fn run_now(
+    async fn run_now(
         &mut self,
         inputs: &HashMap<String, Tensor>,
         scalars: &HashMap<String, u32>,
@@ -238,7 +259,7 @@ impl CpuExecutable {
         let empty = HashMap::new();
         let ctx = EvalCtx { inputs: &empty, weights: &empty, states: &empty, scalars: &scalar_values };
         self.take_states()?;
-        let ran = self.execute(inputs, &ctx).and_then(|()| {
+        let ran = self.execute(inputs, &ctx).await.and_then(|()| {
             let mut out = HashMap::new();
             for (&name, id) in outputs.iter().zip(wanted) {
                 out.insert(name.to_string(), self.read(id)?.into_owned());
@@ -264,8 +285,9 @@ impl CpuExecutable {
         self.shared.borrow_mut().extend(self.states.drain());
     }
 
-    /// Copies the inputs in, then runs every non-leaf node in schedule order.
-    fn execute(&mut self, inputs: &HashMap<String, Tensor>, ctx: &EvalCtx) -> Result<()> {
+    /// Copies the inputs in, then runs every non-leaf node in schedule order, awaiting the
+    /// step hook after each.
+    async fn execute(&mut self, inputs: &HashMap<String, Tensor>, ctx: &EvalCtx<'_>) -> Result<()> {
         for step in 0..self.plan.schedule.len() {
             let id = self.plan.schedule[step];
             if let Op::Input(i) = &self.plan.graph.node(id).op {
@@ -305,6 +327,9 @@ impl CpuExecutable {
                 }
             };
             self.write(id, &value)?;
+            if let Some(hook) = &self.step_hook {
+                hook().await?;
+            }
         }
         Ok(())
     }
@@ -317,7 +342,7 @@ impl Executable for CpuExecutable {
         scalars: &'a HashMap<String, u32>,
         outputs: &'a [&'a str],
     ) -> BoxFuture<'a, HashMap<String, Tensor>> {
-        Box::pin(async move { self.run_now(inputs, scalars, outputs) })
+        Box::pin(self.run_now(inputs, scalars, outputs))
     }
 
     fn read_state<'a>(&'a mut self, name: &'a str) -> BoxFuture<'a, Tensor> {
@@ -336,7 +361,7 @@ impl Executable for CpuExecutable {
     ) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             for _ in 0..times {
-                self.run_now(inputs, scalars, &[])?;
+                self.run_now(inputs, scalars, &[]).await?;
             }
             Ok(())
         })
@@ -383,5 +408,34 @@ mod tests {
         assert_eq!(got["rows"].dtype(), DType::F16);
         // Row 0 of x against row 0 of the table: 0.0999755859375 + 2 - 6.
         assert_eq!(got["logits"].to_f32()[0], 0.099_975_586 + 2.0 - 6.0);
+    }
+
+    #[test]
+    fn the_step_hook_runs_after_every_step_and_its_error_stops_the_run() {
+        use std::cell::Cell;
+        let mut g = Graph::new("two_steps");
+        let x = g.input("x", TensorType::new(DType::F32, [4])).unwrap();
+        let doubled = g.add(x, x).unwrap();
+        let squared = g.mul(doubled, doubled).unwrap();
+        g.output("y", squared).unwrap();
+        let plan = crate::plan::plan(g).unwrap();
+        let calls = Rc::new(Cell::new(0usize));
+        let stop_at = Rc::new(Cell::new(usize::MAX));
+        let (c, s) = (Rc::clone(&calls), Rc::clone(&stop_at));
+        let hook: StepHook = Rc::new(move || {
+            c.set(c.get() + 1);
+            let stop = c.get() >= s.get();
+            Box::pin(async move { if stop { Err(Error::Cancelled) } else { Ok(()) } })
+        });
+        let mut exe = pollster::block_on(CpuBackend::with_step_hook(hook).compile(&plan, &HashMap::new())).unwrap();
+        let inputs = HashMap::from([("x".to_string(), Tensor::f32([4], vec![1.0, 2.0, 3.0, 4.0]).unwrap())]);
+        let run = |exe: &mut Box<dyn Executable>| pollster::block_on(exe.run(&inputs, &HashMap::new(), &["y"]));
+        assert_eq!(run(&mut exe).unwrap()["y"].to_f32(), vec![4.0, 16.0, 36.0, 64.0]);
+        assert_eq!(calls.get(), 2, "one call per op step");
+        stop_at.set(3);
+        assert_eq!(run(&mut exe).unwrap_err(), Error::Cancelled);
+        assert_eq!(calls.get(), 3, "the run stopped at the hook's error");
+        stop_at.set(usize::MAX);
+        assert_eq!(run(&mut exe).unwrap()["y"].to_f32(), vec![4.0, 16.0, 36.0, 64.0]);
     }
 }
