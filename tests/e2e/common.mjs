@@ -1,0 +1,169 @@
+// What both end-to-end scripts share: the repository's paths, `susurrus serve` as a child
+// process with its request log, headless Chromium through playwright-core, the reference
+// transcript, and assertions that print what was expected and what came.
+
+import { spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { homedir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
+export const npmTools = join(homedir(), ".cache/susurrus/npm");
+/** The `susurrus` binary (run.sh builds it); SUSURRUS_BIN names another. */
+export const susurrusBin = process.env.SUSURRUS_BIN ?? join(repoRoot, "target/debug/susurrus");
+/** The real model folder (scripts/fetch-model.sh prints it; run.sh passes it on). */
+export const modelDir = process.env.SUSURRUS_MODEL ?? join(homedir(), ".cache/susurrus/models/whisper-tiny.en-ct2");
+export const clipWav = join(repoRoot, "tests/fixtures/golden/short_2.wav");
+
+/** The default run of the golden clip: faster-whisper's text and segment times. */
+export function reference() {
+  const golden = JSON.parse(readFileSync(join(repoRoot, "tests/fixtures/golden/short_2.json"), "utf8"));
+  const run = golden.runs.find((r) => r.name === "default");
+  if (!run) throw new Error("tests/fixtures/golden/short_2.json has no run named \"default\"");
+  return { text: run.text.trim(), segments: run.segments.map(({ start, end, text }) => ({ start, end, text: text.trim() })) };
+}
+
+export class AssertionError extends Error {}
+
+// Ctrl-C or a CI timeout: exit normally, so the "exit" handlers below kill the server.
+for (const signal of ["SIGINT", "SIGTERM"]) process.once(signal, () => process.exit(130));
+
+/** Fails with `what`, the expected and the actual value, each on its own line. */
+export function assertEqual(actual, expected, what) {
+  const a = JSON.stringify(actual);
+  const e = JSON.stringify(expected);
+  if (a !== e) throw new AssertionError(`${what}\n  expected: ${e}\n  got:      ${a}`);
+}
+
+export function assert(condition, message) {
+  if (!condition) throw new AssertionError(message);
+}
+
+/** playwright-core from the folder scripts/setup.sh installs it in (ESM imports ignore NODE_PATH). */
+export function playwright() {
+  const require = createRequire(join(npmTools, "node_modules/"));
+  return require("playwright-core");
+}
+
+/**
+ * Headless Chromium from Debian with the flags the wasm-bindgen tests use (WebGPU on
+ * SwiftShader), plus `extraArgs`.
+ */
+export async function launchBrowser(extraArgs = []) {
+  const options = JSON.parse(readFileSync(join(repoRoot, "crates/web/webdriver.json"), "utf8"))["goog:chromeOptions"];
+  return playwright().chromium.launch({ executablePath: "/usr/bin/chromium", args: [...options.args, ...extraArgs] });
+}
+
+/**
+ * Collects a page's uncaught errors and console errors, so a failure names its cause rather
+ * than only timing out.
+ */
+export function watchPage(page, log = console.log) {
+  const problems = [];
+  page.on("pageerror", (err) => {
+    problems.push(`uncaught: ${err.message}`);
+    log(`  [page error] ${err.message}`);
+  });
+  page.on("console", (msg) => {
+    if (msg.type() === "error" || msg.type() === "warning") log(`  [console ${msg.type()}] ${msg.text()}`);
+    if (msg.type() === "error") problems.push(`console: ${msg.text()}`);
+  });
+  return problems;
+}
+
+/**
+ * Starts `susurrus serve --port 0 ...args` and resolves once it printed its URL. `requests()`
+ * returns the request log so far ({ method, path, status, bytes } per stderr line);
+ * `stop()` kills it. It is also killed when this process exits, failing or not.
+ */
+export function startServer(args) {
+  const child = spawn(susurrusBin, ["serve", "--port", "0", ...args], { cwd: repoRoot, stdio: ["ignore", "pipe", "pipe"] });
+  const killOnExit = () => child.kill("SIGKILL");
+  process.on("exit", killOnExit);
+  const log = [];
+  const stderrLines = [];
+  let stderrRest = "";
+  child.stderr.setEncoding("utf8");
+  child.stderr.on("data", (chunk) => {
+    const lines = (stderrRest + chunk).split("\n");
+    stderrRest = lines.pop();
+    for (const line of lines) {
+      stderrLines.push(line);
+      const m = /^([A-Z]+) (\S+) (\d{3}) (\d+)$/.exec(line.trim());
+      if (m) log.push({ method: m[1], path: m[2], status: Number(m[3]), bytes: Number(m[4]) });
+    }
+  });
+  let stopped = false;
+  const server = {
+    url: null,
+    requests: () => [...log],
+    stderr: () => stderrLines.join("\n"),
+    stop() {
+      stopped = true;
+      process.off("exit", killOnExit);
+      child.kill("SIGTERM");
+    },
+  };
+  return new Promise((resolvePromise, reject) => {
+    let stdout = "";
+    let settled = false;
+    const fail = (why) => {
+      if (settled) return;
+      settled = true;
+      server.stop();
+      reject(new Error(`susurrus serve ${args.join(" ")}: ${why}\nstderr:\n${server.stderr()}${stderrRest}`));
+    };
+    const timer = setTimeout(() => fail("printed no URL within 30 s"), 30_000);
+    child.on("error", (err) => {
+      clearTimeout(timer);
+      fail(`could not start ${susurrusBin}: ${err.message}`);
+    });
+    child.on("exit", (code, signal) => {
+      clearTimeout(timer);
+      // Give stderr a moment to drain so the failure shows the server's last words.
+      if (!server.url) setTimeout(() => fail(`exited (code ${code}, signal ${signal}) before printing its URL`), 100);
+      else if (!stopped) console.error(`susurrus serve exited during the test (code ${code}, signal ${signal})`);
+    });
+    child.stdout.setEncoding("utf8");
+    child.stdout.on("data", (chunk) => {
+      stdout += chunk;
+      if (server.url || !stdout.includes("\n")) return;
+      const firstLine = stdout.slice(0, stdout.indexOf("\n"));
+      const url = /http:\/\/\S+/.exec(firstLine)?.[0];
+      clearTimeout(timer);
+      if (!url) return fail(`its first stdout line has no http:// URL: ${JSON.stringify(firstLine)}`);
+      server.url = url.endsWith("/") ? url : `${url}/`;
+      settled = true;
+      resolvePromise(server);
+    });
+  });
+}
+
+/** Runs `main`, printing its failure and exiting non-zero; `cleanup` runs either way. */
+export async function runTest(name, main) {
+  const started = Date.now();
+  const cleanups = [];
+  try {
+    await main((fn) => cleanups.push(fn));
+    console.log(`${name}: PASS (${((Date.now() - started) / 1000).toFixed(1)} s)`);
+  } catch (err) {
+    process.exitCode = 1;
+    const detail = err instanceof AssertionError ? err.message : (err?.stack ?? String(err));
+    console.error(`${name}: FAIL after ${((Date.now() - started) / 1000).toFixed(1)} s\n${detail}`);
+  } finally {
+    for (const fn of cleanups.reverse()) {
+      try {
+        await fn();
+      } catch (err) {
+        console.error(`${name}: cleanup failed: ${err.message}`);
+        process.exitCode = 1;
+      }
+    }
+  }
+}
+
+export function seconds(ms) {
+  return `${(ms / 1000).toFixed(1)} s`;
+}

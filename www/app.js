@@ -1,0 +1,513 @@
+/**
+ * The Susurrus demo page: loads a Whisper model, takes audio from a file, a drop or the
+ * microphone, and transcribes it in the package's worker (./pkg/index.js, the npm package
+ * `susurrus`), so the page stays responsive while it runs.
+ *
+ * Element ids (tests/e2e/page.mjs drives the page through them; keep them stable):
+ *
+ * Page
+ *   #error                 error box: the message of the last failure (hidden when none)
+ *   #clock                 ticks every 100 ms; data-ticks (tick count), data-max-gap-ms (largest
+ *                          gap between ticks while a transcription runs; reset when one starts),
+ *                          data-measuring ("true" while a transcription runs)
+ *   #clock-gap             that largest gap, in words, after a transcription
+ *   #version               the package's version
+ *   body[data-ready]       "true" once the package is imported and the page usable
+ * Model
+ *   #model-source-url, #model-source-files   radio buttons: where the model comes from
+ *   #model-url             model folder URL (default "model/", what `susurrus serve` mounts)
+ *   #model-files           multi-file input for model.bin, config.json, vocabulary.txt, tokenizer.json
+ *   #backend               select: auto | webgpu | cpu
+ *   #load                  Load button
+ *   #clear-cache           clears the browser's model cache (status in #load-status)
+ *   #load-progress         overall download progress
+ *   #load-files            one <li data-file=NAME> per model file: bytes, "(from cache)" on a cache hit
+ *   #load-status           data-state idle | loading | loaded | error; data-from-cache; the text
+ *                          says "from cache" when the model came from the Cache API
+ *   #model-info            <dl>: #model-backend, #model-adapter, #model-load-time, #model-bytes,
+ *                          #model-fallback (why "auto" chose the CPU; hidden when it did not)
+ * Audio
+ *   #drop-zone, #audio-file        drop target and file input
+ *   #record, #stop-record, #record-status   microphone recording
+ *   #audio-name, #audio-duration   chosen audio (#audio-duration has data-seconds once known)
+ *   #audio-player          playback of the chosen audio
+ * Transcript
+ *   #transcribe, #abort    buttons
+ *   #transcribe-progress   seconds of audio done / total
+ *   #transcribe-status     data-state idle | running | done | cancelled | error; data-elapsed-ms
+ *                          (wall time of the last finished transcription)
+ *   #transcribe-elapsed    time spent so far while one runs
+ *   #segments              <ol>; one <li data-start data-end> per segment, text
+ *                          "[mm:ss.mmm --> mm:ss.mmm] text"; data-streamed counts the segments
+ *                          that arrived through onSegment
+ *   #text                  the full text
+ *   #result-backend        backend and adapter that ran (data-backend)
+ *   #timings               audio decode, transcription, audio duration, real-time factor
+ *   #download-srt, #download-vtt, #download-json, #download-txt   transcript downloads
+ */
+
+const el = Object.fromEntries(
+  [
+    "error", "clock", "clock-gap", "version",
+    "model-source-url", "model-source-files", "model-url", "model-files", "backend", "load",
+    "clear-cache", "load-progress", "load-files", "load-status", "model-info", "model-backend",
+    "model-adapter", "model-load-time", "model-bytes", "model-fallback-label", "model-fallback",
+    "drop-zone", "audio-file", "record", "stop-record", "record-status", "audio-name",
+    "audio-duration", "audio-player",
+    "transcribe", "abort", "transcribe-progress", "transcribe-status", "transcribe-elapsed", "segments", "text",
+    "result-backend", "timings", "download-srt", "download-vtt", "download-json", "download-txt",
+  ].map((id) => [id.replace(/-(.)/g, (_, c) => c.toUpperCase()), document.getElementById(id)]),
+);
+const downloadButtons = [el.downloadSrt, el.downloadVtt, el.downloadJson, el.downloadTxt];
+
+/** Media types of the downloads, so the browser and the saved file agree on what they hold. */
+const MEDIA_TYPES = {
+  srt: "application/x-subrip;charset=utf-8",
+  vtt: "text/vtt;charset=utf-8",
+  json: "application/json;charset=utf-8",
+  txt: "text/plain;charset=utf-8",
+};
+
+/** Everything the buttons depend on; `render()` derives their state from it. */
+const state = {
+  pkg: null, // the imported package module
+  transcriber: null, // the loaded model
+  loading: false,
+  audio: null, // { blob, name }
+  recording: null, // { recorder, started }
+  running: null, // { controller, started }: the running transcription
+  result: null, // { transcript, name }: the last finished transcription
+};
+
+// ---- Errors: every failure ends up in the visible error box, never only in the console.
+
+function showError(err) {
+  const message = err instanceof Error ? err.message || err.name : String(err);
+  el.error.textContent = message || "unknown error";
+  el.error.hidden = false;
+  console.error(err);
+}
+
+function clearError() {
+  el.error.textContent = "";
+  el.error.hidden = true;
+}
+
+window.addEventListener("error", (event) => showError(event.error ?? event.message));
+window.addEventListener("unhandledrejection", (event) => showError(event.reason));
+
+/** Runs an async button handler, showing what it throws. */
+function action(handler) {
+  return (...args) => {
+    clearError();
+    handler(...args).catch(showError);
+  };
+}
+
+// ---- Clock: proves the page never freezes. The interval cannot fire while the main thread is
+// blocked, so the largest gap between ticks is the longest freeze.
+
+const clock = { started: performance.now(), last: performance.now(), ticks: 0, maxGap: 0, measuring: false };
+
+setInterval(() => {
+  const now = performance.now();
+  if (clock.measuring) clock.maxGap = Math.max(clock.maxGap, now - clock.last);
+  clock.last = now;
+  clock.ticks += 1;
+  el.clock.textContent = `${((now - clock.started) / 1000).toFixed(1)} s`;
+  el.clock.dataset.ticks = String(clock.ticks);
+  el.clock.dataset.maxGapMs = String(Math.round(clock.maxGap));
+  if (state.recording) el.recordStatus.textContent = `recording ${((now - state.recording.started) / 1000).toFixed(1)} s`;
+  if (state.running) showRunning(state.running, now);
+}, 100);
+
+function startMeasuring() {
+  clock.maxGap = 0;
+  clock.last = performance.now();
+  clock.measuring = true;
+  el.clock.dataset.maxGapMs = "0";
+  el.clock.dataset.measuring = "true";
+  el.clockGap.textContent = "";
+}
+
+function stopMeasuring() {
+  // A freeze that lasted until the very end has no tick after it: count it too.
+  clock.maxGap = Math.max(clock.maxGap, performance.now() - clock.last);
+  clock.measuring = false;
+  el.clock.dataset.maxGapMs = String(Math.round(clock.maxGap));
+  el.clock.dataset.measuring = "false";
+  el.clockGap.textContent = `(longest pause while transcribing: ${Math.round(clock.maxGap)} ms)`;
+}
+
+// ---- Formatting
+
+function formatBytes(bytes) {
+  if (bytes >= 1e6) return `${(bytes / 1e6).toFixed(1)} MB`;
+  if (bytes >= 1e3) return `${(bytes / 1e3).toFixed(1)} KB`;
+  return `${bytes} B`;
+}
+
+function formatMs(ms) {
+  return ms >= 1000 ? `${(ms / 1000).toFixed(2)} s` : `${Math.round(ms)} ms`;
+}
+
+/** `mm:ss.mmm`, rounded to the millisecond once so 59.9996 s reads 01:00.000. */
+function formatTime(seconds) {
+  const total = Math.round(seconds * 1000);
+  const minutes = Math.floor(total / 60000);
+  const secs = Math.floor(total / 1000) % 60;
+  return `${String(minutes).padStart(2, "0")}:${String(secs).padStart(2, "0")}.${String(total % 1000).padStart(3, "0")}`;
+}
+
+function setStatus(node, stateName, text) {
+  node.dataset.state = stateName;
+  node.textContent = text;
+}
+
+// ---- Buttons
+
+function render() {
+  const { pkg, transcriber, loading, audio, recording, result } = state;
+  const running = state.running !== null;
+  el.load.disabled = !pkg || loading || running;
+  el.clearCache.disabled = !pkg || loading;
+  el.transcribe.disabled = !transcriber || !audio || loading || running || recording !== null;
+  el.abort.disabled = !running;
+  el.record.disabled = recording !== null;
+  el.stopRecord.disabled = recording === null;
+  for (const button of downloadButtons) button.disabled = !result || running;
+}
+
+// ---- Model
+
+/** One row per model file, created when its first progress report arrives. */
+const fileRows = new Map();
+
+function resetLoadProgress() {
+  fileRows.clear();
+  el.loadFiles.replaceChildren();
+  el.loadProgress.value = 0;
+  el.modelInfo.hidden = true;
+}
+
+function onLoadProgress({ file, loaded, total, fromCache }) {
+  let row = fileRows.get(file);
+  if (!row) {
+    row = { li: document.createElement("li"), loaded: 0, total: null };
+    row.li.dataset.file = file;
+    fileRows.set(file, row);
+    el.loadFiles.append(row.li);
+  }
+  row.loaded = loaded;
+  row.total = total;
+  row.li.dataset.fromCache = String(fromCache);
+  const size = total === null ? formatBytes(loaded) : `${formatBytes(loaded)} of ${formatBytes(total)}`;
+  row.li.textContent = `${file}: ${size}${fromCache ? " (from cache)" : ""}`;
+  // Overall progress is only meaningful while every file seen so far has a known size.
+  const rows = [...fileRows.values()];
+  if (rows.every((r) => r.total !== null)) {
+    const sum = (key) => rows.reduce((acc, r) => acc + r[key], 0);
+    el.loadProgress.value = sum("total") > 0 ? sum("loaded") / sum("total") : 1;
+  } else {
+    el.loadProgress.removeAttribute("value");
+  }
+}
+
+function modelSource() {
+  if (el.modelSourceFiles.checked) {
+    if (el.modelFiles.files.length === 0) {
+      throw new Error("choose the model files (model.bin, config.json, vocabulary.txt, tokenizer.json) first");
+    }
+    return el.modelFiles.files;
+  }
+  const url = el.modelUrl.value.trim();
+  if (!url) throw new Error("enter the URL of a model folder, e.g. model/");
+  return url;
+}
+
+async function loadModel() {
+  const source = modelSource();
+  const backend = el.backend.value;
+  state.loading = true;
+  render();
+  resetLoadProgress();
+  setStatus(el.loadStatus, "loading", "Loading the model…");
+  delete el.loadStatus.dataset.fromCache;
+  try {
+    const transcriber = await state.pkg.Transcriber.load(source, { backend, onProgress: onLoadProgress });
+    // The new model replaces the old only once it loaded, so a failed load keeps the old one.
+    state.transcriber?.dispose();
+    state.transcriber = transcriber;
+    const { info } = transcriber;
+    el.loadProgress.value = 1;
+    el.modelBackend.textContent = info.backend;
+    el.modelAdapter.textContent = info.adapter;
+    el.modelLoadTime.textContent = formatMs(info.loadMs);
+    el.modelBytes.textContent = formatBytes(info.bytes);
+    // The package says why "auto" fell back to the CPU (no navigator.gpu, no adapter, ...).
+    const fallback = info.fallbackReason ?? "";
+    el.modelFallback.textContent = fallback;
+    el.modelFallback.hidden = el.modelFallbackLabel.hidden = fallback === "";
+    el.modelInfo.hidden = false;
+    el.loadStatus.dataset.fromCache = String(info.fromCache);
+    el.loadStatus.dataset.backend = info.backend;
+    const origin = info.fromCache ? "from cache" : "downloaded";
+    setStatus(el.loadStatus, "loaded",
+      `Model loaded in ${formatMs(info.loadMs)} (${formatBytes(info.bytes)}, ${origin}) on ${info.backend}: ${info.adapter}.`);
+  } catch (err) {
+    // The info list still describes the previous model, if any: show it again.
+    el.modelInfo.hidden = !state.transcriber;
+    setStatus(el.loadStatus, "error", state.transcriber ? "Loading failed; the previous model stays loaded." : "Loading failed.");
+    throw err;
+  } finally {
+    state.loading = false;
+    render();
+  }
+}
+
+async function clearCache() {
+  const removed = await state.pkg.clearModelCache();
+  setStatus(el.loadStatus, "cache-cleared", removed ? "Model cache cleared." : "The model cache was already empty.");
+}
+
+// ---- Audio
+
+async function audioDuration(blob, url) {
+  // The media element reads the duration from the header, cheaply. MediaRecorder's WebM files
+  // have none (it reports Infinity), so those are decoded instead.
+  const fromHeader = await new Promise((resolve) => {
+    const probe = new Audio();
+    probe.preload = "metadata";
+    probe.addEventListener("loadedmetadata", () => resolve(probe.duration));
+    probe.addEventListener("error", () => resolve(NaN));
+    probe.src = url;
+  });
+  if (Number.isFinite(fromHeader)) return fromHeader;
+  const samples = await state.pkg.decodeAudio(blob);
+  return samples.length / 16000;
+}
+
+async function setAudio(blob, name) {
+  if (el.audioPlayer.src) URL.revokeObjectURL(el.audioPlayer.src);
+  const url = URL.createObjectURL(blob);
+  const audio = { blob, name };
+  state.audio = audio;
+  render();
+  el.audioName.textContent = name;
+  el.audioDuration.textContent = "(duration: reading…)";
+  delete el.audioDuration.dataset.seconds;
+  el.audioPlayer.src = url;
+  el.audioPlayer.hidden = false;
+  const seconds = await audioDuration(blob, url);
+  if (state.audio !== audio) return; // another file was chosen meanwhile
+  el.audioDuration.dataset.seconds = String(seconds);
+  el.audioDuration.textContent = `(${seconds.toFixed(2)} s, ${formatBytes(blob.size)})`;
+}
+
+function onDrop(event) {
+  event.preventDefault();
+  el.dropZone.classList.remove("dragging");
+  const file = event.dataTransfer?.files[0];
+  if (!file) throw new Error("the drop held no file: drop an audio file");
+  return setAudio(file, file.name);
+}
+
+/** A file name for a recording, with the extension its container type implies. */
+function recordingName(type) {
+  const extension = type.includes("ogg") ? "ogg" : type.includes("mp4") ? "m4a" : "webm";
+  const stamp = new Date().toISOString().replace(/[:.]/g, "-").slice(0, 19);
+  return `recording-${stamp}.${extension}`;
+}
+
+async function startRecording() {
+  if (!navigator.mediaDevices?.getUserMedia || typeof MediaRecorder === "undefined") {
+    throw new Error("this browser cannot record here: microphone access needs https or localhost and MediaRecorder");
+  }
+  const stream = await navigator.mediaDevices.getUserMedia({ audio: true });
+  const recorder = new MediaRecorder(stream);
+  const chunks = [];
+  recorder.addEventListener("dataavailable", (event) => {
+    if (event.data.size > 0) chunks.push(event.data);
+  });
+  recorder.addEventListener("stop", () => {
+    for (const track of stream.getTracks()) track.stop();
+    state.recording = null;
+    el.recordStatus.textContent = "";
+    render();
+    const type = recorder.mimeType || chunks[0]?.type || "audio/webm";
+    const blob = new Blob(chunks, { type });
+    if (blob.size === 0) {
+      showError(new Error("the recording is empty: no audio arrived from the microphone"));
+      return;
+    }
+    setAudio(blob, recordingName(type)).catch(showError);
+  });
+  recorder.addEventListener("error", (event) => showError(event.error ?? new Error("recording failed")));
+  recorder.start();
+  state.recording = { recorder, started: performance.now() };
+  render();
+}
+
+async function stopRecording() {
+  state.recording?.recorder.stop();
+}
+
+// ---- Transcription
+
+function segmentItem(segment) {
+  const li = document.createElement("li");
+  li.dataset.start = String(segment.start);
+  li.dataset.end = String(segment.end);
+  const time = document.createElement("span");
+  time.className = "time";
+  time.textContent = `[${formatTime(segment.start)} --> ${formatTime(segment.end)}]`;
+  li.append(time, ` ${segment.text.trim()}`);
+  return li;
+}
+
+function resetTranscript() {
+  state.result = null;
+  el.segments.replaceChildren();
+  el.segments.dataset.streamed = "0";
+  el.text.textContent = "";
+  el.resultBackend.textContent = "";
+  delete el.resultBackend.dataset.backend;
+  el.timings.textContent = "";
+  el.transcribeProgress.value = 0;
+}
+
+function showResult(transcript) {
+  // The streamed list and the result should agree; the result is what the downloads hold.
+  el.segments.replaceChildren(...transcript.segments.map(segmentItem));
+  el.text.textContent = transcript.text.trim();
+  el.resultBackend.textContent = `${transcript.backend} (${transcript.adapter})`;
+  el.resultBackend.dataset.backend = transcript.backend;
+  const { decodeMs, transcribeMs, audioDurationS, rtf } = transcript.timings;
+  el.timings.textContent = [
+    `audio decode ${formatMs(decodeMs)}`,
+    `transcription ${formatMs(transcribeMs)}`,
+    `audio ${audioDurationS.toFixed(2)} s`,
+    `RTF ${rtf === null ? "n/a" : rtf.toFixed(3)}`,
+  ].join(" · ");
+}
+
+/**
+ * The running transcription's time so far, every clock tick (apart from the status line, so
+ * screen readers announce progress, not every tick).
+ */
+function showRunning({ started }, now) {
+  el.transcribeElapsed.textContent = `(${((now - started) / 1000).toFixed(0)} s so far)`;
+}
+
+async function transcribe() {
+  const { transcriber, audio } = state;
+  const controller = new AbortController();
+  const started = performance.now();
+  const run = { controller, started };
+  state.running = run;
+  resetTranscript();
+  render();
+  setStatus(el.transcribeStatus, "running", "Transcribing…");
+  showRunning(run, started);
+  el.transcribeProgress.removeAttribute("value"); // indeterminate until the first report
+  delete el.transcribeStatus.dataset.elapsedMs;
+  startMeasuring();
+  let streamed = 0;
+  try {
+    const transcript = await transcriber.transcribe(audio.blob, {
+      signal: controller.signal,
+      onSegment: (segment) => {
+        streamed += 1;
+        el.segments.dataset.streamed = String(streamed);
+        el.segments.append(segmentItem(segment));
+      },
+      onProgress: ({ done, total }) => {
+        el.transcribeProgress.value = total > 0 ? done / total : 1;
+        el.transcribeStatus.textContent = `Transcribing… ${done.toFixed(1)} of ${total.toFixed(1)} s of audio`;
+      },
+    });
+    stopMeasuring();
+    const elapsed = performance.now() - started;
+    state.result = { transcript, name: audio.name };
+    showResult(transcript);
+    el.transcribeProgress.value = 1;
+    el.transcribeStatus.dataset.elapsedMs = String(Math.round(elapsed));
+    setStatus(el.transcribeStatus, "done", `Done in ${formatMs(elapsed)}.`);
+  } catch (err) {
+    stopMeasuring();
+    if (err?.name === "AbortError") {
+      setStatus(el.transcribeStatus, "cancelled", "Transcription cancelled; the model stays loaded.");
+    } else {
+      setStatus(el.transcribeStatus, "error", "Transcription failed.");
+      throw err;
+    }
+  } finally {
+    state.running = null;
+    el.transcribeElapsed.textContent = "";
+    render();
+  }
+}
+
+async function abort() {
+  state.running?.controller.abort();
+}
+
+// ---- Downloads
+
+async function download(format) {
+  const { transcript, name } = state.result;
+  const text = state.pkg.formatTranscript(transcript, format);
+  const url = URL.createObjectURL(new Blob([text], { type: MEDIA_TYPES[format] }));
+  const link = document.createElement("a");
+  link.href = url;
+  link.download = `${name.replace(/\.[^.]*$/, "") || "transcript"}.${format}`;
+  document.body.append(link);
+  link.click();
+  link.remove();
+  // The download reads the URL asynchronously; revoking it at once could cut it off.
+  setTimeout(() => URL.revokeObjectURL(url), 60_000);
+}
+
+// ---- Wiring
+
+el.modelUrl.addEventListener("input", () => (el.modelSourceUrl.checked = true));
+el.modelFiles.addEventListener("change", () => (el.modelSourceFiles.checked = el.modelFiles.files.length > 0));
+el.load.addEventListener("click", action(loadModel));
+el.clearCache.addEventListener("click", action(clearCache));
+el.audioFile.addEventListener("change", action(async () => {
+  const file = el.audioFile.files[0];
+  if (file) await setAudio(file, file.name);
+}));
+el.dropZone.addEventListener("dragover", (event) => {
+  event.preventDefault();
+  el.dropZone.classList.add("dragging");
+});
+el.dropZone.addEventListener("dragleave", () => el.dropZone.classList.remove("dragging"));
+el.dropZone.addEventListener("drop", action(async (event) => onDrop(event)));
+// A file dropped beside the zone would make the browser leave the page to open it.
+window.addEventListener("dragover", (event) => event.preventDefault());
+window.addEventListener("drop", (event) => event.preventDefault());
+el.record.addEventListener("click", action(startRecording));
+el.stopRecord.addEventListener("click", action(stopRecording));
+el.transcribe.addEventListener("click", action(transcribe));
+el.abort.addEventListener("click", action(abort));
+for (const button of downloadButtons) {
+  button.addEventListener("click", action(() => download(button.dataset.format)));
+}
+
+async function start() {
+  render();
+  try {
+    // Imported dynamically so a missing build shows in the error box instead of a dead page.
+    state.pkg = await import("./pkg/index.js");
+  } catch (err) {
+    setStatus(el.loadStatus, "error", "The susurrus package could not be loaded.");
+    throw new Error(`could not import ./pkg/index.js (build it with scripts/build-web.sh): ${err.message}`);
+  }
+  el.version.textContent = state.pkg.version();
+  setStatus(el.loadStatus, "idle", "No model loaded.");
+  render();
+  document.body.dataset.ready = "true";
+}
+
+start().catch(showError);
