@@ -145,7 +145,13 @@ async fn read_body(
     from_cache: bool,
     reporter: &Reporter<'_>,
 ) -> Result<Vec<u8>, JsValue> {
-    let total = response.headers().get("content-length").ok().flatten().and_then(|v| v.parse::<usize>().ok());
+    // Content-Length counts the encoded bytes of a compressed response (the stream gives them
+    // decoded), so it is the total only without a Content-Encoding. A transfer cut short is
+    // the stream's error; a truncated file, the parser's.
+    let headers = response.headers();
+    let header = |name: &str| headers.get(name).ok().flatten();
+    let encoded = header("content-encoding").is_some_and(|e| !e.eq_ignore_ascii_case("identity"));
+    let total = header("content-length").filter(|_| !encoded).and_then(|v| v.parse::<usize>().ok());
     let mut bytes = Vec::with_capacity(total.unwrap_or(0));
     reporter.report(name, 0, total, from_cache);
     let Some(body) = response.body() else {
@@ -168,9 +174,6 @@ async fn read_body(
             reported = bytes.len();
             reporter.report(name, reported, total, from_cache);
         }
-    }
-    if let Some(total) = total.filter(|t| *t != bytes.len()) {
-        return Err(js_error(format!("download of {url} ended after {} of {total} bytes", bytes.len())));
     }
     reporter.report(name, bytes.len(), Some(bytes.len()), from_cache);
     Ok(bytes)

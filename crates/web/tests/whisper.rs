@@ -278,3 +278,23 @@ async fn encoded_audio_is_decoded_resampled_and_mixed_down() {
     let from_blob = decode_audio(blob.into()).await.unwrap().to_vec();
     assert_eq!(from_blob, samples);
 }
+
+#[wasm_bindgen_test]
+async fn audio_buffers_at_other_rates_are_rendered_to_16_khz_mono() {
+    // 0.5 s at 44.1 kHz, three channels: a 300 Hz sine, its negative, and the sine again;
+    // the average is a third of the sine.
+    let (rate, frames) = (44100.0f32, 22050usize);
+    let sine = |t: f64| (2.0 * std::f64::consts::PI * 300.0 * t).sin() * 0.6;
+    let options = web_sys::AudioBufferOptions::new(frames as u32, rate);
+    options.set_number_of_channels(3);
+    let buffer = web_sys::AudioBuffer::new(&options).unwrap();
+    let channel: Vec<f32> = (0..frames).map(|i| sine(i as f64 / f64::from(rate)) as f32).collect();
+    let negative: Vec<f32> = channel.iter().map(|s| -s).collect();
+    for (c, data) in [&channel, &negative, &channel].into_iter().enumerate() {
+        buffer.copy_to_channel(data, c as i32).unwrap();
+    }
+    let samples = decode_audio(buffer.into()).await.unwrap_or_else(|e| panic!("{}", error_message(&e))).to_vec();
+    assert_eq!(samples.len(), 8000, "0.5 s at 16 kHz");
+    let worst = (200..7800).map(|i| (f64::from(samples[i]) - sine(i as f64 / 16000.0) / 3.0).abs()).fold(0.0, f64::max);
+    assert!(worst < 0.01, "largest error {worst}");
+}
