@@ -4,8 +4,8 @@
 //!
 //! A software adapter (`isFallbackAdapter`, e.g. Chromium's SwiftShader without a GPU) counts
 //! as none for `auto`: it emulates the GPU on the CPU and is far slower than the CPU executor
-//! (the tiny.en model on a 5 s clip, headless Chromium on 2 cores: 232 s on SwiftShader,
-//! 12 s on the CPU executor). `webgpu` still runs on it.
+//! (the tiny.en model on a 5 s clip, headless Chromium on 2 cores: 140-232 s on SwiftShader,
+//! 5.7 s on the CPU executor). `webgpu` still runs on it.
 
 use std::rc::Rc;
 
