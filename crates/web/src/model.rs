@@ -7,6 +7,8 @@ use std::rc::Rc;
 use js_sys::Function;
 use serde::Serialize;
 use susurrus_core::whisper::files::load_files;
+use susurrus_core::whisper::tokenizer::Tokenizer;
+use susurrus_core::whisper::weights::WhisperWeights;
 use susurrus_core::whisper::{Event, Whisper};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::future_to_promise;
@@ -63,29 +65,16 @@ impl Model {
         let bytes = model.bytes();
         let (weights, tokenizer) = load_files(&model.files).map_err(from_core)?;
         drop(model.files);
-        let opened = backend::open(options.backend).await?;
-        let (backend, adapter, fallback_reason, pace) =
-            (opened.kind, opened.adapter, opened.fallback_reason, opened.pace);
-        let whisper = match Whisper::new(opened.backend, &weights, tokenizer.clone()).await {
-            Ok(w) => (w, backend, adapter, fallback_reason, pace),
-            // A GPU that cannot hold this model is one more reason for `auto` to use the CPU.
-            Err(e) if options.backend == BackendChoice::Auto && backend == "webgpu" => {
-                let Opened { backend: cpu, kind, adapter, pace, .. } = backend::open(BackendChoice::Cpu).await?;
-                let w = Whisper::new(cpu, &weights, tokenizer).await.map_err(from_core)?;
-                (w, kind, adapter, Some(format!("WebGPU could not run the model: {e}")), pace)
-            }
-            Err(e) => return Err(from_core(e)),
-        };
-        let (whisper, backend, adapter, fallback_reason, pace) = whisper;
+        let (whisper, placed) = compile(options.backend, &weights, tokenizer).await?;
         let info = ModelInfo {
-            backend,
-            adapter,
-            fallback_reason,
+            backend: placed.kind,
+            adapter: placed.adapter,
+            fallback_reason: placed.fallback_reason,
             from_cache: model.from_cache,
             load_ms: now_ms() - start,
             bytes: bytes as f64,
         };
-        Ok(Model { loaded: Rc::new(RefCell::new(Loaded { whisper, pace })), info })
+        Ok(Model { loaded: Rc::new(RefCell::new(Loaded { whisper, pace: placed.pace })), info })
     }
 
     /// Where the model runs and how it was loaded.
@@ -148,6 +137,35 @@ impl Model {
             };
             to_js(&JsTranscript::new(&transcript, backend, &adapter, decode_ms, now_ms() - started))
         })
+    }
+}
+
+/// Where a compiled model runs: an [`Opened`] backend without the backend itself, which the
+/// model now owns.
+struct Placed {
+    kind: &'static str,
+    adapter: String,
+    fallback_reason: Option<String>,
+    pace: Rc<Pace>,
+}
+
+/// Compiles the model on the backend `choice` names. `auto` moves to the CPU when WebGPU
+/// cannot hold the model (one more reason it gives).
+async fn compile(
+    choice: BackendChoice,
+    weights: &WhisperWeights,
+    tokenizer: Tokenizer,
+) -> Result<(Whisper, Placed), JsValue> {
+    let Opened { backend, pace, kind, adapter, fallback_reason } = backend::open(choice).await?;
+    match Whisper::new(backend, weights, tokenizer.clone()).await {
+        Ok(w) => Ok((w, Placed { kind, adapter, fallback_reason, pace })),
+        Err(e) if choice == BackendChoice::Auto && kind == "webgpu" => {
+            let Opened { backend, pace, kind, adapter, .. } = backend::open(BackendChoice::Cpu).await?;
+            let w = Whisper::new(backend, weights, tokenizer).await.map_err(from_core)?;
+            let fallback_reason = Some(format!("WebGPU could not run the model: {e}"));
+            Ok((w, Placed { kind, adapter, fallback_reason, pace }))
+        }
+        Err(e) => Err(from_core(e)),
     }
 }
 
