@@ -23,10 +23,14 @@ fn get(target: &JsValue, name: &str) -> JsValue {
     Reflect::get(target, &JsValue::from_str(name)).unwrap_or(JsValue::UNDEFINED)
 }
 
-/// Milliseconds from `performance.now()`.
+thread_local! {
+    /// `performance`, looked up once: the CPU executor reads the clock after every op.
+    static PERFORMANCE: Option<web_sys::Performance> = get(&global(), "performance").dyn_into().ok();
+}
+
+/// Milliseconds from `performance.now()` (`Date.now()` where there is no `performance`).
 pub fn now_ms() -> f64 {
-    let performance = get(&global(), "performance");
-    performance.dyn_into::<web_sys::Performance>().map(|p| p.now()).unwrap_or_else(|_| js_sys::Date::now())
+    PERFORMANCE.with(|p| p.as_ref().map_or_else(js_sys::Date::now, web_sys::Performance::now))
 }
 
 /// `navigator.gpu`, where WebGPU is exposed (an adapter may still be missing).
