@@ -7,6 +7,7 @@ pub mod bench;
 pub mod bench_ops;
 pub mod convert;
 pub mod cpu;
+pub mod cuda;
 pub mod error;
 pub mod info;
 pub mod model_dir;

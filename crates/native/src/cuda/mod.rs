@@ -1,0 +1,6 @@
+//! The CUDA backend (being written).
+
+pub mod lower;
+mod nvrtc;
+pub mod params;
+pub mod source;

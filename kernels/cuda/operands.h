@@ -1,0 +1,27 @@
+// Operands of every kernel parameter struct (crates/native/src/cuda/params.rs declares the
+// Rust side). Plain C: the layout test compiles this file and the generated parameter structs
+// with the host C compiler.
+
+// An input: a device address and how its elements are stored (KIND_*).
+struct In {
+    const void* ptr;
+    unsigned kind;
+    unsigned pad;
+};
+
+// An output of 32-bit words; `dtype` is a DTYPE_* code (f16 values are kept widened to f32).
+struct Out {
+    void* ptr;
+    unsigned dtype;
+    unsigned pad;
+};
+
+#define KIND_F32 0u
+#define KIND_F16 1u
+#define KIND_I32 2u
+#define KIND_U32 3u
+
+#define DTYPE_F32 0u
+#define DTYPE_F16 1u
+#define DTYPE_I32 2u
+#define DTYPE_U32 3u
