@@ -3,18 +3,18 @@
 // with the host C compiler.
 
 // An input: a device address and how its elements are stored (KIND_*).
-struct In {
+typedef struct In {
     const void* ptr;
     unsigned kind;
     unsigned pad;
-};
+} In;
 
 // An output of 32-bit words; `dtype` is a DTYPE_* code (f16 values are kept widened to f32).
-struct Out {
+typedef struct Out {
     void* ptr;
     unsigned dtype;
     unsigned pad;
-};
+} Out;
 
 #define KIND_F32 0u
 #define KIND_F16 1u

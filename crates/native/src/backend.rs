@@ -3,23 +3,27 @@
 use susurrus_core::exec::Backend;
 use susurrus_core::exec::wgpu::{WgpuBackend, WgpuOptions};
 
+use crate::cuda::{CudaBackend, CudaOptions};
 use crate::error::Result;
 
 /// The `--backend` choices.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum BackendChoice {
-    /// A GPU adapter when one is real hardware, else the fast CPU backend.
+    /// An NVIDIA GPU through CUDA when one opens, else a wgpu adapter when it is real
+    /// hardware, else the fast CPU backend.
     Auto,
     /// The multi-threaded SIMD CPU backend.
     Cpu,
     /// wgpu (Vulkan, Metal, DX12) on the first adapter found, software adapters included.
     Wgpu,
+    /// CUDA on the first NVIDIA GPU (kernels compiled with NVRTC, products on cuBLAS).
+    Cuda,
 }
 
 /// Opens the backend `choice` names. `threads` caps the CPU backend's threads (default: one
 /// per core).
 ///
-/// `Auto` opens the adapter the wgpu backend picks and keeps it when it is real hardware; a
+/// `Auto` first tries CUDA; then it opens the adapter the wgpu backend picks and keeps it when it is real hardware; a
 /// software adapter (lavapipe, SwiftShader, WARP) runs the same work tens of times slower
 /// than the CPU backend on the same cores, so then, or when no adapter opens, the CPU
 /// backend runs.
@@ -28,9 +32,15 @@ pub fn open(choice: BackendChoice, threads: Option<usize>) -> Result<Box<dyn Bac
     match choice {
         BackendChoice::Cpu => cpu(),
         BackendChoice::Wgpu => Ok(Box::new(pollster::block_on(WgpuBackend::with_options(&WgpuOptions::default()))?)),
-        BackendChoice::Auto => match pollster::block_on(WgpuBackend::with_options(&WgpuOptions::default())) {
-            Ok(gpu) if !gpu.cpu_kernels() => Ok(Box::new(gpu)),
-            _ => cpu(),
-        },
+        BackendChoice::Cuda => Ok(Box::new(CudaBackend::new(&CudaOptions::default())?)),
+        BackendChoice::Auto => {
+            if let Ok(cuda) = CudaBackend::new(&CudaOptions::default()) {
+                return Ok(Box::new(cuda));
+            }
+            match pollster::block_on(WgpuBackend::with_options(&WgpuOptions::default())) {
+                Ok(gpu) if !gpu.cpu_kernels() => Ok(Box::new(gpu)),
+                _ => cpu(),
+            }
+        }
     }
 }

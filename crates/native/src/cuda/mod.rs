@@ -1,6 +1,54 @@
-//! The CUDA backend (being written).
+//! The CUDA backend: the same plans as every backend (same IR, passes and arena plan), run
+//! by kernels written in CUDA C (`kernels/cuda/`) and compiled at run time with NVRTC for the
+//! device at hand, with products on cuBLAS.
+//!
+//! - `device.rs` opens the driver, a context and stream, compiles the module and starts
+//!   cuBLAS (`blas.rs`); the libraries are loaded at run time, so this crate builds and its
+//!   host-side tests run where there is no CUDA, and a missing driver or device is an error.
+//! - `layout.rs` places every value: one device block for the weights and constants of all
+//!   linked plans (uploaded once), one for the persistent buffers, one arena block per plan
+//!   (followed by the run's runtime scalars) and a scratch block.
+//! - `lower/` turns each op into kernel launches and cuBLAS products with every address
+//!   resolved; `params.rs` derives each kernel's parameter struct for Rust and C alike;
+//!   `source.rs` assembles the module.
+//! - `compile.rs` allocates and uploads, `run.rs` runs: inputs and scalars up through pinned
+//!   memory, the recorded work (replayed as a CUDA graph from the second run on), and only the
+//!   requested outputs back.
 
+mod blas;
+mod compile;
+mod device;
+pub mod layout;
 pub mod lower;
 mod nvrtc;
 pub mod params;
+mod run;
 pub mod source;
+
+pub use compile::{lower_program, plan_options};
+pub use device::{CudaBackend, CudaOptions};
+pub use lower::Precision;
+
+use susurrus_core::exec::{Backend, BoxFuture, Executable, Weights};
+use susurrus_core::ops::Op;
+use susurrus_core::plan::Plan;
+
+impl Backend for CudaBackend {
+    fn name(&self) -> &'static str {
+        "cuda"
+    }
+
+    /// Every op the IR has: each lowers to kernels or products (limits, such as ranks above
+    /// 8, are errors naming the op when a plan compiles).
+    fn supports(&self, _op: &Op) -> bool {
+        true
+    }
+
+    fn compile_linked<'a>(
+        &'a self,
+        plans: Vec<&'a Plan>,
+        weights: &'a Weights,
+    ) -> BoxFuture<'a, Vec<Box<dyn Executable>>> {
+        Box::pin(async move { compile::compile_linked(self, &plans, weights) })
+    }
+}

@@ -104,6 +104,9 @@ impl<T: CField, const N: usize> CField for [T; N] {
     }
 }
 
+/// Each field's name and byte offset, and the struct's size.
+pub type StructLayout = (Vec<(&'static str, usize)>, usize);
+
 /// What [`cuda_params!`](crate::cuda_params) derives for a parameter struct.
 pub trait KernelParams {
     /// The struct's name in C.
@@ -114,7 +117,7 @@ pub trait KernelParams {
     fn to_bytes(&self) -> Vec<u8>;
     /// Each field's name and byte offset, and the struct's size: what the layout test compares
     /// with the C compiler's.
-    fn layout() -> (Vec<(&'static str, usize)>, usize);
+    fn layout() -> StructLayout;
 }
 
 /// Declares a kernel parameter struct: `#[repr(C)]` in Rust, with its C twin derived.
@@ -155,7 +158,7 @@ macro_rules! cuda_params {
                 )*
                 bytes
             }
-            fn layout() -> (Vec<(&'static str, usize)>, usize) {
+            fn layout() -> $crate::cuda::params::StructLayout {
                 (vec![$((stringify!($field), ::core::mem::offset_of!($name, $field)),)*], ::core::mem::size_of::<Self>())
             }
         }
@@ -167,7 +170,7 @@ macro_rules! cuda_params {
 pub struct ParamsInfo {
     pub name: &'static str,
     pub declaration: fn() -> String,
-    pub layout: fn() -> (Vec<(&'static str, usize)>, usize),
+    pub layout: fn() -> StructLayout,
 }
 
 impl ParamsInfo {

@@ -55,8 +55,7 @@ mod tests {
     #[test]
     fn compile_errors_carry_the_log() {
         let err = crate::cuda::nvrtc::compile("extern \"C\" __global__ void k() { undeclared = 1; }", "sm_90")
-            .err()
-            .expect("the source is wrong");
+            .expect_err("the source is wrong");
         let text = err.to_string();
         assert!(text.starts_with("backend error: cuda: NVRTC could not compile the kernels:"), "{text}");
         assert!(text.contains("identifier \"undeclared\" is undefined"), "{text}");

@@ -1,17 +1,368 @@
-//! (being written)
+//! matmul and matmul + bias (+ GELU), and [`gemm`], the product every op with one uses
+//! (attention's scores and values, conv1d's windows).
+//!
+//! Products with a weight and at most [`GEMV_ROWS`] rows (decoder steps) run `matmul_gemv`:
+//! a warp per output column reads the weight row once for every row, in f32 arithmetic. All
+//! others go to cuBLAS: with [`Precision::F16`] the operands are f16 (f32 ones are rounded into
+//! scratch first, f16 weights used as stored) on the tensor cores with f32 accumulation; with
+//! [`Precision::F32`] they are f32 with f32 arithmetic. cuBLAS writes f32; a bias, GELU and
+//! f16 rounding of the result follow in `matmul_epilogue`.
 
-use susurrus_core::Result;
-use susurrus_core::ops::*;
+use susurrus_core::ir::Shape;
+use susurrus_core::ops::{MatMul, MatMulBias};
+use susurrus_core::{Error, Result};
 
-use super::{Launch, LowerCtx};
-use crate::cuda::params::ParamsInfo;
+use super::{CublasGemm, KernelLaunch, Launch, LowerCtx, Precision};
+use crate::cuda::params::{In, Out, ParamsInfo, dtype_code, kind};
+
+crate::cuda_params! {
+    /// `matmul_gemv`: `out[r, c] = act(sum_k a[r, k] * b[c, k] + bias[c])` for `m` rows.
+    pub struct GemvParams {
+        pub a: In,
+        pub b: In,
+        pub bias: In,
+        pub out: Out,
+        pub m: u32,
+        pub n: u32,
+        pub k: u32,
+        pub has_bias: u32,
+        pub gelu: u32,
+    }
+}
+
+crate::cuda_params! {
+    /// `matmul_convert`: `n` elements of `x` written as f16 (`to_f16`) or f32 words to `out`.
+    pub struct ConvertParams {
+        pub x: In,
+        pub out: u64,
+        pub n: u32,
+        pub to_f16: u32,
+    }
+}
+
+crate::cuda_params! {
+    /// `matmul_epilogue`: `out[i] = act(out[i] + bias[i % n])`, stored as the output's dtype.
+    pub struct EpilogueParams {
+        pub bias: In,
+        pub out: Out,
+        pub total: u32,
+        pub n: u32,
+        pub has_bias: u32,
+        pub gelu: u32,
+    }
+}
 
 pub(super) fn params() -> Vec<ParamsInfo> {
-    Vec::new()
+    vec![ParamsInfo::of::<GemvParams>(), ParamsInfo::of::<ConvertParams>(), ParamsInfo::of::<EpilogueParams>()]
 }
-pub fn matmul(_op: &MatMul, _ctx: &LowerCtx) -> Result<Vec<Launch>> {
-    Err(susurrus_core::Error::Unsupported { op: "matmul".into(), backend: "cuda".into() })
+
+/// Most rows (over all batches) a product with a weight runs as a matrix-vector kernel.
+pub const GEMV_ROWS: usize = 8;
+
+/// A row-major product `C[i] = alpha * A[i] x op(B[i])` for `batch` matrices, then `+ bias`
+/// (over columns) and GELU. `A[i]` is `m x k` at `a` + `a_offsets[i]` elements, `B[i]` is
+/// `k x n` (or `n x k` with `transpose_b`) at `b + b_offsets[i]`, `C[i]` is `m x n` at
+/// `i * c_batch_stride` elements of `c`. Leading dimensions are the row lengths given.
+#[derive(Clone, Debug)]
+pub struct RowGemm {
+    pub a: In,
+    pub lda: usize,
+    pub b: In,
+    pub ldb: usize,
+    pub transpose_b: bool,
+    pub c: Out,
+    pub ldc: usize,
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub alpha: f32,
+    pub a_offsets: Vec<usize>,
+    pub b_offsets: Vec<usize>,
+    pub c_batch_stride: usize,
+    /// Elements of `a` and `b` (from offset 0) that the product reads: what a conversion
+    /// into scratch copies.
+    pub a_len: usize,
+    pub b_len: usize,
+    pub bias: Option<In>,
+    pub gelu: bool,
 }
-pub fn matmul_bias(_op: &MatMulBias, _ctx: &LowerCtx) -> Result<Vec<Launch>> {
-    Err(susurrus_core::Error::Unsupported { op: "matmul_bias".into(), backend: "cuda".into() })
+
+/// `x` as the product's operand type: as stored when it already is, else converted into
+/// scratch (a launch appended to `work`).
+fn operand(x: In, len: usize, f16: bool, ctx: &LowerCtx, work: &mut Vec<Launch>) -> u64 {
+    let want = if f16 { kind::F16 } else { kind::F32 };
+    if x.kind == want {
+        return x.ptr;
+    }
+    let bytes = if f16 { 2 } else { 4 };
+    let out = ctx.scratch.take(len * bytes);
+    let params = ConvertParams { x, out, n: len as u32, to_f16: f16 as u32 };
+    work.push(Launch::Kernel(KernelLaunch::new("matmul_convert", &params).threads(len)));
+    out
+}
+
+/// Equal steps between consecutive offsets, if they are.
+fn uniform_stride(offsets: &[usize]) -> Option<i64> {
+    match offsets {
+        [] | [_] => Some(0),
+        [first, second, ..] => {
+            let step = *second as i64 - *first as i64;
+            offsets.windows(2).all(|w| w[1] as i64 - w[0] as i64 == step).then_some(step)
+        }
+    }
+}
+
+/// The device work of `g` (see [`RowGemm`]).
+pub fn gemm(ctx: &LowerCtx, g: &RowGemm) -> Result<Vec<Launch>> {
+    let batch = g.a_offsets.len();
+    if g.m == 0 || g.n == 0 || batch == 0 {
+        return Ok(Vec::new());
+    }
+    let too_big = [g.m, g.n, g.k, g.lda, g.ldb, g.ldc, batch, g.a_len, g.b_len].iter().any(|&d| d > i32::MAX as usize)
+        || g.m * g.n * batch > u32::MAX as usize;
+    if too_big {
+        return Err(Error::Unsupported { op: format!("a {}x{}x{} product", g.m, g.k, g.n), backend: "cuda".into() });
+    }
+    let f16 = ctx.precision == Precision::F16;
+    let mut work = Vec::new();
+    let a = operand(g.a, g.a_len, f16, ctx, &mut work);
+    let b = operand(g.b, g.b_len, f16, ctx, &mut work);
+    let elem = if f16 { 2 } else { 4 };
+    let call = |a_off: usize, b_off: usize, c_off: usize, count: usize, sa: i64, sb: i64| CublasGemm {
+        // Row-major C = A x op(B) is column-major C^T = op(B)^T x A^T: cuBLAS's A is our B.
+        trans_a: g.transpose_b,
+        trans_b: false,
+        m: g.n as i32,
+        n: g.m as i32,
+        k: g.k as i32,
+        alpha: g.alpha,
+        beta: 0.0,
+        a: b + (b_off * elem) as u64,
+        lda: g.ldb as i32,
+        stride_a: sb,
+        b: a + (a_off * elem) as u64,
+        ldb: g.lda as i32,
+        stride_b: sa,
+        c: g.c.ptr + (c_off * 4) as u64,
+        ldc: g.ldc as i32,
+        stride_c: g.c_batch_stride as i64,
+        batch: count as i32,
+        f16_inputs: f16,
+    };
+    match (uniform_stride(&g.a_offsets), uniform_stride(&g.b_offsets)) {
+        (Some(sa), Some(sb)) => {
+            work.push(Launch::Gemm(call(g.a_offsets[0], g.b_offsets[0], 0, batch, sa, sb)));
+        }
+        _ => {
+            for (i, (&ao, &bo)) in g.a_offsets.iter().zip(&g.b_offsets).enumerate() {
+                work.push(Launch::Gemm(call(ao, bo, i * g.c_batch_stride, 1, 0, 0)));
+            }
+        }
+    }
+    let rounds = g.c.dtype == dtype_code(susurrus_core::DType::F16);
+    if g.bias.is_some() || g.gelu || rounds {
+        if g.ldc != g.n {
+            return Err(Error::Unsupported { op: "a strided product with an epilogue".into(), backend: "cuda".into() });
+        }
+        let total = batch * g.c_batch_stride.max(g.m * g.n);
+        let params = EpilogueParams {
+            bias: g.bias.unwrap_or_default(),
+            out: g.c,
+            total: total as u32,
+            n: g.n as u32,
+            has_bias: g.bias.is_some() as u32,
+            gelu: g.gelu as u32,
+        };
+        work.push(Launch::Kernel(KernelLaunch::new("matmul_epilogue", &params).threads(total)));
+    }
+    Ok(work)
+}
+
+/// The flat offset of element `linear` of a row-major tensor of shape `dims` read through
+/// broadcast `strides`.
+pub fn broadcast_offset(linear: usize, dims: &[usize], strides: &[usize]) -> usize {
+    let mut rest = linear;
+    let mut offset = 0;
+    for (&d, &s) in dims.iter().zip(strides).rev() {
+        offset += (rest % d) * s;
+        rest /= d;
+    }
+    offset
+}
+
+/// The product of inputs 0 and 1 of `ctx` (+ input 2 as bias), for matmul and matmul + bias.
+fn product(ctx: &LowerCtx, transpose_b: bool, bias: Option<In>, gelu: bool) -> Result<Vec<Launch>> {
+    let (a_ty, b_ty, out_ty) = (&ctx.inputs[0].ty, &ctx.inputs[1].ty, &ctx.output.ty);
+    let (a, b, out) = (&a_ty.shape, &b_ty.shape, &out_ty.shape);
+    let (ra, rb, ro) = (a.rank(), b.rank(), out.rank());
+    let (m, k, n) = (a.dims()[ra - 2], a.dims()[ra - 1], out.dims()[ro - 1]);
+    if out.numel() == 0 {
+        return Ok(Vec::new());
+    }
+    let batch = Shape::from(&out.dims()[..ro - 2]);
+    let a_batch = Shape::from(&a.dims()[..ra - 2]);
+    let b_batch = Shape::from(&b.dims()[..rb - 2]);
+    let weight = b_batch.numel() == 1;
+    if weight && transpose_b && batch.numel() * m <= GEMV_ROWS {
+        let rows = batch.numel() * m;
+        let params = GemvParams {
+            a: ctx.input(0),
+            b: ctx.input(1),
+            bias: bias.unwrap_or_default(),
+            out: ctx.out(),
+            m: rows as u32,
+            n: n as u32,
+            k: k as u32,
+            has_bias: bias.is_some() as u32,
+            gelu: gelu as u32,
+        };
+        // A warp per output column, eight columns per block.
+        let launch = KernelLaunch::new("matmul_gemv", &params).grid(n.div_ceil(8) as u32, 1, 1).block(256, 1, 1);
+        return Ok(vec![Launch::Kernel(launch)]);
+    }
+    let (m_all, a_offsets, b_offsets) = if weight {
+        // `b` serves every batch: `a`'s batches are the rows of one taller matrix.
+        (m * batch.numel(), vec![0], vec![0])
+    } else {
+        let offsets = |s: &Shape, per: usize| {
+            let strides = s.broadcast_strides(&batch);
+            (0..batch.numel()).map(|i| broadcast_offset(i, batch.dims(), &strides) * per).collect::<Vec<_>>()
+        };
+        (m, offsets(&a_batch, m * k), offsets(&b_batch, k * n))
+    };
+    let g = RowGemm {
+        a: ctx.input(0),
+        lda: k,
+        b: ctx.input(1),
+        ldb: if transpose_b { k } else { n },
+        transpose_b,
+        c: ctx.out(),
+        ldc: n,
+        m: m_all,
+        n,
+        k,
+        alpha: 1.0,
+        a_offsets,
+        b_offsets,
+        c_batch_stride: m_all * n,
+        a_len: a.numel(),
+        b_len: b.numel(),
+        bias,
+        gelu,
+    };
+    gemm(ctx, &g)
+}
+
+pub fn matmul(op: &MatMul, ctx: &LowerCtx) -> Result<Vec<Launch>> {
+    product(ctx, op.transpose_b, None, false)
+}
+
+pub fn matmul_bias(op: &MatMulBias, ctx: &LowerCtx) -> Result<Vec<Launch>> {
+    product(ctx, op.transpose_b, Some(ctx.input(2)), op.gelu)
+}
+
+#[cfg(test)]
+mod tests {
+    use susurrus_core::ir::TensorType;
+    use susurrus_core::{DType, Shape};
+
+    use super::*;
+    use crate::cuda::lower::{Operand, Scratch};
+
+    fn ty(dtype: DType, dims: &[usize]) -> TensorType {
+        TensorType::new(dtype, Shape(dims.to_vec()))
+    }
+
+    fn lower(op: &MatMul, a: TensorType, b: Operand, out: TensorType, precision: Precision) -> (Vec<Launch>, u64) {
+        let inputs = [Operand::arena(0x10000, a), b];
+        let output = Operand::arena(0x20000, out);
+        let scratch = Scratch::new(0x80000);
+        let ctx = LowerCtx { inputs: &inputs, output: &output, scalars: 0x9000, precision, scratch: &scratch };
+        (matmul(op, &ctx).unwrap(), scratch.used())
+    }
+
+    fn weight(dims: &[usize]) -> Operand {
+        Operand { ptr: 0x40000, kind: kind::F16, ty: ty(DType::F16, dims) }
+    }
+
+    #[test]
+    fn a_decoder_step_is_one_gemv() {
+        let op = MatMul { transpose_b: true };
+        let (work, scratch) = lower(
+            &op,
+            ty(DType::F32, &[1, 1, 384]),
+            weight(&[1536, 384]),
+            ty(DType::F32, &[1, 1, 1536]),
+            Precision::F16,
+        );
+        assert_eq!(scratch, 0);
+        let [Launch::Kernel(k)] = &work[..] else { panic!("{work:?}") };
+        assert_eq!((k.name, k.grid, k.block), ("matmul_gemv", [192, 1, 1], [256, 1, 1]));
+    }
+
+    #[test]
+    fn an_encoder_product_rounds_activations_and_calls_cublas_once() {
+        let op = MatMul { transpose_b: true };
+        let (work, scratch) = lower(
+            &op,
+            ty(DType::F32, &[1, 1500, 384]),
+            weight(&[1536, 384]),
+            ty(DType::F32, &[1, 1500, 1536]),
+            Precision::F16,
+        );
+        assert_eq!(scratch, 1500 * 384 * 2);
+        let [Launch::Kernel(convert), Launch::Gemm(g)] = &work[..] else { panic!("{work:?}") };
+        assert_eq!(convert.name, "matmul_convert");
+        let want = CublasGemm {
+            trans_a: true,
+            trans_b: false,
+            m: 1536,
+            n: 1500,
+            k: 384,
+            alpha: 1.0,
+            beta: 0.0,
+            a: 0x40000,
+            lda: 384,
+            stride_a: 0,
+            b: 0x80000,
+            ldb: 384,
+            stride_b: 0,
+            c: 0x20000,
+            ldc: 1536,
+            stride_c: 1500 * 1536,
+            batch: 1,
+            f16_inputs: true,
+        };
+        assert_eq!(g, &want);
+    }
+
+    #[test]
+    fn f32_precision_widens_an_f16_operand_and_batches_by_stride() {
+        let op = MatMul { transpose_b: false };
+        let b = Operand { ptr: 0x40000, kind: kind::F16, ty: ty(DType::F16, &[3, 5, 7]) };
+        let (work, scratch) = lower(&op, ty(DType::F32, &[3, 4, 5]), b, ty(DType::F32, &[3, 4, 7]), Precision::F32);
+        assert_eq!(scratch, 3 * 5 * 7 * 4);
+        let [Launch::Kernel(_), Launch::Gemm(g)] = &work[..] else { panic!("{work:?}") };
+        assert_eq!((g.m, g.n, g.k, g.lda, g.ldb, g.ldc), (7, 4, 5, 7, 5, 7));
+        assert_eq!((g.stride_a, g.stride_b, g.stride_c, g.batch, g.trans_a), (35, 20, 28, 3, false));
+        assert_eq!((g.a, g.b, g.f16_inputs), (0x80000, 0x10000, false));
+    }
+
+    #[test]
+    fn broadcast_batches_without_a_common_stride_are_separate_calls() {
+        let op = MatMul { transpose_b: false };
+        let b = Operand::arena(0x40000, ty(DType::F32, &[2, 1, 3, 2]));
+        let (work, _) = lower(&op, ty(DType::F32, &[1, 2, 2, 3]), b, ty(DType::F32, &[2, 2, 2, 2]), Precision::F32);
+        let calls: Vec<(u64, u64, u64)> = work
+            .iter()
+            .filter_map(|w| match w {
+                Launch::Gemm(g) => Some((g.a, g.b, g.c)),
+                Launch::Kernel(_) => None,
+            })
+            .collect();
+        // Output batch (i, j) reads a[0, j] and b[i, 0]: a's offsets 0, 6, 0, 6 and b's 0, 0, 6, 6.
+        let want = [(0, 0, 0), (0, 6, 4), (6, 0, 8), (6, 6, 12)]
+            .map(|(bo, ao, co)| (0x40000 + bo * 4, 0x10000 + ao * 4, 0x20000 + co * 4));
+        assert_eq!(calls, want);
+    }
 }

@@ -1,0 +1,169 @@
+//! Linked plans -> device memory and the recorded work of every plan: the weights block
+//! (uploaded once), the persistent buffers, a scratch block, one arena block per plan, and
+//! per plan the list of kernel launches and cuBLAS products with every address resolved.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use susurrus_core::exec::{Executable, Weights, linked_states};
+use susurrus_core::ir::NodeId;
+use susurrus_core::ops::Op;
+use susurrus_core::plan::{Plan, PlanOptions, plan_with};
+use susurrus_core::{Error, Result};
+
+use super::device::{CudaBackend, DeviceBuffer, PinnedBuffer};
+use super::layout::{Bases, MAX_SCALARS, ProgramLayout, place, word_bytes};
+use super::lower::{Launch, LowerCtx, Operand, Precision, Scratch, lower};
+use super::run::{CudaExecutable, Input, Output, Step};
+
+/// What the executables of one program share.
+pub(super) struct Shared {
+    pub _weights: DeviceBuffer,
+    pub states: DeviceBuffer,
+    pub _scratch: DeviceBuffer,
+    /// Persistent buffers by name: offset in `states` and type.
+    pub state_table: HashMap<String, (usize, susurrus_core::ir::TensorType)>,
+}
+
+/// The plan options of this backend: f16 values of the arena are kept as f32 words.
+pub fn plan_options() -> PlanOptions {
+    PlanOptions { max_buffer_bytes: usize::MAX, f16_bytes: 4 }
+}
+
+/// The work of every plan of a program: per plan, each scheduled node with its launches.
+pub type ProgramWork = Vec<Vec<(NodeId, Vec<Launch>)>>;
+
+/// Lowers every plan of a program placed by `layout` at `bases`, with scratch at
+/// `scratch_base`. Returns the work and the scratch bytes the largest op needs. Pure: the
+/// host-side tests run it with made-up addresses.
+pub fn lower_program(
+    plans: &[&Plan],
+    layout: &ProgramLayout,
+    bases: &Bases,
+    scratch_base: u64,
+    precision: Precision,
+) -> Result<(ProgramWork, u64)> {
+    let mut scratch_bytes = 0;
+    let mut work = Vec::with_capacity(plans.len());
+    for (p, plan) in plans.iter().enumerate() {
+        let g = &plan.graph;
+        if g.scalars().len() > MAX_SCALARS {
+            return Err(Error::Unsupported {
+                op: format!("{} runtime scalars", g.scalars().len()),
+                backend: format!("cuda (at most {MAX_SCALARS})"),
+            });
+        }
+        let scalars = bases.arenas[p] + layout.arena_bytes[p] as u64;
+        let operand = |id: NodeId| Operand {
+            ptr: bases.address(&place(layout, p, id)),
+            kind: place(layout, p, id).kind,
+            ty: g.ty(id).clone(),
+        };
+        let mut steps = Vec::new();
+        for &id in &plan.schedule {
+            let node = g.node(id);
+            let inputs: Vec<Operand> = node.inputs.iter().map(|&i| operand(i)).collect();
+            let output = operand(id);
+            let scratch = Scratch::new(scratch_base);
+            let ctx = LowerCtx { inputs: &inputs, output: &output, scalars, precision, scratch: &scratch };
+            let launches = lower(&node.op, &ctx).map_err(|e| match e {
+                Error::Unsupported { .. } => e,
+                other => Error::Backend(format!("cuda: lowering %{} ({}): {other}", id.0, node.op.name())),
+            })?;
+            scratch_bytes = scratch_bytes.max(scratch.used());
+            if !launches.is_empty() {
+                steps.push((id, launches));
+            }
+        }
+        work.push(steps);
+    }
+    Ok((work, scratch_bytes))
+}
+
+pub(super) fn compile_linked(
+    backend: &CudaBackend,
+    plans: &[&Plan],
+    weights: &Weights,
+) -> Result<Vec<Box<dyn Executable>>> {
+    linked_states(plans)?;
+    let options = plan_options();
+    let replanned: Vec<Option<Plan>> = plans
+        .iter()
+        .map(|p| if p.options == options { Ok(None) } else { plan_with(p.graph.clone(), &options).map(Some) })
+        .collect::<Result<_>>()?;
+    let plans: Vec<&Plan> = plans.iter().zip(&replanned).map(|(p, r)| r.as_ref().unwrap_or(p)).collect();
+    let layout = ProgramLayout::new(&plans, weights, backend.precision)?;
+
+    let ctx = &backend.ctx;
+    let weights_block = DeviceBuffer::zeroed(ctx, layout.weights_bytes, "the weights")?;
+    for u in &layout.uploads {
+        weights_block.upload(u.offset, &u.bytes)?;
+    }
+    let states = DeviceBuffer::zeroed(ctx, layout.states_bytes, "the persistent buffers")?;
+    let mut arenas = Vec::with_capacity(plans.len());
+    for (plan, bytes) in plans.iter().zip(&layout.arena_bytes) {
+        let what = format!("the arena of '{}'", plan.graph.name());
+        arenas.push(DeviceBuffer::zeroed(ctx, bytes + MAX_SCALARS * 4, &what)?);
+    }
+    let bases =
+        Bases { weights: weights_block.ptr, states: states.ptr, arenas: arenas.iter().map(|a| a.ptr).collect() };
+    // Lowered twice: once to learn how much scratch the largest op needs, then with its address.
+    let (_, scratch_bytes) = lower_program(&plans, &layout, &bases, 0, backend.precision)?;
+    let scratch = DeviceBuffer::zeroed(ctx, scratch_bytes as usize, "scratch memory")?;
+    let (work, _) = lower_program(&plans, &layout, &bases, scratch.ptr, backend.precision)?;
+
+    let shared = Rc::new(RefCell::new(Shared {
+        _weights: weights_block,
+        states,
+        _scratch: scratch,
+        state_table: layout.states.clone(),
+    }));
+    let mut out: Vec<Box<dyn Executable>> = Vec::with_capacity(plans.len());
+    for (p, (plan, (arena, steps))) in plans.iter().zip(arenas.into_iter().zip(work)).enumerate() {
+        let g = &plan.graph;
+        let mut compiled = Vec::new();
+        for (id, launches) in steps {
+            for launch in launches {
+                compiled.push(match launch {
+                    Launch::Kernel(k) => Step::kernel(backend.function(k.name)?, &k, id),
+                    Launch::Gemm(gemm) => Step::Gemm(gemm),
+                });
+            }
+        }
+        let mut inputs = Vec::new();
+        let mut input_bytes = 0;
+        for id in g.ids() {
+            if let Op::Input(i) = &g.node(id).op {
+                let at = place(&layout, p, id);
+                inputs.push(Input { name: i.name.clone(), address: bases.address(&at), staging_offset: input_bytes });
+                input_bytes = (input_bytes + word_bytes(&i.ty)).next_multiple_of(16);
+            }
+        }
+        let mut outputs = HashMap::new();
+        for (name, id) in g.outputs() {
+            let ty = g.ty(*id).clone();
+            let at = place(&layout, p, *id);
+            let staging = PinnedBuffer::new(ctx, word_bytes(&ty))?;
+            outputs.insert(name.clone(), Output { ty, address: bases.address(&at), kind: at.kind, staging });
+        }
+        let scalars_address = bases.arenas[p] + layout.arena_bytes[p] as u64;
+        out.push(Box::new(CudaExecutable {
+            ctx: ctx.clone(),
+            stream: backend.stream.clone(),
+            blas: backend.blas.clone(),
+            graph: g.clone(),
+            shared: Rc::clone(&shared),
+            _arena: arena,
+            scalars_address,
+            scalar_staging: PinnedBuffer::new(ctx, MAX_SCALARS * 4)?,
+            input_staging: PinnedBuffer::new(ctx, input_bytes)?,
+            inputs,
+            outputs,
+            steps: compiled,
+            recorded: None,
+            eager_runs: 0,
+        }));
+    }
+    Ok(out)
+}

@@ -1,0 +1,202 @@
+//! Opening the device: the driver, a context and stream, the kernel module compiled with
+//! NVRTC for the device's architecture, and cuBLAS. Device and pinned host memory owned by
+//! the backend's executables. Every failure is an [`Error`] saying what was missing.
+
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, DriverError, result, sys};
+use susurrus_core::{Error, Result};
+
+use super::blas::Blas;
+use super::lower::Precision;
+use super::{nvrtc, source};
+
+/// What [`CudaBackend::new`] opens.
+#[derive(Clone, Debug, Default)]
+pub struct CudaOptions {
+    /// The device ordinal (0 = first GPU).
+    pub device: usize,
+    pub precision: Precision,
+}
+
+/// A driver error as an [`Error`] saying what was being done.
+pub(super) fn driver(what: &str, e: DriverError) -> Error {
+    match e.0 {
+        sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => Error::Backend(format!("cuda: out of device memory {what}")),
+        code => Error::Backend(format!("cuda: {what} failed: {code:?}")),
+    }
+}
+
+/// An open device with its compiled kernels.
+pub struct CudaBackend {
+    pub(super) ctx: Arc<CudaContext>,
+    pub(super) stream: Arc<CudaStream>,
+    module: Arc<CudaModule>,
+    functions: Mutex<HashMap<&'static str, CudaFunction>>,
+    pub(super) blas: Rc<Blas>,
+    pub(super) precision: Precision,
+    device_name: String,
+    arch: String,
+}
+
+impl CudaBackend {
+    /// Opens device `options.device`. Fails with an error naming what is missing: the driver
+    /// library, a device, NVRTC or cuBLAS (with NVRTC's log when the kernels do not compile).
+    pub fn new(options: &CudaOptions) -> Result<Self> {
+        // SAFETY: only tries to open the library.
+        if !unsafe { sys::is_culib_present() } {
+            return Err(Error::Backend(
+                "cuda: no NVIDIA driver: the CUDA driver library (libcuda.so) was not found".into(),
+            ));
+        }
+        result::init().map_err(|e| driver("initialising the driver", e))?;
+        let count = CudaContext::device_count().map_err(|e| driver("counting devices", e))?;
+        if count <= 0 {
+            return Err(Error::Backend("cuda: the driver found no CUDA device".into()));
+        }
+        if options.device >= count as usize {
+            return Err(Error::Backend(format!(
+                "cuda: there is no device {} (the driver found {count})",
+                options.device
+            )));
+        }
+        let ctx = CudaContext::new(options.device).map_err(|e| driver("opening the device", e))?;
+        // Launches take raw addresses; the context need not track buffer use with events
+        // (which stream capture would record as well).
+        // SAFETY: this backend synchronises its one stream itself.
+        unsafe { ctx.disable_event_tracking() };
+        let device_name = ctx.name().map_err(|e| driver("reading the device name", e))?;
+        let (major, minor) = ctx.compute_capability().map_err(|e| driver("reading the compute capability", e))?;
+        let arch = format!("sm_{major}{minor}");
+        let ptx = nvrtc::compile(&source::module_source(), &arch)?;
+        let module = ctx.load_module(ptx).map_err(|e| driver("loading the kernels", e))?;
+        // Stream capture needs a stream of its own (the legacy default stream cannot capture).
+        let stream = ctx.new_stream().map_err(|e| driver("creating a stream", e))?;
+        let blas = Rc::new(Blas::new(&ctx, &stream)?);
+        Ok(CudaBackend {
+            ctx,
+            stream,
+            module,
+            functions: Mutex::new(HashMap::new()),
+            blas,
+            precision: options.precision,
+            device_name,
+            arch,
+        })
+    }
+
+    /// The device's name as the driver reports it.
+    pub fn device_name(&self) -> &str {
+        &self.device_name
+    }
+
+    /// The architecture the kernels were compiled for (`sm_90`).
+    pub fn arch(&self) -> &str {
+        &self.arch
+    }
+
+    pub fn precision(&self) -> Precision {
+        self.precision
+    }
+
+    /// The kernel `name` of the module.
+    pub(super) fn function(&self, name: &'static str) -> Result<CudaFunction> {
+        let mut functions = self.functions.lock().map_err(|_| Error::Backend("cuda: kernel table poisoned".into()))?;
+        if let Some(f) = functions.get(name) {
+            return Ok(f.clone());
+        }
+        let f = self.module.load_function(name).map_err(|e| driver(&format!("finding kernel '{name}'"), e))?;
+        functions.insert(name, f.clone());
+        Ok(f)
+    }
+}
+
+/// One device allocation, freed on drop.
+pub(super) struct DeviceBuffer {
+    pub ptr: u64,
+    pub bytes: usize,
+    ctx: Arc<CudaContext>,
+}
+
+impl DeviceBuffer {
+    /// `bytes` (at least 256) of zeroed device memory; `what` names it in an error.
+    pub fn zeroed(ctx: &Arc<CudaContext>, bytes: usize, what: &str) -> Result<Self> {
+        let bytes = bytes.max(256);
+        ctx.bind_to_thread().map_err(|e| driver("binding the context", e))?;
+        let mib = bytes as f64 / (1 << 20) as f64;
+        // SAFETY: a plain allocation of the bound context; freed in Drop.
+        let ptr = unsafe { result::malloc_sync(bytes) }.map_err(|e| {
+            let free = ctx.mem_get_info().map(|(f, t)| format!(" ({} of {} MiB free)", f >> 20, t >> 20));
+            driver(&format!("allocating {mib:.1} MiB for {what}{}", free.unwrap_or_default()), e)
+        })?;
+        let buffer = DeviceBuffer { ptr, bytes, ctx: Arc::clone(ctx) };
+        // SAFETY: `ptr` holds `bytes` bytes.
+        unsafe { result::memset_d8_sync(ptr, 0, bytes) }.map_err(|e| driver(&format!("clearing {what}"), e))?;
+        Ok(buffer)
+    }
+
+    /// Copies `data` to byte `offset` (synchronously: compile-time uploads).
+    pub fn upload(&self, offset: usize, data: &[u8]) -> Result<()> {
+        if offset + data.len() > self.bytes {
+            return Err(Error::Backend(format!(
+                "cuda: an upload of {} bytes at {offset} overflows its buffer",
+                data.len()
+            )));
+        }
+        if data.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: the range was checked against the allocation.
+        unsafe { result::memcpy_htod_sync(self.ptr + offset as u64, data) }.map_err(|e| driver("uploading", e))
+    }
+}
+
+impl Drop for DeviceBuffer {
+    fn drop(&mut self) {
+        if self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: allocated by `zeroed` and not freed before. A failure cannot be reported
+            // from drop; the context is going away with it then.
+            let _ = unsafe { result::free_sync(self.ptr) };
+        }
+    }
+}
+
+/// Page-locked host memory: what asynchronous copies to and from the device go through.
+pub(super) struct PinnedBuffer {
+    ptr: *mut u8,
+    pub bytes: usize,
+    ctx: Arc<CudaContext>,
+}
+
+impl PinnedBuffer {
+    pub fn new(ctx: &Arc<CudaContext>, bytes: usize) -> Result<Self> {
+        let bytes = bytes.max(4);
+        ctx.bind_to_thread().map_err(|e| driver("binding the context", e))?;
+        // SAFETY: a plain page-locked allocation; freed in Drop.
+        let ptr = unsafe { result::malloc_host(bytes, 0) }
+            .map_err(|e| driver(&format!("allocating {bytes} bytes of pinned host memory"), e))?;
+        Ok(PinnedBuffer { ptr: ptr.cast(), bytes, ctx: Arc::clone(ctx) })
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: `bytes` bytes were allocated; the device writes them only between a copy's
+        // launch and the stream synchronisation that precedes every read.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.bytes) }
+    }
+
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as above; `&mut self` excludes other host access.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.bytes) }
+    }
+}
+
+impl Drop for PinnedBuffer {
+    fn drop(&mut self) {
+        if self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: allocated by `new` and not freed before.
+            let _ = unsafe { result::free_host(self.ptr.cast()) };
+        }
+    }
+}

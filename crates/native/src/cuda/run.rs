@@ -1,0 +1,273 @@
+//! Running a compiled plan: inputs and runtime scalars go up through pinned staging memory,
+//! the recorded work runs, and only the requested outputs come back, each copied
+//! asynchronously into pinned memory of its own before the one synchronisation of the run.
+//!
+//! The first run launches the work step by step; the second records it once as a CUDA graph
+//! and every later run replays that graph. Kernels read runtime scalars (a decoder step's
+//! position) from device memory that each run refreshes, so the recording stays valid.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, CudaFunction, CudaGraph, CudaStream, result, sys};
+use susurrus_core::exec::{BoxFuture, Executable, check_run_args};
+use susurrus_core::ir::{Graph, NodeId, TensorType};
+use susurrus_core::{Error, Result, Tensor};
+
+use super::blas::Blas;
+use super::compile::Shared;
+use super::device::{DeviceBuffer, PinnedBuffer, driver};
+use super::layout::{decode_words, encode, word_bytes};
+use super::lower::{CublasGemm, KernelLaunch};
+use super::params::kind;
+
+/// One unit of recorded work.
+pub(super) enum Step {
+    Kernel {
+        function: CudaFunction,
+        /// The parameter struct's bytes, in 8-byte words (the driver copies them at launch).
+        params: Vec<u64>,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared_bytes: u32,
+        /// The node it computes, for error messages.
+        node: NodeId,
+        name: &'static str,
+    },
+    Gemm(CublasGemm),
+}
+
+impl Step {
+    pub fn kernel(function: CudaFunction, k: &KernelLaunch, node: NodeId) -> Step {
+        let mut params = vec![0u64; k.params.len().div_ceil(8).max(1)];
+        bytemuck::cast_slice_mut::<u64, u8>(&mut params)[..k.params.len()].copy_from_slice(&k.params);
+        Step::Kernel {
+            function,
+            params,
+            grid: k.grid,
+            block: k.block,
+            shared_bytes: k.shared_bytes,
+            node,
+            name: k.name,
+        }
+    }
+}
+
+pub(super) struct Input {
+    pub name: String,
+    pub address: u64,
+    pub staging_offset: usize,
+}
+
+pub(super) struct Output {
+    pub ty: TensorType,
+    pub address: u64,
+    pub kind: u32,
+    pub staging: PinnedBuffer,
+}
+
+/// A plan compiled for one CUDA device.
+pub(super) struct CudaExecutable {
+    pub ctx: Arc<CudaContext>,
+    pub stream: Arc<CudaStream>,
+    pub blas: Rc<Blas>,
+    pub graph: Graph,
+    pub shared: Rc<RefCell<Shared>>,
+    /// The plan's arena followed by its runtime scalars.
+    pub _arena: DeviceBuffer,
+    pub scalars_address: u64,
+    pub scalar_staging: PinnedBuffer,
+    pub input_staging: PinnedBuffer,
+    pub inputs: Vec<Input>,
+    pub outputs: HashMap<String, Output>,
+    pub steps: Vec<Step>,
+    /// The work recorded as a CUDA graph (from the second run on).
+    pub recorded: Option<CudaGraph>,
+    pub eager_runs: usize,
+}
+
+impl CudaExecutable {
+    fn cu_stream(&self) -> sys::CUstream {
+        self.stream.cu_stream()
+    }
+
+    /// Copies the inputs and scalars of a run to the device (enqueued on the stream).
+    fn upload(&mut self, inputs: &HashMap<String, Tensor>, scalars: &HashMap<String, u32>) -> Result<()> {
+        check_run_args(&self.graph, inputs, &[])?;
+        let values = self.graph.scalar_values(scalars)?;
+        self.ctx.bind_to_thread().map_err(|e| driver("binding the context", e))?;
+        // The previous run's copies out of the staging memory must be done before it is
+        // overwritten.
+        self.stream.synchronize().map_err(|e| driver("waiting for the previous run", e))?;
+        let staging = self.scalar_staging.as_mut_slice();
+        for (i, v) in values.iter().enumerate() {
+            staging[i * 4..i * 4 + 4].copy_from_slice(&v.to_le_bytes());
+        }
+        let stream = self.cu_stream();
+        if !values.is_empty() {
+            // SAFETY: pinned memory of at least this size; the device area holds MAX_SCALARS.
+            unsafe {
+                result::memcpy_htod_async(
+                    self.scalars_address,
+                    &self.scalar_staging.as_slice()[..values.len() * 4],
+                    stream,
+                )
+            }
+            .map_err(|e| driver("copying the runtime scalars", e))?;
+        }
+        for input in &self.inputs {
+            let bytes = encode(&inputs[&input.name], kind::F32);
+            let at = input.staging_offset;
+            let staging = self.input_staging.as_mut_slice();
+            staging[at..at + bytes.len()].copy_from_slice(&bytes);
+            // SAFETY: the staging range was sized for this input at compile time and the
+            // device address holds its words.
+            unsafe {
+                result::memcpy_htod_async(input.address, &self.input_staging.as_slice()[at..at + bytes.len()], stream)
+            }
+            .map_err(|e| driver(&format!("copying input '{}'", input.name), e))?;
+        }
+        Ok(())
+    }
+
+    /// Enqueues every step, one by one.
+    fn launch_steps(&self) -> Result<()> {
+        let stream = self.cu_stream();
+        for step in &self.steps {
+            match step {
+                Step::Kernel { function, params, grid, block, shared_bytes, node, name } => {
+                    let mut args = [params.as_ptr() as *mut c_void];
+                    // SAFETY: the parameter bytes match the kernel's struct (checked by the
+                    // host-side tests) and every address in them was allocated at compile time.
+                    unsafe {
+                        result::launch_kernel(
+                            function.cu_function(),
+                            (grid[0], grid[1], grid[2]),
+                            (block[0], block[1], block[2]),
+                            *shared_bytes,
+                            stream,
+                            &mut args,
+                        )
+                    }
+                    .map_err(|e| driver(&format!("launching {name} for %{}", node.0), e))?;
+                }
+                // SAFETY: the product's addresses were resolved against allocated blocks.
+                Step::Gemm(g) => unsafe { self.blas.gemm(g)? },
+            }
+        }
+        Ok(())
+    }
+
+    /// Enqueues the plan's work: step by step on the first run, then recorded once as a CUDA
+    /// graph and replayed.
+    fn enqueue(&mut self) -> Result<()> {
+        if self.recorded.is_none() && self.eager_runs > 0 {
+            self.stream
+                .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+                .map_err(|e| driver("starting a graph capture", e))?;
+            let launched = self.launch_steps();
+            let ended = self.stream.end_capture(sys::CUgraphInstantiate_flags(0));
+            launched?;
+            self.recorded = ended.map_err(|e| driver(&format!("recording '{}' as a graph", self.graph.name()), e))?;
+        }
+        match &self.recorded {
+            Some(g) => g.launch().map_err(|e| driver(&format!("replaying '{}'", self.graph.name()), e)),
+            None => {
+                self.eager_runs += 1;
+                self.launch_steps()
+            }
+        }
+    }
+
+    /// Waits for the stream; an error here is one a kernel or copy of this run met.
+    fn finish(&self) -> Result<()> {
+        self.stream.synchronize().map_err(|e| driver(&format!("running '{}'", self.graph.name()), e))
+    }
+
+    fn run_now(
+        &mut self,
+        inputs: &HashMap<String, Tensor>,
+        scalars: &HashMap<String, u32>,
+        outputs: &[&str],
+    ) -> Result<HashMap<String, Tensor>> {
+        check_run_args(&self.graph, inputs, outputs)?;
+        self.upload(inputs, scalars)?;
+        self.enqueue()?;
+        let stream = self.cu_stream();
+        for &name in outputs {
+            let out = self
+                .outputs
+                .get_mut(name)
+                .ok_or_else(|| Error::BadArgument(format!("graph has no output '{name}'")))?;
+            let bytes = word_bytes(&out.ty);
+            // SAFETY: the pinned buffer holds `bytes`; the device address holds the value.
+            unsafe { result::memcpy_dtoh_async(&mut out.staging.as_mut_slice()[..bytes], out.address, stream) }
+                .map_err(|e| driver(&format!("reading output '{name}'"), e))?;
+        }
+        self.finish()?;
+        let mut values = HashMap::new();
+        for &name in outputs {
+            let out = &self.outputs[name];
+            let value = if out.kind == kind::F16 {
+                // An output that is a weight kept as f16 (a view of a parameter).
+                Tensor::from_bytes(&out.ty, &out.staging.as_slice()[..out.ty.byte_size()])?
+            } else {
+                decode_words(out.staging.as_slice(), &out.ty)?
+            };
+            values.insert(name.to_string(), value);
+        }
+        Ok(values)
+    }
+
+    fn read_state_now(&self, name: &str) -> Result<Tensor> {
+        let declared =
+            self.graph.nodes().iter().any(|n| matches!(&n.op, susurrus_core::ops::Op::State(s) if s.name == name));
+        if !declared {
+            return Err(Error::BadArgument(format!("graph '{}' has no persistent buffer '{name}'", self.graph.name())));
+        }
+        let shared = self.shared.borrow();
+        let (offset, ty) = shared
+            .state_table
+            .get(name)
+            .ok_or_else(|| Error::Backend(format!("cuda: persistent buffer '{name}' is missing")))?;
+        self.finish()?;
+        let mut bytes = vec![0u8; word_bytes(ty)];
+        // SAFETY: the states block holds this buffer at `offset`; the stream is idle.
+        unsafe { result::memcpy_dtoh_sync(&mut bytes, shared.states.ptr + *offset as u64) }
+            .map_err(|e| driver(&format!("reading persistent buffer '{name}'"), e))?;
+        decode_words(&bytes, ty)
+    }
+}
+
+impl Executable for CudaExecutable {
+    fn run<'a>(
+        &'a mut self,
+        inputs: &'a HashMap<String, Tensor>,
+        scalars: &'a HashMap<String, u32>,
+        outputs: &'a [&'a str],
+    ) -> BoxFuture<'a, HashMap<String, Tensor>> {
+        Box::pin(async move { self.run_now(inputs, scalars, outputs) })
+    }
+
+    fn read_state<'a>(&'a mut self, name: &'a str) -> BoxFuture<'a, Tensor> {
+        Box::pin(async move { self.read_state_now(name) })
+    }
+
+    fn run_repeatedly<'a>(
+        &'a mut self,
+        inputs: &'a HashMap<String, Tensor>,
+        scalars: &'a HashMap<String, u32>,
+        times: usize,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            self.upload(inputs, scalars)?;
+            for _ in 0..times {
+                self.enqueue()?;
+            }
+            self.finish()
+        })
+    }
+}

@@ -1,0 +1,107 @@
+//! The GPU suite of the CUDA backend (needs an NVIDIA GPU, so every test is marked ignored:
+//! `scripts/test-cuda.sh` builds it here and runs it, ignored tests included, on a machine
+//! with one). The op harness against the reference interpreter with f32 products, and with
+//! the default f16 tensor-core products the golden clips token for token; graph replay with
+//! changing runtime scalars; errors for a missing device and for memory the device lacks.
+
+#[path = "../../core/tests/golden/mod.rs"]
+mod golden;
+
+use std::collections::HashMap;
+
+use susurrus_core::exec::Backend;
+use susurrus_core::harness::{CaseReport, check_backend, op_cases, summary_table};
+use susurrus_core::ir::{Graph, TensorType};
+use susurrus_core::plan::plan;
+use susurrus_core::{DType, Shape, Tensor};
+use susurrus_native::cuda::{CudaBackend, CudaOptions, Precision};
+
+fn backend(precision: Precision) -> CudaBackend {
+    CudaBackend::new(&CudaOptions { device: 0, precision }).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: scripts/test-cuda.sh runs it"]
+fn every_op_case_matches_the_reference() {
+    let backend = backend(Precision::F32);
+    println!("device {} ({})", backend.device_name(), backend.arch());
+    let mut failures = Vec::new();
+    for seed in [0, 1, 2, 3] {
+        let cases = op_cases(seed).unwrap();
+        let reports: Vec<CaseReport> = cases.iter().map(|case| check_backend(&backend, case)).collect();
+        if seed == 0 {
+            println!("{}", summary_table(&reports));
+        }
+        failures.extend(reports.iter().filter(|r| !r.passed()).map(|r| format!("seed {seed}: {r}")));
+    }
+    assert!(failures.is_empty(), "{} case(s) failed:\n{}", failures.len(), failures.join("\n"));
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: scripts/test-cuda.sh runs it"]
+fn golden_transcripts_match_reference_with_f16_products() {
+    golden::transcripts_match_reference(Box::new(backend(Precision::F16)));
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: scripts/test-cuda.sh runs it"]
+fn golden_transcripts_match_reference_with_f32_products() {
+    golden::transcripts_match_reference(Box::new(backend(Precision::F32)));
+}
+
+/// A graph that adds a runtime scalar to its input: the first run launches step by step,
+/// later ones replay the recorded graph, each with its own scalar.
+#[test]
+#[ignore = "needs an NVIDIA GPU: scripts/test-cuda.sh runs it"]
+fn replays_see_each_runs_scalars_and_inputs() {
+    let mut g = Graph::new("scalar_add");
+    let x = g.input("x", TensorType::new(DType::U32, Shape(vec![4]))).unwrap();
+    let position = g.scalar("position");
+    let s = g.read_scalar(position).unwrap();
+    let y = g.binary(susurrus_core::ops::BinaryKind::Add, x, s).unwrap();
+    g.output("y", y).unwrap();
+    let p = plan(g).unwrap();
+    let backend = backend(Precision::F16);
+    let mut exe = pollster::block_on(backend.compile(&p, &HashMap::new())).unwrap();
+    for run in 0..5u32 {
+        let input = Tensor::u32([4], vec![run, 10, 20, 30]).unwrap();
+        let inputs = HashMap::from([("x".to_string(), input)]);
+        let scalars = HashMap::from([("position".to_string(), 100 * run)]);
+        let out = pollster::block_on(exe.run(&inputs, &scalars, &["y"])).unwrap();
+        let want: Vec<u32> = [run, 10, 20, 30].iter().map(|v| v + 100 * run).collect();
+        assert_eq!(out["y"].as_u32().unwrap(), want.as_slice(), "run {run}");
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: scripts/test-cuda.sh runs it"]
+fn a_missing_device_is_an_error() {
+    let err = CudaBackend::new(&CudaOptions { device: 99, precision: Precision::F16 }).err().expect("no device 99");
+    let text = err.to_string();
+    assert!(text.starts_with("backend error: cuda: there is no device 99 (the driver found "), "{text}");
+}
+
+/// A plan whose arena is larger than any GPU: compiling it is an error naming the arena.
+#[test]
+#[ignore = "needs an NVIDIA GPU: scripts/test-cuda.sh runs it"]
+fn memory_the_device_lacks_is_an_error() {
+    let mut g = Graph::new("huge");
+    let x = g.input("x", TensorType::new(DType::F32, Shape(vec![1 << 20, 1 << 18]))).unwrap();
+    let y = g.unary(susurrus_core::ops::UnaryKind::Neg, x).unwrap();
+    g.output("y", y).unwrap();
+    let p = plan(g).unwrap();
+    let backend = backend(Precision::F16);
+    let err = pollster::block_on(backend.compile(&p, &HashMap::new())).err().expect("1 TiB does not fit");
+    let text = err.to_string();
+    assert!(text.contains("cuda: out of device memory allocating") && text.contains("the arena of 'huge'"), "{text}");
+    // The device still works afterwards.
+    let mut g = Graph::new("small");
+    let x = g.input("x", TensorType::new(DType::F32, Shape(vec![3]))).unwrap();
+    let y = g.unary(susurrus_core::ops::UnaryKind::Neg, x).unwrap();
+    g.output("y", y).unwrap();
+    let mut exe = pollster::block_on(backend.compile(&plan(g).unwrap(), &HashMap::new())).unwrap();
+    let inputs =
+        HashMap::from([("x".to_string(), Tensor::from_f32(DType::F32, Shape(vec![3]), vec![1.0, -2.0, 0.5]).unwrap())]);
+    let out = pollster::block_on(exe.run(&inputs, &HashMap::new(), &["y"])).unwrap();
+    assert_eq!(out["y"].to_f32(), vec![-1.0, 2.0, -0.5]);
+}
