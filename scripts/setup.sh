@@ -76,3 +76,24 @@ for tool in "${npm_tools[@]}"; do
     break
   fi
 done
+
+# NVRTC, CUDA's runtime compiler (from NVIDIA's PyPI wheel; a CPU library, no GPU needed): the
+# host-side CUDA tests compile the whole kernel module with it. scripts/test.sh puts its folder
+# on LD_LIBRARY_PATH.
+nvrtc_version=13.0.88
+nvrtc_dir="${cache}/nvrtc/${nvrtc_version}"
+if [ ! -f "${nvrtc_dir}/lib/libnvrtc.so.13" ]; then
+  echo "setup: installing NVRTC ${nvrtc_version} into ${nvrtc_dir} (90 MB download, once)"
+  downloads="${cache}/downloads"
+  mkdir -p "$downloads"
+  python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    --platform manylinux_2_28_x86_64 --platform manylinux2010_x86_64 \
+    -d "$downloads" "nvidia-cuda-nvrtc==${nvrtc_version}"
+  unpacked=$(mktemp -d)
+  python3 -m zipfile -e "$downloads"/nvidia_cuda_nvrtc-"${nvrtc_version}"-*.whl "$unpacked"
+  rm -rf "${nvrtc_dir}.partial"
+  mkdir -p "${nvrtc_dir}.partial"
+  cp -r "${unpacked}/nvidia/cu13/lib" "${nvrtc_dir}.partial/lib"
+  rm -rf "$unpacked"
+  mv "${nvrtc_dir}.partial" "$nvrtc_dir"
+fi

@@ -10,6 +10,8 @@ step() { printf '\n== %s ==\n' "$*"; }
 step setup
 ./scripts/setup.sh
 export PATH="${HOME}/.cache/susurrus/tools/bin:${PATH}"
+# NVRTC for the host-side CUDA tests (installed by setup.sh; no GPU needed).
+export LD_LIBRARY_PATH="${HOME}/.cache/susurrus/nvrtc/13.0.88/lib${LD_LIBRARY_PATH:+:${LD_LIBRARY_PATH}}"
 # wgpu's Vulkan loader warns without a private runtime directory.
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-${HOME}/.cache/susurrus/xdg}"
 mkdir -p -m 700 "$XDG_RUNTIME_DIR"

@@ -87,12 +87,13 @@ __device__ __forceinline__ void stw(Out o, u64 i, unsigned w) {
 }
 
 // Offset of element `i` of a row-major tensor of `rank` dimensions `dims` read through
-// `strides` (0 on broadcast axes).
+// `strides` (0 on broadcast axes). 32-bit arithmetic: lowering refuses tensors of 2^32 or more
+// elements, and 64-bit division costs tens of instructions per element.
 __device__ __forceinline__ u64 broadcast_offset(u64 i, unsigned rank, const unsigned* dims, const unsigned* strides) {
-    u64 offset = 0;
+    unsigned rest = (unsigned)i, offset = 0;
     for (int k = (int)rank - 1; k >= 0; k--) {
-        offset += (i % dims[k]) * (u64)strides[k];
-        i /= dims[k];
+        offset += (rest % dims[k]) * strides[k];
+        rest /= dims[k];
     }
     return offset;
 }

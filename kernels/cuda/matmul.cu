@@ -2,20 +2,62 @@
 // cuBLAS, and the epilogue behind it (crates/native/src/cuda/lower/matmul.rs).
 
 // out[r, c] = act(sum_k a[r, k] * b[c, k] + bias[c]) for r < m (at most 8 rows): a warp per
-// output column reads the weight row `b[c, :]` once for all rows; lanes stride over k so
-// loads are coalesced, then the warp sums its lanes.
+// output column reads the weight row `b[c, :]` once for all rows. `mode` 1 (f16 weights, f32
+// rows, k a multiple of 8) and 2 (f32 weights and rows, k a multiple of 4) move 16 bytes of
+// weights per lane and load; mode 0 reads element by element (any kinds). Lanes stride over
+// k, so loads are coalesced; the warp then sums its lanes.
+__device__ __forceinline__ void gemv_half8(uint4 w, float* out) {
+    unsigned words[4] = {w.x, w.y, w.z, w.w};
+    #pragma unroll
+    for (int j = 0; j < 4; j++) {
+        out[2 * j] = half_to_float((unsigned short)(words[j] & 0xffffu));
+        out[2 * j + 1] = half_to_float((unsigned short)(words[j] >> 16));
+    }
+}
+
 extern "C" __global__ void matmul_gemv(const GemvParams p) {
     unsigned warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     unsigned c = blockIdx.x * (blockDim.x >> 5) + warp;
     if (c >= p.n) return;
     float acc[8];
+    #pragma unroll
     for (int r = 0; r < 8; r++) acc[r] = 0.0f;
-    u64 row = (u64)c * p.k;
-    for (unsigned k = lane; k < p.k; k += 32) {
-        float w = ld(p.b, row + k);
-        #pragma unroll
-        for (int r = 0; r < 8; r++) {
-            if (r < (int)p.m) acc[r] += ld(p.a, (u64)r * p.k + k) * w;
+    const float* a = (const float*)p.a.ptr;
+    if (p.mode == 1) {
+        const uint4* row = (const uint4*)((const unsigned short*)p.b.ptr + (u64)c * p.k);
+        for (unsigned k = lane * 8; k < p.k; k += 256) {
+            float w[8];
+            gemv_half8(row[k / 8], w);
+            #pragma unroll
+            for (int r = 0; r < 8; r++) {
+                if (r < (int)p.m) {
+                    float4 x0 = *(const float4*)(a + r * p.k + k);
+                    float4 x1 = *(const float4*)(a + r * p.k + k + 4);
+                    acc[r] += x0.x * w[0] + x0.y * w[1] + x0.z * w[2] + x0.w * w[3]
+                            + x1.x * w[4] + x1.y * w[5] + x1.z * w[6] + x1.w * w[7];
+                }
+            }
+        }
+    } else if (p.mode == 2) {
+        const float4* row = (const float4*)((const float*)p.b.ptr + (u64)c * p.k);
+        for (unsigned k = lane * 4; k < p.k; k += 128) {
+            float4 w = row[k / 4];
+            #pragma unroll
+            for (int r = 0; r < 8; r++) {
+                if (r < (int)p.m) {
+                    float4 x = *(const float4*)(a + r * p.k + k);
+                    acc[r] += x.x * w.x + x.y * w.y + x.z * w.z + x.w * w.w;
+                }
+            }
+        }
+    } else {
+        u64 row = (u64)c * p.k;
+        for (unsigned k = lane; k < p.k; k += 32) {
+            float w = ld(p.b, row + k);
+            #pragma unroll
+            for (int r = 0; r < 8; r++) {
+                if (r < (int)p.m) acc[r] += ld(p.a, (u64)r * p.k + k) * w;
+            }
         }
     }
     #pragma unroll
@@ -25,11 +67,14 @@ extern "C" __global__ void matmul_gemv(const GemvParams p) {
         acc[r] = v;
     }
     if (lane != 0) return;
-    for (int r = 0; r < (int)p.m; r++) {
-        float v = acc[r];
-        if (p.has_bias) v += ld(p.bias, c);
-        if (p.gelu) v = gelu_f32(v);
-        st(p.out, (u64)r * p.n + c, v);
+    #pragma unroll
+    for (int r = 0; r < 8; r++) {
+        if (r < (int)p.m) {
+            float v = acc[r];
+            if (p.has_bias) v += ld(p.bias, c);
+            if (p.gelu) v = gelu_f32(v);
+            st(p.out, (u64)r * p.n + c, v);
+        }
     }
 }
 

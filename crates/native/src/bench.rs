@@ -1,6 +1,6 @@
 //! `susurrus bench`: the encoder per 30 s window, a decoder step per token, a whole
 //! transcription (real-time factor) and peak memory, on one backend. With `--profile` (CPU
-//! backend) also the time per op.
+//! and CUDA backends) also the time per op.
 
 use std::ops::ControlFlow;
 use std::path::PathBuf;
@@ -14,6 +14,7 @@ use susurrus_core::whisper::{TranscribeOptions, Whisper};
 
 use crate::backend::{self, BackendChoice};
 use crate::cpu::{FastCpuBackend, Profile};
+use crate::cuda::{CudaBackend, CudaOptions};
 use crate::error::{Error, Result};
 
 /// The clip the benchmark transcribes unless `--audio` names another: the project's own
@@ -44,7 +45,7 @@ pub struct BenchArgs {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
-    /// Also print time per op (CPU backend only).
+    /// Also print time per op (CPU and CUDA backends; CUDA runs then launch op by op).
     #[arg(long)]
     pub profile: bool,
 }
@@ -89,13 +90,11 @@ fn median(mut times: Vec<Duration>) -> f64 {
 pub fn measure(args: &BenchArgs) -> Result<BenchReport> {
     let dir = crate::model_dir::resolve(args.model.as_deref())?;
     let profile = Profile::default();
-    let backend: Box<dyn susurrus_core::exec::Backend> = if args.profile {
-        if args.backend != BackendChoice::Cpu {
-            return Err(Error::Usage("--profile needs --backend cpu".into()));
-        }
-        Box::new(FastCpuBackend::new(args.threads)?.with_profile(profile.clone()))
-    } else {
-        backend::open(args.backend, args.threads)?
+    let backend: Box<dyn susurrus_core::exec::Backend> = match (args.profile, args.backend) {
+        (false, choice) => backend::open(choice, args.threads)?,
+        (true, BackendChoice::Cpu) => Box::new(FastCpuBackend::new(args.threads)?.with_profile(profile.clone())),
+        (true, BackendChoice::Cuda) => Box::new(CudaBackend::new(&CudaOptions::default())?.with_profile(profile.clone())),
+        (true, _) => return Err(Error::Usage("--profile needs --backend cpu or --backend cuda".into())),
     };
     let started = Instant::now();
     let mut whisper = pollster::block_on(Whisper::load_dir(backend, &dir))?;
@@ -191,7 +190,7 @@ fn table(r: &BenchReport) -> String {
         out += &format!("{what:<34} {value:>12}\n");
     }
     if !r.profile.is_empty() {
-        out += "\nper op, one transcription of the clip (CPU backend)\n";
+        out += &format!("\nper op, one transcription of the clip ({} backend)\n", r.backend);
         out += &format!("{:<60} {:>6} {:>10}\n", "op (output type)", "runs", "ms");
         for p in &r.profile {
             out += &format!("{:<60} {:>6} {:>10.2}\n", p.op, p.runs, p.ms);

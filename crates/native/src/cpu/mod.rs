@@ -46,7 +46,7 @@ pub struct FastCpuBackend {
 pub struct Profile(Arc<Mutex<BTreeMap<String, (usize, Duration)>>>);
 
 impl Profile {
-    fn add(&self, what: String, took: Duration) {
+    pub(crate) fn add(&self, what: String, took: Duration) {
         if let Ok(mut map) = self.0.lock() {
             let entry = map.entry(what).or_default();
             entry.0 += 1;

@@ -127,7 +127,7 @@ pub(super) fn compile_linked(
             for launch in launches {
                 compiled.push(match launch {
                     Launch::Kernel(k) => Step::kernel(backend.function(k.name)?, &k, id),
-                    Launch::Gemm(gemm) => Step::Gemm(gemm),
+                    Launch::Gemm(gemm) => Step::Gemm { gemm, node: id },
                 });
             }
         }
@@ -163,6 +163,7 @@ pub(super) fn compile_linked(
             steps: compiled,
             recorded: None,
             eager_runs: 0,
+            profile: backend.profile.clone(),
         }));
     }
     Ok(out)

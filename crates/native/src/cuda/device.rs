@@ -12,6 +12,7 @@ use susurrus_core::{Error, Result};
 use super::blas::Blas;
 use super::lower::Precision;
 use super::{nvrtc, source};
+use crate::cpu::Profile;
 
 /// What [`CudaBackend::new`] opens.
 #[derive(Clone, Debug, Default)]
@@ -39,6 +40,7 @@ pub struct CudaBackend {
     pub(super) precision: Precision,
     device_name: String,
     arch: String,
+    pub(super) profile: Option<Profile>,
 }
 
 impl CudaBackend {
@@ -84,7 +86,15 @@ impl CudaBackend {
             precision: options.precision,
             device_name,
             arch,
+            profile: None,
         })
+    }
+
+    /// Times every op of every run into `profile` (runs then launch op by op between timing
+    /// events instead of replaying a CUDA graph).
+    pub fn with_profile(mut self, profile: Profile) -> Self {
+        self.profile = Some(profile);
+        self
     }
 
     /// The device's name as the driver reports it.

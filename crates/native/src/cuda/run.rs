@@ -23,6 +23,7 @@ use super::device::{DeviceBuffer, PinnedBuffer, driver};
 use super::layout::{decode_words, encode, word_bytes};
 use super::lower::{CublasGemm, KernelLaunch};
 use super::params::kind;
+use crate::cpu::Profile;
 
 /// One unit of recorded work.
 pub(super) enum Step {
@@ -37,10 +38,19 @@ pub(super) enum Step {
         node: NodeId,
         name: &'static str,
     },
-    Gemm(CublasGemm),
+    Gemm {
+        gemm: CublasGemm,
+        node: NodeId,
+    },
 }
 
 impl Step {
+    fn node(&self) -> NodeId {
+        match self {
+            Step::Kernel { node, .. } | Step::Gemm { node, .. } => *node,
+        }
+    }
+
     pub fn kernel(function: CudaFunction, k: &KernelLaunch, node: NodeId) -> Step {
         let mut params = vec![0u64; k.params.len().div_ceil(8).max(1)];
         bytemuck::cast_slice_mut::<u64, u8>(&mut params)[..k.params.len()].copy_from_slice(&k.params);
@@ -87,6 +97,8 @@ pub(super) struct CudaExecutable {
     /// The work recorded as a CUDA graph (from the second run on).
     pub recorded: Option<CudaGraph>,
     pub eager_runs: usize,
+    /// Time per op is added here when profiling (`susurrus bench --profile`).
+    pub profile: Option<Profile>,
 }
 
 impl CudaExecutable {
@@ -135,8 +147,13 @@ impl CudaExecutable {
 
     /// Enqueues every step, one by one.
     fn launch_steps(&self) -> Result<()> {
+        self.launch(&self.steps)
+    }
+
+    /// Enqueues `steps`.
+    fn launch(&self, steps: &[Step]) -> Result<()> {
         let stream = self.cu_stream();
-        for step in &self.steps {
+        for step in steps {
             match step {
                 Step::Kernel { function, params, grid, block, shared_bytes, node, name } => {
                     let mut args = [params.as_ptr() as *mut c_void];
@@ -155,15 +172,43 @@ impl CudaExecutable {
                     .map_err(|e| driver(&format!("launching {name} for %{}", node.0), e))?;
                 }
                 // SAFETY: the product's addresses were resolved against allocated blocks.
-                Step::Gemm(g) => unsafe { self.blas.gemm(g)? },
+                Step::Gemm { gemm, .. } => unsafe { self.blas.gemm(gemm)? },
             }
         }
         Ok(())
     }
 
+    /// Enqueues the steps of each node between two timing events and, once the stream is
+    /// done, adds each node's time to the profile under its op and type.
+    fn launch_profiled(&self, profile: &Profile) -> Result<()> {
+        let timed = || -> std::result::Result<_, cudarc::driver::DriverError> {
+            self.stream.record_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+        };
+        let mut marks = vec![(None, timed().map_err(|e| driver("recording an event", e))?)];
+        let mut rest = &self.steps[..];
+        while let Some(first) = rest.first() {
+            let node = first.node();
+            let count = rest.iter().take_while(|s| s.node() == node).count();
+            self.launch(&rest[..count])?;
+            marks.push((Some(node), timed().map_err(|e| driver("recording an event", e))?));
+            rest = &rest[count..];
+        }
+        self.finish()?;
+        for pair in marks.windows(2) {
+            let (Some(node), end) = &pair[1] else { continue };
+            let ms = pair[0].1.elapsed_ms(end).map_err(|e| driver("reading an event", e))?;
+            let label = format!("{} {}", self.graph.node(*node).op.name(), self.graph.ty(*node));
+            profile.add(label, std::time::Duration::from_secs_f64(f64::from(ms) / 1e3));
+        }
+        Ok(())
+    }
+
     /// Enqueues the plan's work: step by step on the first run, then recorded once as a CUDA
-    /// graph and replayed.
+    /// graph and replayed. With a profile, every run goes step by step between events.
     fn enqueue(&mut self) -> Result<()> {
+        if let Some(profile) = &self.profile {
+            return self.launch_profiled(profile);
+        }
         if self.recorded.is_none() && self.eager_runs > 0 {
             self.stream
                 .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)

@@ -27,6 +27,24 @@ crate::cuda_params! {
         pub k: u32,
         pub has_bias: u32,
         pub gelu: u32,
+        /// How the kernel loads: [`GEMV_HALF8`], [`GEMV_FLOAT4`] or element by element (0).
+        pub mode: u32,
+    }
+}
+
+/// `matmul_gemv` loads eight f16 weights and eight f32 row values at a time.
+pub const GEMV_HALF8: u32 = 1;
+/// `matmul_gemv` loads four f32 weights and four f32 row values at a time.
+pub const GEMV_FLOAT4: u32 = 2;
+
+/// The widest loads `matmul_gemv` can use for rows `a` and weights `b` of length `k` (every
+/// row then starts 16-byte aligned: blocks are 256-aligned and rows a multiple of 16 bytes).
+fn gemv_mode(a: In, b: In, k: usize) -> u32 {
+    let aligned = |x: In| x.ptr % 16 == 0;
+    match (a.kind, b.kind) {
+        (kind::F32, kind::F16) if k % 8 == 0 && aligned(a) && aligned(b) => GEMV_HALF8,
+        (kind::F32, kind::F32) if k % 4 == 0 && aligned(a) && aligned(b) => GEMV_FLOAT4,
+        _ => 0,
     }
 }
 
@@ -215,9 +233,10 @@ fn product(ctx: &LowerCtx, transpose_b: bool, bias: Option<In>, gelu: bool) -> R
             k: k as u32,
             has_bias: bias.is_some() as u32,
             gelu: gelu as u32,
+            mode: gemv_mode(ctx.input(0), ctx.input(1), k),
         };
-        // A warp per output column, eight columns per block.
-        let launch = KernelLaunch::new("matmul_gemv", &params).grid(n.div_ceil(8) as u32, 1, 1).block(256, 1, 1);
+        // A warp per output column, four columns per block (a 384-wide layer is 96 blocks).
+        let launch = KernelLaunch::new("matmul_gemv", &params).grid(n.div_ceil(4) as u32, 1, 1).block(128, 1, 1);
         return Ok(vec![Launch::Kernel(launch)]);
     }
     let (m_all, a_offsets, b_offsets) = if weight {
@@ -297,7 +316,9 @@ mod tests {
         );
         assert_eq!(scratch, 0);
         let [Launch::Kernel(k)] = &work[..] else { panic!("{work:?}") };
-        assert_eq!((k.name, k.grid, k.block), ("matmul_gemv", [192, 1, 1], [256, 1, 1]));
+        assert_eq!((k.name, k.grid, k.block), ("matmul_gemv", [384, 1, 1], [128, 1, 1]));
+        // f16 weights, f32 rows of 384: eight of each per load.
+        assert_eq!(&k.params[k.params.len() - 4..], &GEMV_HALF8.to_le_bytes());
     }
 
     #[test]
