@@ -7,8 +7,9 @@
 // they agree with it to rounding whatever the row's offset. For the fused op, x is a + b in
 // f32 (not rounded to an f16 dtype).
 //
-// When p.staged is set the row (x, or the sum) is kept in dynamic shared memory (p.n floats)
-// after the first pass; each thread rereads only the elements it stored itself.
+// When p.staged is set the first pass also keeps the row (x, or the sum), gamma and beta in
+// dynamic shared memory (3 p.n floats): the weights' loads then overlap the row's instead of
+// waiting for the reductions, and each thread rereads only the elements it stored itself.
 
 // Sum of `v` over the block (blockDim.x a multiple of 32, at most 1024); every thread gets it.
 // `shared` holds 32 doubles.
@@ -35,27 +36,36 @@ __device__ __forceinline__ float norm_load(const LayerNormParams& p, u64 base, u
 template <bool ADD>
 __device__ __forceinline__ void norm_row(const LayerNormParams& p) {
     extern __shared__ float norm_staged[];
+    float* xs = norm_staged;
+    float* gs = norm_staged + p.n;
+    float* bs = norm_staged + 2 * p.n;
     __shared__ double partial[32];
     u64 base = (u64)blockIdx.x * p.n;
     double sum = 0.0;
     for (unsigned k = threadIdx.x; k < p.n; k += blockDim.x) {
         float x = norm_load<ADD>(p, base, k);
-        if (p.staged) norm_staged[k] = x;
+        if (p.staged) {
+            xs[k] = x;
+            gs[k] = ld(p.gamma, k);
+            bs[k] = ld(p.beta, k);
+        }
         sum += (double)x;
     }
     double mean = norm_block_sum(sum, partial) / (double)p.n;
     double squares = 0.0;
     for (unsigned k = threadIdx.x; k < p.n; k += blockDim.x) {
-        double d = (double)(p.staged ? norm_staged[k] : norm_load<ADD>(p, base, k)) - mean;
+        double d = (double)(p.staged ? xs[k] : norm_load<ADD>(p, base, k)) - mean;
         squares += d * d;
     }
     double var = norm_block_sum(squares, partial) / (double)p.n;
     double scale = 1.0 / sqrt(var + (double)p.eps);
     for (unsigned k = threadIdx.x; k < p.n; k += blockDim.x) {
-        float x = p.staged ? norm_staged[k] : norm_load<ADD>(p, base, k);
+        float x = p.staged ? xs[k] : norm_load<ADD>(p, base, k);
+        float g = p.staged ? gs[k] : ld(p.gamma, k);
+        float b = p.staged ? bs[k] : ld(p.beta, k);
         float y = (float)(((double)x - mean) * scale);
         // Separate multiply and add (no fused multiply-add), as the reference rounds them.
-        st(p.out, base + k, __fadd_rn(__fmul_rn(y, ld(p.gamma, k)), ld(p.beta, k)));
+        st(p.out, base + k, __fadd_rn(__fmul_rn(y, g), b));
     }
 }
 

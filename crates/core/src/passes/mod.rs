@@ -11,6 +11,7 @@ mod fuse_attention;
 mod fuse_elementwise;
 mod fuse_matmul;
 mod pattern;
+mod permute_as_reshape;
 
 pub use dce::DeadCodeElimination;
 pub use fold::{ConstantFolding, MAX_FOLDED_ELEMENTS};
@@ -18,6 +19,7 @@ pub use fuse_add_norm::FuseAddLayerNorm;
 pub use fuse_attention::FuseAttention;
 pub use fuse_elementwise::{FuseElementwise, MAX_FUSED_INPUTS};
 pub use fuse_matmul::FuseMatMulBias;
+pub use permute_as_reshape::PermuteAsReshape;
 
 use crate::error::Result;
 use crate::ir::{Graph, verify};
@@ -62,7 +64,8 @@ impl Pipeline {
 
 impl Default for Pipeline {
     /// The order matters: folding first exposes constant scales and masks; attention is
-    /// matched before its scale multiply could be swallowed by elementwise fusion; add + norm
+    /// matched before its scale multiply could be swallowed by elementwise fusion; permutes
+    /// that move only unit axes become reshapes (no work on any backend); add + norm
     /// before the matmul epilogue takes the add; elementwise fusion last takes what is left;
     /// a final sweep drops what the rewrites left dead.
     fn default() -> Self {
@@ -70,6 +73,7 @@ impl Default for Pipeline {
             Box::new(DeadCodeElimination),
             Box::new(ConstantFolding),
             Box::new(FuseAttention),
+            Box::new(PermuteAsReshape),
             Box::new(FuseAddLayerNorm),
             Box::new(FuseMatMulBias),
             Box::new(FuseElementwise),

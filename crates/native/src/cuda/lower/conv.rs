@@ -191,36 +191,3 @@ mod tests {
         assert_eq!(lower(&op, &inputs, &f32s(0x4000, &[0, 1, 4])).unwrap(), Vec::new());
     }
 }
-#[cfg(test)]
-mod tmp_compile {
-    use crate::cuda::params::KernelParams;
-    #[test]
-    fn tmp_mine_compile() {
-        let mut base = String::new();
-        base.push_str(crate::cuda::source::OPERANDS);
-        base.push_str(crate::cuda::source::COMMON);
-        base.push_str(&super::Conv1dParams::c_declaration());
-        base.push_str(&crate::cuda::lower::norm::LayerNormParams::c_declaration());
-        let norm = std::fs::read_to_string("/work/main/kernels/cuda/norm.cu").unwrap();
-        let conv = std::fs::read_to_string("/work/main/kernels/cuda/conv.cu").unwrap();
-        for (name, src) in [
-            ("base", base.clone()),
-            ("norm", base.clone() + &norm),
-            ("conv", base.clone() + &conv),
-            ("all", base.clone() + &norm + &conv),
-        ] {
-            let t = std::time::Instant::now();
-            let ptx = crate::cuda::nvrtc::compile(&src, "sm_90").unwrap_or_else(|e| panic!("{e}"));
-            eprintln!("{name}: {:?} {} bytes", t.elapsed(), ptx.to_src().len());
-            if name == "all" {
-                std::fs::write("/work/main/.tmp_normconv/mine.ptx", ptx.to_src()).unwrap();
-            }
-        }
-        if let Ok(v) = std::fs::read_to_string("/work/main/.tmp_normconv/variants.cu") {
-            let t = std::time::Instant::now();
-            let ptx = crate::cuda::nvrtc::compile(&(base + &v), "sm_90").unwrap_or_else(|e| panic!("{e}"));
-            eprintln!("variants: {:?} {} bytes", t.elapsed(), ptx.to_src().len());
-            std::fs::write("/work/main/.tmp_normconv/variants.ptx", ptx.to_src()).unwrap();
-        }
-    }
-}
