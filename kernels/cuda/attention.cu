@@ -1,174 +1,357 @@
 // Fused attention: out = softmax(q k^T * scale + mask) v per flattened batch (head) b, with
 // q [Sq, D], k [Sk, D], v [Sk, Dv] (crates/native/src/cuda/lower/attention.rs lowers it).
-// Softmax is f32 and follows the reference exactly: the row maximum is subtracted (fmaxf
-// skips NaN like f32::max), masked keys are -inf and weigh exp(-inf) = 0, and a row with no
-// visible key has max -inf, so exp(-inf - -inf) = NaN everywhere, as in PyTorch.
+// Softmax is f32 and follows the reference: the row maximum is subtracted (fmaxf skips NaN
+// like f32::max), masked keys are -inf and weigh exp(-inf) = 0, and a row with no visible
+// key has max -inf, so exp(-inf - -inf) = NaN everywhere, as in PyTorch. Index arithmetic is
+// 32-bit: the lowering checks that every element count fits.
 //
 // `mode` is 0 (no mask), 1 (additive: the mask is read through its broadcast strides over
 // the scores [..., Sq, Sk]) or 2 (causal: query i sees keys j <= i + Sk - Sq).
 
 #define ATTENTION_NEG_INF __int_as_float(0xff800000u)
 
-// Score `s` of query `i` and key `j` after masking; `mrow` is the mask's offset of the row's
-// first key and `msk` its stride along keys.
-__device__ __forceinline__ float attention_masked(float s, unsigned mode, In mask, u64 mrow, unsigned msk, unsigned i,
-                                                  unsigned j, unsigned sq, unsigned sk) {
-    if (mode == 1u) s += ld(mask, mrow + (u64)j * msk);
+// The mask's offset of score `linear` of the scores [..., Sq, Sk] (`rank` dims).
+__device__ __forceinline__ unsigned attention_mask_offset(unsigned linear, unsigned rank, const unsigned* dims,
+                                                          const unsigned* strides) {
+    unsigned offset = 0;
+    for (int k = (int)rank - 1; k >= 0; k--) {
+        offset += (linear % dims[k]) * strides[k];
+        linear /= dims[k];
+    }
+    return offset;
+}
+
+// Score `s` (already scaled) of query `i` and key `j` after masking; `mrow` is the mask's
+// offset of the row's first key and `msk` its stride along keys.
+__device__ __forceinline__ float attention_masked(float s, unsigned mode, In mask, unsigned mrow, unsigned msk,
+                                                  unsigned i, unsigned j, unsigned sq, unsigned sk) {
+    if (mode == 1u) s += ld(mask, mrow + j * msk);
     if (mode == 2u && j > i + (sk - sq)) s = ATTENTION_NEG_INF;
     return s;
 }
 
-// Element `i` of a float operand stored as f16 halves (`HALF`) or f32 words: the kind is
-// chosen once per loop, so unrolled loops batch their loads.
-template <bool HALF>
-__device__ __forceinline__ float attention_ld(const void* ptr, u64 i) {
-    if (HALF) return half_to_float(((const unsigned short*)ptr)[i]);
-    return ((const float*)ptr)[i];
-}
-
-// Keys a warp scores at once in `attention_rows`, for loads in flight.
-#define ATTENTION_KEYS 8
-
-// The scores of keys j (before masking) into `scores`: a warp takes ATTENTION_KEYS keys at a
-// time, its lanes splitting D so that K rows are read coalesced.
-template <bool HALF>
-__device__ __forceinline__ void attention_row_scores(const AttentionRowsParams& p, const float* qs, u64 kbase,
-                                                     float* scores) {
-    const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-    for (unsigned j0 = warp * ATTENTION_KEYS; j0 < p.sk; j0 += warps * ATTENTION_KEYS) {
-        float s[ATTENTION_KEYS];
-#pragma unroll
-        for (int u = 0; u < ATTENTION_KEYS; u++) s[u] = 0.0f;
-        for (unsigned d = lane; d < p.d; d += 32u) {
-            const float qd = qs[d];
-#pragma unroll
-            for (int u = 0; u < ATTENTION_KEYS; u++) {
-                // Keys past the end read the last one again; their scores are dropped.
-                const unsigned j = min(j0 + u, p.sk - 1u);
-                s[u] += qd * attention_ld<HALF>(p.k.ptr, kbase + (u64)j * p.d + d);
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < ATTENTION_KEYS; u++) {
-            for (int o = 16; o > 0; o >>= 1) s[u] += __shfl_xor_sync(0xffffffffu, s[u], o);
-        }
-        if (lane == 0) {
-#pragma unroll
-            for (int u = 0; u < ATTENTION_KEYS; u++) {
-                if (j0 + u < p.sk) scores[j0 + u] = s[u];
-            }
-        }
-    }
-}
-
-// Output column `c` summed over keys j = first, first + step, ... < Sk: weights times values.
-template <bool HALF>
-__device__ __forceinline__ float attention_row_values(const AttentionRowsParams& p, const float* w, u64 vbase,
-                                                      unsigned c, unsigned first, unsigned step) {
-    float acc = 0.0f;
-#pragma unroll 8
-    for (unsigned j = first; j < p.sk; j += step) acc += w[j] * attention_ld<HALF>(p.v.ptr, vbase + (u64)j * p.dv + c);
-    return acc;
-}
-
-// Few queries (decoder steps): a block per (batch, query row). Warps score keys into dynamic
-// shared memory, the block reduces the maximum and the sum, then threads split the Dv output
-// columns and, when Dv is below the block size, the keys (slices added at the end). Dynamic
-// shared memory: Sk scores, the query row (D), blockDim.x partial sums and 32 floats for the
-// block reductions. q, k and v are f32 words or f16 halves (float dtypes only).
-extern "C" __global__ void attention_rows(const AttentionRowsParams p) {
-    extern __shared__ float smem[];
-    float* scores = smem;
-    float* qs = scores + p.sk;
-    float* part = qs + p.d;
-    float* red = part + blockDim.x;
-    const unsigned t = threadIdx.x, nt = blockDim.x;
-    const u64 row = blockIdx.x;
-    const unsigned i = (unsigned)(row % p.sq);
-    const u64 b = row / p.sq;
-    const u64 kbase = b * p.sk * p.d, vbase = b * p.sk * p.dv;
-    const u64 mrow = p.mode == 1u ? broadcast_offset(row * p.sk, p.rank, p.dims, p.mask_strides) : 0;
-    const unsigned msk = p.mask_strides[p.rank - 1];
-
-    for (unsigned d = t; d < p.d; d += nt) qs[d] = ld(p.q, row * p.d + d);
-    __syncthreads();
-    if (p.k.kind == KIND_F16) {
-        attention_row_scores<true>(p, qs, kbase, scores);
+// V consecutive elements from element `i` (a multiple of V) of a float operand: V = 4 reads
+// f32 words as one float4 (16-byte aligned), V = 1 one f32 word or f16 half (HALF).
+template <int V, bool HALF>
+__device__ __forceinline__ void attention_load(const void* ptr, unsigned i, float* x) {
+    if constexpr (V == 4) {
+        const float4 f = ((const float4*)ptr)[i >> 2];
+        x[0] = f.x;
+        x[1] = f.y;
+        x[2] = f.z;
+        x[3] = f.w;
+    } else if constexpr (HALF) {
+        x[0] = half_to_float(((const unsigned short*)ptr)[i]);
     } else {
-        attention_row_scores<false>(p, qs, kbase, scores);
+        x[0] = ((const float*)ptr)[i];
     }
-    __syncthreads();
+}
 
+// Whether an operand of rows of `len` elements can be read as float4s.
+__device__ __forceinline__ bool attention_vec4(In x, unsigned len) {
+    return x.kind == KIND_F32 && (len & 3u) == 0u && ((u64)x.ptr & 15u) == 0u;
+}
+
+// Keys a lane group of `attention_split` scores at once, for loads in flight.
+#define ATTENTION_UNROLL 4
+
+// The masked scores of keys j0 + jj (jj < n) of query row `row` (query `i` of batch `b`)
+// into `w[jj]`; returns this thread's maximum of them. Groups of g lanes (the least power of
+// two covering a key row's loads, at most a warp) take a key each, loading V elements at a
+// time, and sum their lanes with shuffles. The loop bound is the same for every thread, so
+// whole warps shuffle.
+template <int V, bool HALF>
+__device__ __forceinline__ float attention_split_scores(const AttentionSplitParams& p, unsigned row, unsigned i,
+                                                        unsigned b, unsigned j0, unsigned n, float* w) {
+    const unsigned vecs = p.d / V;
+    unsigned g = 1;
+    while (g < vecs && g < 32u) g <<= 1;
+    const unsigned sub = threadIdx.x & (g - 1u), group = threadIdx.x / g, groups = blockDim.x / g;
+    const unsigned qbase = row * p.d, kbase = b * p.sk * p.d;
+    const unsigned mrow = p.mode == 1u ? attention_mask_offset(row * p.sk, p.rank, p.dims, p.mask_strides) : 0u;
+    const unsigned msk = p.mask_strides[p.rank - 1u];
     float top = ATTENTION_NEG_INF;
-    for (unsigned j = t; j < p.sk; j += nt) {
-        const float s = attention_masked(scores[j] * p.scale, p.mode, p.mask, mrow, msk, i, j, p.sq, p.sk);
-        scores[j] = s;
-        top = fmaxf(top, s);
+    for (unsigned base = 0; base < n; base += groups * ATTENTION_UNROLL) {
+        unsigned key[ATTENTION_UNROLL];
+        float s[ATTENTION_UNROLL], add[ATTENTION_UNROLL];
+#pragma unroll
+        for (int u = 0; u < ATTENTION_UNROLL; u++) {
+            // Keys past the chunk read its last one again; their scores are dropped.
+            key[u] = j0 + min(base + u * groups + group, n - 1u);
+            s[u] = 0.0f;
+            add[u] = p.mode == 1u ? ld(p.mask, mrow + key[u] * msk) : 0.0f;
+        }
+        for (unsigned c = sub; c < vecs; c += g) {
+            float qv[V];
+#pragma unroll
+            for (int e = 0; e < V; e++) qv[e] = ld(p.q, qbase + c * V + e);
+#pragma unroll
+            for (int u = 0; u < ATTENTION_UNROLL; u++) {
+                float kv[V];
+                attention_load<V, HALF>(p.k.ptr, kbase + key[u] * p.d + c * V, kv);
+#pragma unroll
+                for (int e = 0; e < V; e++) s[u] += qv[e] * kv[e];
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < ATTENTION_UNROLL; u++) {
+            for (unsigned o = g >> 1; o > 0u; o >>= 1) s[u] += __shfl_xor_sync(0xffffffffu, s[u], o);
+        }
+        if (sub == 0u) {
+#pragma unroll
+            for (int u = 0; u < ATTENTION_UNROLL; u++) {
+                const unsigned jj = base + u * groups + group;
+                if (jj < n) {
+                    // The reference scales, then adds the mask: no fused multiply-add.
+                    float x = __fmul_rn(s[u], p.scale) + add[u];
+                    if (p.mode == 2u && key[u] > i + (p.sk - p.sq)) x = ATTENTION_NEG_INF;
+                    w[jj] = x;
+                    top = fmaxf(top, x);
+                }
+            }
+        }
     }
-    const float m = block_max(top, red);
-    float l = 0.0f;
-    for (unsigned j = t; j < p.sk; j += nt) {
-        const float w = expf(scores[j] - m);
-        scores[j] = w;
-        l += w;
-    }
-    // Its barriers also make every weight visible to every thread.
-    const float total = block_sum(l, red);
+    return top;
+}
 
-    const bool half = p.v.kind == KIND_F16;
-    const u64 obase = row * p.dv;
-    if (p.dv >= nt) {
-        for (unsigned c = t; c < p.dv; c += nt) {
-            const float acc = half ? attention_row_values<true>(p, scores, vbase, c, 0, 1)
-                                   : attention_row_values<false>(p, scores, vbase, c, 0, 1);
-            st(p.out, obase + c, acc / total);
+// The chunk's weights `w` (n of them) times its value rows into `dst` (Dv floats). Threads
+// split the Dv / V column groups and, when there are fewer than threads, the keys; the key
+// slices are summed through `part` (V floats per thread).
+template <int V, bool HALF>
+__device__ __forceinline__ void attention_split_values(const AttentionSplitParams& p, const float* w, unsigned vbase,
+                                                       unsigned n, float* part, float* dst) {
+    const unsigned t = threadIdx.x, nt = blockDim.x, cols = p.dv / V;
+    if (cols >= nt) {
+        for (unsigned c = t; c < cols; c += nt) {
+            float acc[V] = {};
+            for (unsigned jj = 0; jj < n; jj++) {
+                float x[V];
+                attention_load<V, HALF>(p.v.ptr, vbase + jj * p.dv + c * V, x);
+#pragma unroll
+                for (int e = 0; e < V; e++) acc[e] += w[jj] * x[e];
+            }
+#pragma unroll
+            for (int e = 0; e < V; e++) dst[c * V + e] = acc[e];
         }
         return;
     }
-    const unsigned slices = nt / p.dv, c = t % p.dv, slice = t / p.dv;
-    float acc = 0.0f;
+    const unsigned slices = nt / cols, c = t % cols, slice = t / cols;
+    float acc[V] = {};
     if (slice < slices) {
-        acc = half ? attention_row_values<true>(p, scores, vbase, c, slice, slices)
-                   : attention_row_values<false>(p, scores, vbase, c, slice, slices);
+#pragma unroll 4
+        for (unsigned jj = slice; jj < n; jj += slices) {
+            float x[V];
+            attention_load<V, HALF>(p.v.ptr, vbase + jj * p.dv + c * V, x);
+#pragma unroll
+            for (int e = 0; e < V; e++) acc[e] += w[jj] * x[e];
+        }
     }
-    part[t] = acc;
+#pragma unroll
+    for (int e = 0; e < V; e++) part[t * V + e] = acc[e];
     __syncthreads();
-    if (slice == 0) {
-        float sum = 0.0f;
-        for (unsigned s = 0; s < slices; s++) sum += part[s * p.dv + c];
-        st(p.out, obase + c, sum / total);
+    if (slice == 0u) {
+#pragma unroll
+        for (int e = 0; e < V; e++) {
+            float sum = 0.0f;
+            for (unsigned s = 0; s < slices; s++) sum += part[(s * cols + c) * V + e];
+            dst[c * V + e] = sum;
+        }
+    }
+}
+
+// Few queries (decoder steps), split over the keys ("flash decoding"): block (row, split)
+// takes keys [split * chunk, + chunk) of query row `row` and writes the chunk's maximum m and
+// sum of exp(score - m) to `stats` [rows, splits, 2] and its unnormalised weighted sum of
+// values to `part` [rows, splits, Dv]; `attention_combine` rescales and adds the splits.
+// Dynamic shared memory: blockDim.x float4s for the value slices, then `chunk` weights.
+extern "C" __global__ void attention_split(const AttentionSplitParams p) {
+    extern __shared__ float4 attention_split_smem[];
+    __shared__ float red[32];
+    float* part = (float*)attention_split_smem;
+    float* w = part + 4u * blockDim.x;
+    const unsigned t = threadIdx.x, nt = blockDim.x, row = blockIdx.x, split = blockIdx.y;
+    const unsigned i = row % p.sq, b = row / p.sq;
+    const unsigned j0 = split * p.chunk, n = min(p.chunk, p.sk - j0);
+
+    float top;
+    if (attention_vec4(p.k, p.d)) {
+        top = attention_split_scores<4, false>(p, row, i, b, j0, n, w);
+    } else if (p.k.kind == KIND_F16) {
+        top = attention_split_scores<1, true>(p, row, i, b, j0, n, w);
+    } else {
+        top = attention_split_scores<1, false>(p, row, i, b, j0, n, w);
+    }
+    // Its barriers also make every score visible to every thread.
+    const float m = block_max(top, red);
+    // A chunk with no visible key (m = -inf) weighs exp(-inf - 0) = 0 and stays finite: only
+    // the combine, seeing no visible key in any chunk, makes the row NaN.
+    const float shift = m == ATTENTION_NEG_INF ? 0.0f : m;
+    float l = 0.0f;
+    for (unsigned jj = t; jj < n; jj += nt) {
+        const float e = expf(w[jj] - shift);
+        w[jj] = e;
+        l += e;
+    }
+    const float sum = block_sum(l, red);
+
+    const unsigned slot = row * p.splits + split;
+    float* dst = (float*)p.part + slot * p.dv;
+    const unsigned vbase = (b * p.sk + j0) * p.dv;
+    if (attention_vec4(p.v, p.dv)) {
+        attention_split_values<4, false>(p, w, vbase, n, part, dst);
+    } else if (p.v.kind == KIND_F16) {
+        attention_split_values<1, true>(p, w, vbase, n, part, dst);
+    } else {
+        attention_split_values<1, false>(p, w, vbase, n, part, dst);
+    }
+    if (t == 0u) {
+        ((float*)p.stats)[2u * slot] = m;
+        ((float*)p.stats)[2u * slot + 1u] = sum;
+    }
+}
+
+// The output row `row` from the splits of `attention_split`: with M the largest chunk
+// maximum, out = sum_s part_s exp(m_s - M) / sum_s l_s exp(m_s - M). A row with no visible
+// key has M = -inf and comes out NaN. Dynamic shared memory: a float per split.
+extern "C" __global__ void attention_combine(const AttentionCombineParams p) {
+    extern __shared__ float attention_combine_factor[];
+    __shared__ float red[32];
+    const unsigned t = threadIdx.x, nt = blockDim.x, row = blockIdx.x;
+    const float* stats = (const float*)p.stats + row * p.splits * 2u;
+    float top = ATTENTION_NEG_INF;
+    for (unsigned s = t; s < p.splits; s += nt) top = fmaxf(top, stats[2u * s]);
+    const float m = block_max(top, red);
+    float l = 0.0f;
+    for (unsigned s = t; s < p.splits; s += nt) {
+        const float f = expf(stats[2u * s] - m);
+        attention_combine_factor[s] = f;
+        l += stats[2u * s + 1u] * f;
+    }
+    // Its barriers also make every factor visible to every thread.
+    const float total = block_sum(l, red);
+    const float* part = (const float*)p.part + row * p.splits * p.dv;
+    for (unsigned c = t; c < p.dv; c += nt) {
+        float acc = 0.0f;
+#pragma unroll 4
+        for (unsigned s = 0; s < p.splits; s++) acc += part[s * p.dv + c] * attention_combine_factor[s];
+        st(p.out, row * p.dv + c, acc / total);
+    }
+}
+
+// Stores V weights from element `i` (a multiple of V) of the softmax's `probs`: f16 halves
+// (`half`) or f32 words.
+template <int V>
+__device__ __forceinline__ void attention_store_probs(const AttentionSoftmaxParams& p, unsigned i, const float* x) {
+    if constexpr (V == 4) {
+        if (p.half) {
+            uint2 h;
+            h.x = (unsigned)float_to_half(x[0]) | ((unsigned)float_to_half(x[1]) << 16);
+            h.y = (unsigned)float_to_half(x[2]) | ((unsigned)float_to_half(x[3]) << 16);
+            ((uint2*)p.probs)[i >> 2] = h;
+        } else {
+            ((float4*)p.probs)[i >> 2] = make_float4(x[0], x[1], x[2], x[3]);
+        }
+    } else if (p.half) {
+        ((unsigned short*)p.probs)[i] = float_to_half(x[0]);
+    } else {
+        ((float*)p.probs)[i] = x[0];
+    }
+}
+
+// One softmax row, V scores at a time (V = 4: Sk a multiple of 4). With `staged` the masked
+// scores, then their exponentials, stay in `staged` (the row, in shared memory) and the f32
+// scores are read once; without (rows too long for it) they are read again for each pass.
+// Each thread touches only its own elements of `staged`, so the passes need no barrier of
+// their own.
+template <int V>
+__device__ __forceinline__ void attention_softmax_row(const AttentionSoftmaxParams& p, float* staged, float* red) {
+    const unsigned t = threadIdx.x, nt = blockDim.x, row = blockIdx.x, i = row % p.sq, groups = p.sk / V;
+    const unsigned first = row * p.sk;
+    const float* s = (const float*)p.scores;
+    const unsigned mrow = p.mode == 1u ? attention_mask_offset(first, p.rank, p.dims, p.mask_strides) : 0u;
+    const unsigned msk = p.mask_strides[p.rank - 1u];
+    // The masked scores of group `g` into `x`.
+    auto masked = [&](unsigned g, float* x) {
+        attention_load<V, false>(s, first + g * V, x);
+#pragma unroll
+        for (int e = 0; e < V; e++) x[e] = attention_masked(x[e], p.mode, p.mask, mrow, msk, i, g * V + e, p.sq, p.sk);
+    };
+
+    float top = ATTENTION_NEG_INF;
+    for (unsigned g = t; g < groups; g += nt) {
+        float x[V];
+        masked(g, x);
+#pragma unroll
+        for (int e = 0; e < V; e++) {
+            top = fmaxf(top, x[e]);
+            if (p.staged) staged[g * V + e] = x[e];
+        }
+    }
+    const float m = block_max(top, red);
+    float l = 0.0f;
+    for (unsigned g = t; g < groups; g += nt) {
+        float x[V];
+        if (p.staged) {
+#pragma unroll
+            for (int e = 0; e < V; e++) x[e] = staged[g * V + e];
+        } else {
+            masked(g, x);
+        }
+#pragma unroll
+        for (int e = 0; e < V; e++) {
+            x[e] = expf(x[e] - m);
+            l += x[e];
+            if (p.staged) staged[g * V + e] = x[e];
+        }
+    }
+    const float total = block_sum(l, red);
+    for (unsigned g = t; g < groups; g += nt) {
+        float x[V];
+        if (p.staged) {
+#pragma unroll
+            for (int e = 0; e < V; e++) x[e] = staged[g * V + e] / total;
+        } else {
+            masked(g, x);
+#pragma unroll
+            for (int e = 0; e < V; e++) x[e] = expf(x[e] - m) / total;
+        }
+        attention_store_probs<V>(p, first + g * V, x);
     }
 }
 
 // Many queries: the softmax of one row of the scores (f32, already scaled) that the first
 // product wrote, masked on the way; a block per row. The weights go to `probs` as f16 halves
 // (`half`: the second product's tensor-core operand) or f32 (possibly the scores themselves:
-// each element is read and then written by the same thread).
+// each element is read and then written by the same thread). Dynamic shared memory: the row
+// (Sk floats) when `staged`.
 extern "C" __global__ void attention_softmax(const AttentionSoftmaxParams p) {
+    extern __shared__ float4 attention_softmax_row_smem[];
     __shared__ float red[32];
-    const unsigned t = threadIdx.x, nt = blockDim.x;
-    const u64 row = blockIdx.x;
-    const unsigned i = (unsigned)(row % p.sq);
-    const float* s = (const float*)p.scores + row * p.sk;
-    const u64 mrow = p.mode == 1u ? broadcast_offset(row * p.sk, p.rank, p.dims, p.mask_strides) : 0;
-    const unsigned msk = p.mask_strides[p.rank - 1];
+    float* staged = (float*)attention_softmax_row_smem;
+    if ((p.sk & 3u) == 0u) {
+        attention_softmax_row<4>(p, staged, red);
+    } else {
+        attention_softmax_row<1>(p, staged, red);
+    }
+}
 
-    float top = ATTENTION_NEG_INF;
-    for (unsigned j = t; j < p.sk; j += nt) {
-        top = fmaxf(top, attention_masked(s[j], p.mode, p.mask, mrow, msk, i, j, p.sq, p.sk));
+// f32 operands of the product path as f16 halves for the tensor cores: blockIdx.y picks
+// operand y (`src[y]`, `n[y]` elements, to `dst[y]`); each thread converts four elements,
+// reading them as one float4 where it can and writing them as one 8-byte word.
+extern "C" __global__ void attention_convert(const AttentionConvertParams p) {
+    const unsigned y = blockIdx.y;
+    const In x = y == 0u ? p.src[0] : (y == 1u ? p.src[1] : p.src[2]);
+    unsigned short* out = (unsigned short*)(y == 0u ? p.dst[0] : (y == 1u ? p.dst[1] : p.dst[2]));
+    const unsigned n = y == 0u ? p.n[0] : (y == 1u ? p.n[1] : p.n[2]);
+    const unsigned i = (blockIdx.x * blockDim.x + threadIdx.x) * 4u;
+    if (i >= n) return;
+    if (i + 4u <= n && x.kind == KIND_F32 && ((u64)x.ptr & 15u) == 0u) {
+        const float4 f = ((const float4*)x.ptr)[i >> 2];
+        uint2 h;
+        h.x = (unsigned)float_to_half(f.x) | ((unsigned)float_to_half(f.y) << 16);
+        h.y = (unsigned)float_to_half(f.z) | ((unsigned)float_to_half(f.w) << 16);
+        ((uint2*)out)[i >> 2] = h;
+        return;
     }
-    const float m = block_max(top, red);
-    float l = 0.0f;
-    for (unsigned j = t; j < p.sk; j += nt) {
-        l += expf(attention_masked(s[j], p.mode, p.mask, mrow, msk, i, j, p.sq, p.sk) - m);
-    }
-    const float total = block_sum(l, red);
-    for (unsigned j = t; j < p.sk; j += nt) {
-        const float w = expf(attention_masked(s[j], p.mode, p.mask, mrow, msk, i, j, p.sq, p.sk) - m) / total;
-        if (p.half) {
-            ((unsigned short*)p.probs)[row * p.sk + j] = float_to_half(w);
-        } else {
-            ((float*)p.probs)[row * p.sk + j] = w;
-        }
-    }
+    for (unsigned e = i; e < min(i + 4u, n); e++) out[e] = float_to_half(ld(x, e));
 }

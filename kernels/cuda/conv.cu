@@ -117,3 +117,20 @@ extern "C" __global__ void conv1d_tiled(const Conv1dParams p) {
         }
     }
 }
+
+// The input windows of a convolution unrolled into a matrix of f16 halves, one thread per
+// element: row `ci * k + j` holds tap `j` of channel `ci` for every output position.
+extern "C" __global__ void conv1d_im2col(const Conv1dIm2colParams p) {
+    unsigned i = (unsigned)global_index();
+    if (i >= p.n) return;
+    unsigned t = i % p.out_len;
+    unsigned row = i / p.out_len;
+    unsigned red = p.c_in * p.k;
+    unsigned b = row / red;
+    unsigned r = row % red;
+    unsigned ci = r / p.k, j = r % p.k;
+    int at = (int)(t * p.stride + j * p.dilation) - (int)p.padding;
+    float v = 0.0f;
+    if (at >= 0 && at < (int)p.len) v = ld(p.x, ((u64)b * p.c_in + ci) * p.len + at);
+    ((unsigned short*)p.cols)[i] = float_to_half(v);
+}

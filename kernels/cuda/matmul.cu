@@ -90,12 +90,13 @@ extern "C" __global__ void matmul_convert(const ConvertParams p) {
     }
 }
 
-// After cuBLAS wrote f32 results: bias over columns, GELU, rounding to the output dtype.
+// After cuBLAS wrote f32 results: bias (over columns or rows), GELU, rounding to the output
+// dtype.
 extern "C" __global__ void matmul_epilogue(const EpilogueParams p) {
     u64 i = global_index();
     if (i >= p.total) return;
     float v = ((const float*)p.out.ptr)[i];
-    if (p.has_bias) v += ld(p.bias, i % p.n);
+    if (p.has_bias) v += ld(p.bias, ((unsigned)i / p.bias_div) % p.bias_len);
     if (p.gelu) v = gelu_f32(v);
     st(p.out, i, v);
 }

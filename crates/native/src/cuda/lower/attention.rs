@@ -1,32 +1,40 @@
 //! Fused attention, `softmax(q k^T * scale + mask) v` (kernels/cuda/attention.cu), on two paths:
 //!
-//! - few queries per head (decoder steps, at most [`FEW_QUERIES`]): `attention_rows`, one
-//!   block per query row holding the row's scores in shared memory, all in f32;
+//! - few queries per head (decoder steps, at most [`FEW_QUERIES`]), split over the keys
+//!   ("flash decoding"): `attention_split` runs a block per (query row, chunk of keys), so a
+//!   step's handful of rows still fills the GPU, and writes each chunk's maximum, sum of
+//!   exponentials and unnormalised weighted values to f32 scratch; `attention_combine`
+//!   rescales and adds the chunks of each row. All f32.
 //! - many (the encoder): the scores `scale * q k^T` as a batched product into f32 scratch,
-//!   `attention_softmax` over each row (masking on the way), then the weights times `v` as a
-//!   second product into the output. With [`Precision::F16`] the weights are written as f16
-//!   halves, the tensor-core operand the second product takes without converting them.
+//!   `attention_softmax` over each row in one pass (masking on the way), then the weights
+//!   times `v` as a second product into the output. With [`Precision::F16`] q, k and v are
+//!   rounded to f16 by one `attention_convert` launch and the weights are written as f16
+//!   halves: the tensor-core operands the products take without converting anything.
 //!
 //! A query row with no visible key comes out NaN, as in the reference.
 
 use susurrus_core::ir::Shape;
 use susurrus_core::ops::{Attention, MaskKind};
-use susurrus_core::{Error, Result};
+use susurrus_core::{DType, Error, Result};
 
 use super::matmul::{RowGemm, gemm};
-use super::{KernelLaunch, Launch, LowerCtx, Precision};
+use super::{BLOCK, KernelLaunch, Launch, LowerCtx, Precision};
 use crate::cuda::params::{In, Out, ParamsInfo, dims8, dtype_code, kind};
 
 crate::cuda_params! {
-    /// `attention_rows`: one block per query row (`sq` rows per batch). `dims` are the scores'
-    /// dims `[..., sq, sk]` (`rank` of them) and `mask_strides` the mask's strides over them
-    /// (0 where it broadcasts); `mode` 0 none, 1 additive, 2 causal.
-    pub struct AttentionRowsParams {
+    /// `attention_split`: block (row, split) scores keys `[split * chunk, + chunk)` of query
+    /// row `row` (`sq` rows per batch) and writes the chunk's maximum and sum of exponentials
+    /// to `stats` (f32 `[rows, splits, 2]`) and its unnormalised weighted sum of values to
+    /// `part` (f32 `[rows, splits, dv]`). `dims` are the scores' dims `[..., sq, sk]` (`rank`
+    /// of them) and `mask_strides` the mask's strides over them (0 where it broadcasts);
+    /// `mode` 0 none, 1 additive, 2 causal.
+    pub struct AttentionSplitParams {
         pub q: In,
         pub k: In,
         pub v: In,
         pub mask: In,
-        pub out: Out,
+        pub stats: u64,
+        pub part: u64,
         pub dims: [u32; 8],
         pub mask_strides: [u32; 8],
         pub rank: u32,
@@ -35,14 +43,29 @@ crate::cuda_params! {
         pub d: u32,
         pub dv: u32,
         pub mode: u32,
+        pub chunk: u32,
+        pub splits: u32,
         pub scale: f32,
     }
 }
 
 crate::cuda_params! {
+    /// `attention_combine`: a block per query row adds the `splits` chunks that
+    /// `attention_split` left in `stats` and `part` into the row's `dv` outputs.
+    pub struct AttentionCombineParams {
+        pub stats: u64,
+        pub part: u64,
+        pub out: Out,
+        pub splits: u32,
+        pub dv: u32,
+    }
+}
+
+crate::cuda_params! {
     /// `attention_softmax`: one block per row of the f32 `scores` (`sk` each, `sq` rows per
-    /// batch), weights written to `probs` as f16 halves (`half`) or f32. Mask fields as in
-    /// [`AttentionRowsParams`].
+    /// batch), weights written to `probs` as f16 halves (`half`) or f32. With `staged` the row
+    /// is kept in shared memory (Sk floats) and the scores are read once. Mask fields as in
+    /// [`AttentionSplitParams`].
     pub struct AttentionSoftmaxParams {
         pub scores: u64,
         pub probs: u64,
@@ -54,34 +77,65 @@ crate::cuda_params! {
         pub sk: u32,
         pub mode: u32,
         pub half: u32,
+        pub staged: u32,
+    }
+}
+
+crate::cuda_params! {
+    /// `attention_convert`: `n[y]` elements of `src[y]` as f16 halves at `dst[y]`, for the
+    /// operands y of the launch's grid (unused entries 0).
+    pub struct AttentionConvertParams {
+        pub src: [In; 3],
+        pub dst: [u64; 3],
+        pub n: [u32; 3],
     }
 }
 
 pub(super) fn params() -> Vec<ParamsInfo> {
-    vec![ParamsInfo::of::<AttentionRowsParams>(), ParamsInfo::of::<AttentionSoftmaxParams>()]
+    vec![
+        ParamsInfo::of::<AttentionSplitParams>(),
+        ParamsInfo::of::<AttentionCombineParams>(),
+        ParamsInfo::of::<AttentionSoftmaxParams>(),
+        ParamsInfo::of::<AttentionConvertParams>(),
+    ]
 }
 
-/// Most query rows per head that run `attention_rows`: a decoder step's handful, where two
+/// Most query rows per head that take the split path: a decoder step's handful, where two
 /// products would mostly launch and idle. More go through the products.
 pub const FEW_QUERIES: usize = 8;
 
-/// Threads per block of both kernels.
-const THREADS: u32 = 256;
+/// Threads per block of `attention_split`: four warps, which score a chunk's keys together.
+const SPLIT_THREADS: u32 = 128;
 
-/// Dynamic shared memory a block may use without opting in.
+/// Keys per block of `attention_split` start at this many and double while a call has more
+/// than [`SPLIT_BLOCKS`] blocks, up to [`SPLIT_MAX_CHUNK`].
+const SPLIT_MIN_CHUNK: usize = 32;
+const SPLIT_MAX_CHUNK: usize = 4096;
+
+/// Blocks an `attention_split` call aims at: about two per SM of an H100 (132 SMs), so that
+/// a decoder step (6 heads over 448 or 1500 keys) runs 84 or 144 short blocks at once.
+const SPLIT_BLOCKS: usize = 264;
+
+/// Threads per block of `attention_combine` and `attention_softmax`.
+const ROW_THREADS: u32 = 128;
+
+/// Shared memory a block may use without opting in (static and dynamic together).
 const MAX_SHARED: usize = 48 * 1024;
 
-/// Dynamic shared memory of `attention_rows`: the scores, the query row, the value partial
-/// sums and the reductions' 32 floats.
-fn rows_shared_bytes(sk: usize, d: usize) -> usize {
-    4 * (sk + d + THREADS as usize + 32)
+/// Static shared memory of the kernels: 32 floats for block reductions.
+const STATIC_SHARED: usize = 32 * 4;
+
+/// Dynamic shared memory of `attention_split`: a float4 per thread for the value slices,
+/// then the chunk's weights.
+fn split_shared_bytes(chunk: usize) -> usize {
+    4 * (4 * SPLIT_THREADS as usize + chunk)
 }
 
 fn unsupported(what: String) -> Error {
     Error::Unsupported { op: format!("attention {what}"), backend: "cuda".into() }
 }
 
-/// The mask fields both kernels share: mode, scores dims, mask strides, mask input.
+/// The mask fields the kernels share: mode, scores dims, mask strides, mask input.
 struct MaskFields {
     mode: u32,
     dims: [u32; 8],
@@ -101,8 +155,25 @@ fn mask_fields(op: &Attention, ctx: &LowerCtx, scores: &Shape) -> Result<MaskFie
     Ok(MaskFields { mode, dims, strides, rank: scores.rank() as u32, input })
 }
 
-/// `attention_rows` for at most [`FEW_QUERIES`] rows per head whose scores fit its shared
-/// memory; the products around `attention_softmax` otherwise (any size).
+/// The sizes both paths share.
+#[derive(Clone, Copy)]
+struct Sizes {
+    /// Flattened batch (heads).
+    batch: usize,
+    sq: usize,
+    sk: usize,
+    d: usize,
+    dv: usize,
+}
+
+impl Sizes {
+    fn rows(&self) -> usize {
+        self.batch * self.sq
+    }
+}
+
+/// The split path for at most [`FEW_QUERIES`] rows per head; the products around
+/// `attention_softmax` otherwise (any size).
 pub fn attention(op: &Attention, ctx: &LowerCtx) -> Result<Vec<Launch>> {
     let [q, k, v, ..] = ctx.inputs else {
         return Err(Error::shape("attention", format!("takes q, k and v, got {} inputs", ctx.inputs.len())));
@@ -116,72 +187,121 @@ pub fn attention(op: &Attention, ctx: &LowerCtx) -> Result<Vec<Launch>> {
         return Err(unsupported(format!("of rank {r} (at most 8)")));
     }
     let (sq, d, sk, dv) = (q.dims()[r - 2], q.dims()[r - 1], k.dims()[r - 2], v.dims()[r - 1]);
-    let batch = q.dims()[..r - 2].iter().product::<usize>();
+    let sizes = Sizes { batch: q.dims()[..r - 2].iter().product::<usize>(), sq, sk, d, dv };
     let mut scores = q.dims()[..r - 2].to_vec();
     scores.extend([sq, sk]);
     let scores = Shape(scores);
-    // Kernel sizes and strides are u32 and rows are blocks of a grid's x dimension.
+    // The kernels index with 32-bit arithmetic (and the rows are blocks of a grid's x).
     let mask_len = ctx.inputs.get(3).map_or(0, |m| m.ty.numel());
-    if [sq, sk, d, dv, mask_len].iter().any(|&n| n > u32::MAX as usize) || batch * sq > i32::MAX as usize {
-        return Err(unsupported(format!("on q {q}, k {k}, v {v} (sizes past 32 bits)")));
+    let counts = [q.numel(), k.numel(), v.numel(), mask_len, ctx.output.ty.numel(), scores.numel()];
+    if counts.iter().any(|&n| n > i32::MAX as usize) {
+        return Err(unsupported(format!("on q {q}, k {k}, v {v} (sizes past 31 bits)")));
     }
     let mask = mask_fields(op, ctx, &scores)?;
-    if sq <= FEW_QUERIES && rows_shared_bytes(sk, d) <= MAX_SHARED {
-        return Ok(vec![rows(op, ctx, &mask, batch, (sq, sk, d, dv))]);
+    if let Some(chunk) = (sq <= FEW_QUERIES).then(|| split_chunk(sizes)).flatten() {
+        return Ok(split(op, ctx, &mask, sizes, chunk));
     }
-    products(op, ctx, &mask, batch, (sq, sk, d, dv))
+    products(op, ctx, &mask, sizes)
 }
 
-/// The one-kernel path: a block per query row.
-fn rows(
-    op: &Attention,
-    ctx: &LowerCtx,
-    mask: &MaskFields,
-    batch: usize,
-    (sq, sk, d, dv): (usize, usize, usize, usize),
-) -> Launch {
-    let params = AttentionRowsParams {
+/// Keys per block of the split path: the fewest from [`SPLIT_MIN_CHUNK`] (doubling) that
+/// keep the call within [`SPLIT_BLOCKS`] blocks, if the splits fit a grid's y, the combine's
+/// shared memory and 32-bit indices.
+fn split_chunk(s: Sizes) -> Option<usize> {
+    let mut chunk = SPLIT_MIN_CHUNK;
+    while chunk < s.sk && chunk < SPLIT_MAX_CHUNK && s.rows() * s.sk.div_ceil(chunk) > SPLIT_BLOCKS {
+        chunk *= 2;
+    }
+    let splits = s.sk.div_ceil(chunk);
+    let fits = splits <= u16::MAX as usize
+        && 4 * splits + STATIC_SHARED <= MAX_SHARED
+        && s.rows() * splits * s.dv.max(2) <= i32::MAX as usize;
+    fits.then_some(chunk)
+}
+
+/// The split path: `attention_split` over (row, chunk) blocks, then `attention_combine`.
+fn split(op: &Attention, ctx: &LowerCtx, mask: &MaskFields, s: Sizes, chunk: usize) -> Vec<Launch> {
+    let (rows, splits) = (s.rows(), s.sk.div_ceil(chunk));
+    let stats = ctx.scratch.take(rows * splits * 2 * 4);
+    let part = ctx.scratch.take(rows * splits * s.dv * 4);
+    let params = AttentionSplitParams {
         q: ctx.input(0),
         k: ctx.input(1),
         v: ctx.input(2),
         mask: mask.input,
-        out: ctx.out(),
+        stats,
+        part,
         dims: mask.dims,
         mask_strides: mask.strides,
         rank: mask.rank,
-        sq: sq as u32,
-        sk: sk as u32,
-        d: d as u32,
-        dv: dv as u32,
+        sq: s.sq as u32,
+        sk: s.sk as u32,
+        d: s.d as u32,
+        dv: s.dv as u32,
         mode: mask.mode,
+        chunk: chunk as u32,
+        splits: splits as u32,
         scale: op.scale,
     };
-    let launch = KernelLaunch::new("attention_rows", &params)
-        .grid((batch * sq) as u32, 1, 1)
-        .block(THREADS, 1, 1)
-        .shared(rows_shared_bytes(sk, d) as u32);
-    Launch::Kernel(launch)
+    let scores = KernelLaunch::new("attention_split", &params)
+        .grid(rows as u32, splits as u32, 1)
+        .block(SPLIT_THREADS, 1, 1)
+        .shared(split_shared_bytes(chunk) as u32);
+    let params = AttentionCombineParams { stats, part, out: ctx.out(), splits: splits as u32, dv: s.dv as u32 };
+    let combine = KernelLaunch::new("attention_combine", &params)
+        .grid(rows as u32, 1, 1)
+        .block(ROW_THREADS, 1, 1)
+        .shared((4 * splits) as u32);
+    vec![Launch::Kernel(scores), Launch::Kernel(combine)]
+}
+
+/// q, k and v as f16 halves for the tensor cores: those stored as f32 words converted into
+/// scratch by one `attention_convert` launch (appended to `work`), f16 ones as stored.
+fn halves(ctx: &LowerCtx, work: &mut Vec<Launch>) -> [In; 3] {
+    let mut params = AttentionConvertParams::default();
+    let mut count = 0;
+    let mut out = [In::default(); 3];
+    for (k, o) in out.iter_mut().enumerate() {
+        let x = ctx.input(k);
+        if x.kind == kind::F16 {
+            *o = x;
+            continue;
+        }
+        let len = ctx.inputs[k].ty.numel();
+        let dst = ctx.scratch.take(len * 2);
+        params.src[count] = x;
+        params.dst[count] = dst;
+        params.n[count] = len as u32;
+        count += 1;
+        *o = In { ptr: dst, kind: kind::F16, pad: 0 };
+    }
+    if count > 0 {
+        // Four elements per thread.
+        let most = params.n.iter().max().copied().unwrap_or(0) as usize;
+        let blocks = most.div_ceil(4).div_ceil(BLOCK as usize);
+        let launch = KernelLaunch::new("attention_convert", &params).grid(blocks as u32, count as u32, 1);
+        work.push(Launch::Kernel(launch));
+    }
+    out
 }
 
 /// The product path: scores, softmax, weights times values.
-fn products(
-    op: &Attention,
-    ctx: &LowerCtx,
-    mask: &MaskFields,
-    batch: usize,
-    (sq, sk, d, dv): (usize, usize, usize, usize),
-) -> Result<Vec<Launch>> {
-    let rows = batch * sq;
+fn products(op: &Attention, ctx: &LowerCtx, mask: &MaskFields, s: Sizes) -> Result<Vec<Launch>> {
+    let Sizes { batch, sq, sk, d, dv } = s;
+    let rows = s.rows();
     let scores = ctx.scratch.take(rows * sk * 4);
-    let mut work = gemm(
+    let half = ctx.precision == Precision::F16;
+    let mut work = Vec::new();
+    let [q, k, v] = if half { halves(ctx, &mut work) } else { [ctx.input(0), ctx.input(1), ctx.input(2)] };
+    work.extend(gemm(
         ctx,
         &RowGemm {
-            a: ctx.input(0),
+            a: q,
             lda: d,
-            b: ctx.input(1),
+            b: k,
             ldb: d,
             transpose_b: true,
-            c: Out { ptr: scores, dtype: dtype_code(susurrus_core::DType::F32), pad: 0 },
+            c: Out { ptr: scores, dtype: dtype_code(DType::F32), pad: 0 },
             ldc: sk,
             m: sq,
             n: sk,
@@ -193,12 +313,14 @@ fn products(
             a_len: batch * sq * d,
             b_len: batch * sk * d,
             bias: None,
+            bias_rows: false,
             gelu: false,
         },
-    )?;
+    )?);
     // f16 weights for the tensor cores need their own area; f32 ones replace the scores.
-    let half = ctx.precision == Precision::F16;
     let probs = if half { ctx.scratch.take(rows * sk * 2) } else { scores };
+    let row_bytes = 4 * sk.next_multiple_of(4);
+    let staged = row_bytes + STATIC_SHARED <= MAX_SHARED;
     let params = AttentionSoftmaxParams {
         scores,
         probs,
@@ -210,16 +332,19 @@ fn products(
         sk: sk as u32,
         mode: mask.mode,
         half: half as u32,
+        staged: staged as u32,
     };
-    work.push(Launch::Kernel(
-        KernelLaunch::new("attention_softmax", &params).grid(rows as u32, 1, 1).block(THREADS, 1, 1),
-    ));
+    let softmax = KernelLaunch::new("attention_softmax", &params)
+        .grid(rows as u32, 1, 1)
+        .block(ROW_THREADS, 1, 1)
+        .shared(if staged { row_bytes as u32 } else { 0 });
+    work.push(Launch::Kernel(softmax));
     work.extend(gemm(
         ctx,
         &RowGemm {
             a: In { ptr: probs, kind: if half { kind::F16 } else { kind::F32 }, pad: 0 },
             lda: sk,
-            b: ctx.input(2),
+            b: v,
             ldb: dv,
             transpose_b: false,
             c: ctx.out(),
@@ -234,6 +359,7 @@ fn products(
             a_len: rows * sk,
             b_len: batch * sk * dv,
             bias: None,
+            bias_rows: false,
             gelu: false,
         },
     )?);
@@ -242,11 +368,11 @@ fn products(
 
 #[cfg(test)]
 mod tests {
-    use susurrus_core::DType;
     use susurrus_core::ir::TensorType;
 
     use super::*;
     use crate::cuda::lower::{CublasGemm, Operand, Scratch};
+    use crate::cuda::params::KernelParams;
 
     fn ty(dtype: DType, dims: &[usize]) -> TensorType {
         TensorType::new(dtype, Shape(dims.to_vec()))
@@ -270,25 +396,47 @@ mod tests {
         bytes.chunks(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
     }
 
+    fn names(work: &[Launch]) -> Vec<&'static str> {
+        work.iter()
+            .map(|w| match w {
+                Launch::Kernel(k) => k.name,
+                Launch::Gemm(_) => "gemm",
+            })
+            .collect()
+    }
+
+    /// The split path's launches: `attention_split` and `attention_combine`.
+    fn split_launches(work: &[Launch]) -> (&KernelLaunch, &KernelLaunch) {
+        match work {
+            [Launch::Kernel(s), Launch::Kernel(c)] if s.name == "attention_split" && c.name == "attention_combine" => {
+                (s, c)
+            }
+            _ => panic!("{work:?}"),
+        }
+    }
+
     #[test]
-    fn a_decoder_step_is_one_block_per_query_row() {
+    fn a_decoder_step_splits_the_keys_and_combines_the_chunks() {
         // 6 heads, 2 queries over 448 keys of 64, values of 33, a key-padding mask [6, 1, 448]:
-        // its strides over the scores [6, 2, 448] are [448, 0, 1].
+        // its strides over the scores [6, 2, 448] are [448, 0, 1]. 12 rows of 14 chunks of 32
+        // keys: 168 blocks, within the 264 aimed at.
         let op = Attention { scale: 0.125, mask: MaskKind::Additive };
         let f = |dims: &[usize]| ty(DType::F32, dims);
         let inputs = [f(&[6, 2, 64]), f(&[6, 448, 64]), f(&[6, 448, 33]), f(&[6, 1, 448])];
         let (work, scratch) = lower(&op, &inputs, Precision::F16).unwrap();
-        assert_eq!(scratch, 0);
-        let [Launch::Kernel(k)] = &work[..] else { panic!("{work:?}") };
-        assert_eq!((k.name, k.params_name), ("attention_rows", "AttentionRowsParams"));
-        assert_eq!((k.grid, k.block), ([12, 1, 1], [256, 1, 1]));
-        assert_eq!(k.shared_bytes, 4 * (448 + 64 + 256 + 32));
-        let want = AttentionRowsParams {
+        let (k, c) = split_launches(&work);
+        // Scratch: the stats [12, 14, 2] (1344 bytes), then at the next 256 the parts [12, 14, 33].
+        let (stats, part) = (0x100000, 0x100000 + 1536);
+        assert_eq!(scratch, 1536 + 12 * 14 * 33 * 4);
+        assert_eq!(k.params_name, "AttentionSplitParams");
+        assert_eq!((k.grid, k.block, k.shared_bytes), ([12, 14, 1], [128, 1, 1], 4 * (4 * 128 + 32)));
+        let want = AttentionSplitParams {
             q: In { ptr: 0x1000, kind: kind::F32, pad: 0 },
             k: In { ptr: 0x2000, kind: kind::F32, pad: 0 },
             v: In { ptr: 0x3000, kind: kind::F32, pad: 0 },
             mask: In { ptr: 0x4000, kind: kind::F32, pad: 0 },
-            out: Out { ptr: 0x8000, dtype: 0, pad: 0 },
+            stats,
+            part,
             dims: [6, 2, 448, 1, 1, 1, 1, 1],
             mask_strides: [448, 0, 1, 0, 0, 0, 0, 0],
             rank: 3,
@@ -297,9 +445,38 @@ mod tests {
             d: 64,
             dv: 33,
             mode: 1,
+            chunk: 32,
+            splits: 14,
             scale: 0.125,
         };
-        assert_eq!(k.params, crate::cuda::params::KernelParams::to_bytes(&want));
+        assert_eq!(k.params, want.to_bytes());
+        assert_eq!(c.params_name, "AttentionCombineParams");
+        assert_eq!((c.grid, c.block, c.shared_bytes), ([12, 1, 1], [128, 1, 1], 14 * 4));
+        let want =
+            AttentionCombineParams { stats, part, out: Out { ptr: 0x8000, dtype: 0, pad: 0 }, splits: 14, dv: 33 };
+        assert_eq!(c.params, want.to_bytes());
+    }
+
+    /// (grid, chunk) of the split path for `heads` single queries over `sk` keys of 64.
+    fn split_shape(heads: usize, sk: usize) -> ([u32; 3], u32) {
+        let op = Attention { scale: 0.125, mask: MaskKind::None };
+        let f = |dims: &[usize]| ty(DType::F32, dims);
+        let (work, _) =
+            lower(&op, &[f(&[heads, 1, 64]), f(&[heads, sk, 64]), f(&[heads, sk, 64])], Precision::F16).unwrap();
+        let (k, _) = split_launches(&work);
+        (k.grid, words(&k.params)[42])
+    }
+
+    #[test]
+    fn chunks_grow_until_the_blocks_are_about_two_per_sm() {
+        // Whisper's self-attention (448 cached keys) and cross-attention (1500 audio frames).
+        assert_eq!(split_shape(6, 448), ([6, 14, 1], 32));
+        assert_eq!(split_shape(6, 1500), ([6, 24, 1], 64));
+        // One query over 12 000 keys: 188 chunks of 64; many heads: a chunk holds every key.
+        assert_eq!(split_shape(1, 12_000), ([1, 188, 1], 64));
+        assert_eq!(split_shape(512, 448), ([512, 1, 1], 512));
+        // The largest chunks: 8 rows over 2^20 keys take 256 chunks of 4096.
+        assert_eq!(split_shape(8, 1 << 20), ([8, 256, 1], 4096));
     }
 
     #[test]
@@ -307,28 +484,30 @@ mod tests {
         let op = Attention { scale: 1.0, mask: MaskKind::Causal };
         let f = |dims: &[usize]| ty(DType::F16, dims);
         let (work, _) = lower(&op, &[f(&[2, 3, 3, 8]), f(&[2, 3, 5, 8]), f(&[2, 3, 5, 8])], Precision::F32).unwrap();
-        let [Launch::Kernel(k)] = &work[..] else { panic!("{work:?}") };
+        let (k, c) = split_launches(&work);
         assert_eq!(k.grid, [18, 1, 1]);
         let w = words(&k.params);
-        // mask In at words 12..16 is empty; out dtype f16; dims [2, 3, 3, 5]; mode 2.
+        // The mask In at words 12..16 is empty; dims [2, 3, 3, 5]; rank 4, sq 3, sk 5, d 8,
+        // dv 8, mode 2, one chunk of 32, scale 1.
         assert_eq!(&w[12..16], &[0, 0, 0, 0]);
-        assert_eq!(w[18], 1);
         assert_eq!(&w[20..24], &[2, 3, 3, 5]);
-        assert_eq!(&w[36..43], &[4, 3, 5, 8, 8, 2, 1.0f32.to_bits()]);
+        assert_eq!(&w[36..45], &[4, 3, 5, 8, 8, 2, 32, 1, 1.0f32.to_bits()]);
+        // The combine writes f16 (dtype code 1 of its Out at words 4..8).
+        assert_eq!(words(&c.params)[6], 1);
     }
 
     #[test]
-    fn rows_past_the_shared_memory_take_the_products() {
-        // One query over 12 000 keys of 64: 4 * (12000 + 64 + 288) bytes exceed 48 KiB.
+    fn more_than_a_few_queries_take_the_products() {
         let op = Attention { scale: 1.0, mask: MaskKind::None };
         let f = |dims: &[usize]| ty(DType::F32, dims);
-        let (work, _) = lower(&op, &[f(&[1, 64]), f(&[12000, 64]), f(&[12000, 64])], Precision::F32).unwrap();
-        assert!(work.iter().any(|w| matches!(w, Launch::Kernel(k) if k.name == "attention_softmax")));
-        assert!(rows_shared_bytes(11_900, 64) <= MAX_SHARED);
+        let (work, _) = lower(&op, &[f(&[9, 64]), f(&[20, 64]), f(&[20, 64])], Precision::F32).unwrap();
+        assert_eq!(names(&work), ["gemm", "attention_softmax", "gemm"]);
+        let (work, _) = lower(&op, &[f(&[8, 64]), f(&[20, 64]), f(&[20, 64])], Precision::F32).unwrap();
+        split_launches(&work);
     }
 
     /// The encoder's self-attention in f16 precision (f16 activations, stored as f32 words):
-    /// q and k rounded into scratch, scores f32, weights f16, values rounded, and the output
+    /// q, k and v rounded into scratch by one launch, scores f32, weights f16, and the output
     /// rounded to f16 by the epilogue.
     #[test]
     fn the_encoder_runs_two_products_around_the_softmax() {
@@ -337,31 +516,25 @@ mod tests {
         let (h, s, d) = (6, 1500, 64);
         let inputs = [f(&[1, h, s, d]), f(&[1, h, s, d]), f(&[1, h, s, d])];
         let (work, scratch) = lower(&op, &inputs, Precision::F16).unwrap();
-        let names: Vec<&str> = work
-            .iter()
-            .map(|w| match w {
-                Launch::Kernel(k) => k.name,
-                Launch::Gemm(_) => "gemm",
-            })
-            .collect();
-        assert_eq!(
-            names,
-            [
-                "matmul_convert",
-                "matmul_convert",
-                "gemm",
-                "attention_softmax",
-                "matmul_convert",
-                "gemm",
-                "matmul_epilogue"
-            ]
-        );
-        // Scratch, each area 256-aligned: scores (f32), q and k as f16, weights (f16), v as f16.
-        let (scores, qk16, probs, v16) = (h * s * s * 4, h * s * d * 2, h * s * s * 2, h * s * d * 2);
+        assert_eq!(names(&work), ["attention_convert", "gemm", "attention_softmax", "gemm", "matmul_epilogue"]);
+        // Scratch, each area 256-aligned: scores (f32), q, k and v as f16, weights (f16).
+        let (scores, qkv16, probs) = (h * s * s * 4, h * s * d * 2, h * s * s * 2);
         let at = |x: usize| x.next_multiple_of(256) as u64;
-        let probs_at = at(scores) + 2 * at(qk16);
-        assert_eq!(scratch, at(probs_at as usize + probs) + v16 as u64);
-        let Launch::Gemm(g) = &work[2] else { panic!() };
+        let base = 0x100000;
+        let (q16, k16, v16) = (base + at(scores), base + at(scores) + at(qkv16), base + at(scores) + 2 * at(qkv16));
+        let probs_at = base + at(scores) + 3 * at(qkv16);
+        assert_eq!(scratch, probs_at - base + probs as u64);
+        let Launch::Kernel(k) = &work[0] else { panic!() };
+        // 576 000 elements each, four per thread: 563 blocks of 256 for each of the three.
+        assert_eq!((k.grid, k.block, k.shared_bytes), ([563, 3, 1], [256, 1, 1], 0));
+        let f32_in = |ptr| In { ptr, kind: kind::F32, pad: 0 };
+        let convert = AttentionConvertParams {
+            src: [f32_in(0x1000), f32_in(0x2000), f32_in(0x3000)],
+            dst: [q16, k16, v16],
+            n: [(h * s * d) as u32; 3],
+        };
+        assert_eq!(k.params, convert.to_bytes());
+        let Launch::Gemm(g) = &work[1] else { panic!() };
         let want = CublasGemm {
             trans_a: true,
             trans_b: false,
@@ -370,24 +543,25 @@ mod tests {
             k: d as i32,
             alpha: 0.125,
             beta: 0.0,
-            a: 0x100000 + at(scores) + at(qk16),
+            a: k16,
             lda: d as i32,
             stride_a: (s * d) as i64,
-            b: 0x100000 + at(scores),
+            b: q16,
             ldb: d as i32,
             stride_b: (s * d) as i64,
-            c: 0x100000,
+            c: base,
             ldc: s as i32,
             stride_c: (s * s) as i64,
             batch: h as i32,
             f16_inputs: true,
         };
         assert_eq!(g, &want);
-        let Launch::Kernel(k) = &work[3] else { panic!() };
-        assert_eq!((k.grid, k.block, k.shared_bytes), ([(h * s) as u32, 1, 1], [256, 1, 1], 0));
+        // A block of 128 per row, the row (1500 floats) staged in shared memory.
+        let Launch::Kernel(k) = &work[2] else { panic!() };
+        assert_eq!((k.grid, k.block, k.shared_bytes), ([(h * s) as u32, 1, 1], [128, 1, 1], 6000));
         let softmax = AttentionSoftmaxParams {
-            scores: 0x100000,
-            probs: 0x100000 + probs_at,
+            scores: base,
+            probs: probs_at,
             mask: In::default(),
             dims: [1, 6, 1500, 1500, 1, 1, 1, 1],
             mask_strides: [0; 8],
@@ -396,16 +570,46 @@ mod tests {
             sk: 1500,
             mode: 0,
             half: 1,
+            staged: 1,
         };
-        assert_eq!(k.params, crate::cuda::params::KernelParams::to_bytes(&softmax));
-        // The weights are used as stored (no conversion between the softmax and the product).
-        let Launch::Gemm(g) = &work[5] else { panic!() };
+        assert_eq!(k.params, softmax.to_bytes());
+        // The weights and the values are used as stored (no conversion in front of the product).
+        let Launch::Gemm(g) = &work[3] else { panic!() };
         assert_eq!((g.m, g.n, g.k, g.lda, g.ldb, g.ldc), (64, 1500, 1500, 64, 1500, 64));
-        assert_eq!((g.a, g.b, g.c), (0x100000 + at(probs_at as usize + probs), 0x100000 + probs_at, 0x8000));
+        assert_eq!((g.a, g.b, g.c, g.f16_inputs), (v16, probs_at, 0x8000, true));
         assert_eq!(
             (g.stride_a, g.stride_b, g.stride_c, g.batch, g.trans_a),
             ((s * d) as i64, (s * s) as i64, (s * d) as i64, 6, false)
         );
+    }
+
+    #[test]
+    fn f16_operands_are_not_converted() {
+        // k is an f16 constant (halves as stored): only q and v go through the conversion.
+        let op = Attention { scale: 1.0, mask: MaskKind::None };
+        let f = |dims: &[usize]| ty(DType::F32, dims);
+        let mut inputs: Vec<Operand> = [f(&[2, 16, 4]), f(&[2, 8, 4]), f(&[2, 8, 4])]
+            .into_iter()
+            .enumerate()
+            .map(|(i, t)| Operand::arena(0x1000 * (i as u64 + 1), t))
+            .collect();
+        inputs[1] = Operand { ptr: 0x2000, kind: kind::F16, ty: ty(DType::F16, &[2, 8, 4]) };
+        let output = Operand::arena(0x8000, f(&[2, 16, 4]));
+        let scratch = Scratch::new(0x100000);
+        let ctx =
+            LowerCtx { inputs: &inputs, output: &output, scalars: 0, precision: Precision::F16, scratch: &scratch };
+        let work = attention(&op, &ctx).unwrap();
+        assert_eq!(names(&work), ["attention_convert", "gemm", "attention_softmax", "gemm"]);
+        let Launch::Kernel(k) = &work[0] else { panic!() };
+        assert_eq!(k.grid, [1, 2, 1]);
+        // Scores [2, 16, 8] f32 (1024 bytes), then q and v as f16.
+        let (q16, v16) = (0x100000 + 1024, 0x100000 + 1280);
+        let w = words(&k.params);
+        assert_eq!(&w[0..8], &[0x1000, 0, kind::F32, 0, 0x3000, 0, kind::F32, 0]);
+        assert_eq!(&w[12..16], &[q16 as u32, 0, v16 as u32, 0]);
+        assert_eq!(&w[18..21], &[128, 64, 0]);
+        let Launch::Gemm(g) = &work[1] else { panic!() };
+        assert_eq!((g.a, g.b), (0x2000, q16));
     }
 
     #[test]
@@ -424,10 +628,24 @@ mod tests {
         assert_eq!(&w[4..6], &[0x4000, 0]);
         assert_eq!(&w[8..12], &[2, 3, 9, 5]);
         assert_eq!(&w[16..20], &[0, 0, 5, 1]);
-        assert_eq!(&w[24..29], &[4, 9, 5, 1, 0]);
-        assert_eq!(k.grid, [54, 1, 1]);
+        // rank 4, sq 9, sk 5, additive, f32 weights, the row (8 floats) staged.
+        assert_eq!(&w[24..30], &[4, 9, 5, 1, 0, 1]);
+        assert_eq!((k.grid, k.block, k.shared_bytes), ([54, 1, 1], [128, 1, 1], 32));
         assert_eq!((g2.m, g2.n, g2.k, g2.alpha, g2.trans_a, g2.f16_inputs), (2, 9, 5, 1.0, false, false));
         assert_eq!((g2.a, g2.b, g2.c, g2.stride_a, g2.stride_b, g2.stride_c), (0x3000, 0x100000, 0x8000, 10, 45, 18));
+    }
+
+    #[test]
+    fn rows_past_the_shared_memory_are_read_again() {
+        // Ten queries over 12 289 keys: 49 156 bytes of row exceed the shared memory.
+        let op = Attention { scale: 1.0, mask: MaskKind::None };
+        let f = |dims: &[usize]| ty(DType::F32, dims);
+        let (work, _) = lower(&op, &[f(&[10, 8]), f(&[12_289, 8]), f(&[12_289, 8])], Precision::F32).unwrap();
+        let Launch::Kernel(k) = &work[1] else { panic!("{work:?}") };
+        assert_eq!((k.name, k.shared_bytes, words(&k.params)[29]), ("attention_softmax", 0, 0));
+        let (work, _) = lower(&op, &[f(&[10, 8]), f(&[12_000, 8]), f(&[12_000, 8])], Precision::F32).unwrap();
+        let Launch::Kernel(k) = &work[1] else { panic!("{work:?}") };
+        assert_eq!((k.shared_bytes, words(&k.params)[29]), (48_000, 1));
     }
 
     #[test]

@@ -1,11 +1,15 @@
-//! Conv1d (`kernels/cuda/conv.cu`): a tiled implicit matrix product, one block per 64 output
-//! channels x 32 positions of one batch item, accumulating in f32.
+//! Conv1d (`kernels/cuda/conv.cu`). With [`Precision::F16`] the input windows are unrolled
+//! into an f16 matrix in scratch (`conv1d_im2col`) and multiplied with the weights on the
+//! tensor cores through [`gemm`] (f32 accumulation, bias per output channel in its
+//! epilogue). With [`Precision::F32`]: a tiled implicit matrix product, one block per 64
+//! output channels x 32 positions of one batch item, accumulating in f32.
 
 use susurrus_core::ops::Conv1d;
 use susurrus_core::{Error, Result};
 
-use super::{KernelLaunch, Launch, LowerCtx};
-use crate::cuda::params::{In, Out, ParamsInfo};
+use super::matmul::{RowGemm, gemm};
+use super::{KernelLaunch, Launch, LowerCtx, Precision};
+use crate::cuda::params::{In, Out, ParamsInfo, kind};
 
 crate::cuda_params! {
     /// One convolution of `x [N, c_in, len]` with `w [c_out, c_in, k]` (`red = c_in * k`, the
@@ -29,6 +33,23 @@ crate::cuda_params! {
     }
 }
 
+crate::cuda_params! {
+    /// `conv1d_im2col`: `cols[b, ci * k + j, t] = x[b, ci, t * stride - padding + j * dilation]`
+    /// (0 outside the input), as f16 halves at `cols`; `n` elements in all.
+    pub struct Conv1dIm2colParams {
+        pub x: In,
+        pub cols: u64,
+        pub n: u32,
+        pub c_in: u32,
+        pub len: u32,
+        pub k: u32,
+        pub out_len: u32,
+        pub stride: u32,
+        pub padding: u32,
+        pub dilation: u32,
+    }
+}
+
 /// Output channels of one block's tile (`CONV_TILE_C` in the kernel).
 const TILE_C: usize = 64;
 
@@ -45,7 +66,7 @@ const MAX_GRID_YZ: usize = 65535;
 const MAX_DIM: usize = i32::MAX as usize;
 
 pub(super) fn params() -> Vec<ParamsInfo> {
-    vec![ParamsInfo::of::<Conv1dParams>()]
+    vec![ParamsInfo::of::<Conv1dParams>(), ParamsInfo::of::<Conv1dIm2colParams>()]
 }
 
 pub fn conv1d(op: &Conv1d, ctx: &LowerCtx) -> Result<Vec<Launch>> {
@@ -74,6 +95,10 @@ pub fn conv1d(op: &Conv1d, ctx: &LowerCtx) -> Result<Vec<Launch>> {
         });
     }
     let bias = ctx.inputs.get(2).map(|b| b.input());
+    if ctx.precision == Precision::F16 {
+        let im2col = Im2col { batch, c_in, len, c_out, k, out_len, bias };
+        return tensor_cores(op, ctx, &im2col);
+    }
     let params = Conv1dParams {
         x: ctx.input(0),
         w: ctx.input(1),
@@ -96,19 +121,101 @@ pub fn conv1d(op: &Conv1d, ctx: &LowerCtx) -> Result<Vec<Launch>> {
     Ok(vec![Launch::Kernel(launch)])
 }
 
+/// The sizes of one convolution.
+struct Im2col {
+    batch: usize,
+    c_in: usize,
+    len: usize,
+    c_out: usize,
+    k: usize,
+    out_len: usize,
+    bias: Option<In>,
+}
+
+/// The windows unrolled to f16 in scratch, then `w [c_out, c_in * k] x cols [c_in * k, out_len]`
+/// per batch item on the tensor cores.
+fn tensor_cores(op: &Conv1d, ctx: &LowerCtx, s: &Im2col) -> Result<Vec<Launch>> {
+    let red = s.c_in * s.k;
+    let n = s.batch * red * s.out_len;
+    if n > u32::MAX as usize {
+        return Err(Error::Unsupported { op: format!("conv1d unrolling {n} values"), backend: "cuda".into() });
+    }
+    let cols = ctx.scratch.take(n * 2);
+    let params = Conv1dIm2colParams {
+        x: ctx.input(0),
+        cols,
+        n: n as u32,
+        c_in: s.c_in as u32,
+        len: s.len as u32,
+        k: s.k as u32,
+        out_len: s.out_len as u32,
+        stride: op.stride as u32,
+        padding: op.padding as u32,
+        dilation: op.dilation as u32,
+    };
+    let mut work = vec![Launch::Kernel(KernelLaunch::new("conv1d_im2col", &params).threads(n))];
+    let product = RowGemm {
+        a: ctx.input(1),
+        lda: red,
+        b: In { ptr: cols, kind: kind::F16, pad: 0 },
+        ldb: s.out_len,
+        transpose_b: false,
+        c: ctx.out(),
+        ldc: s.out_len,
+        m: s.c_out,
+        n: s.out_len,
+        k: red,
+        alpha: 1.0,
+        a_offsets: vec![0; s.batch],
+        b_offsets: (0..s.batch).map(|b| b * red * s.out_len).collect(),
+        c_batch_stride: s.c_out * s.out_len,
+        a_len: s.c_out * red,
+        b_len: n,
+        bias: s.bias,
+        bias_rows: true,
+        gelu: false,
+    };
+    work.extend(gemm(ctx, &product)?);
+    Ok(work)
+}
+
 #[cfg(test)]
 mod tests {
     use susurrus_core::DType;
     use susurrus_core::ir::TensorType;
 
     use super::*;
-    use crate::cuda::lower::{Operand, Precision, Scratch};
-    use crate::cuda::params::{KernelParams, kind};
+    use crate::cuda::lower::{Operand, Scratch};
+    use crate::cuda::params::KernelParams;
 
     fn lower(op: &Conv1d, inputs: &[Operand], output: &Operand) -> Result<Vec<Launch>> {
-        let scratch = Scratch::new(0);
-        let ctx = LowerCtx { inputs, output, scalars: 0x9000, precision: Precision::F32, scratch: &scratch };
+        lower_with(op, inputs, output, Precision::F32)
+    }
+
+    fn lower_with(op: &Conv1d, inputs: &[Operand], output: &Operand, precision: Precision) -> Result<Vec<Launch>> {
+        let scratch = Scratch::new(0x7000_0000);
+        let ctx = LowerCtx { inputs, output, scalars: 0x9000, precision, scratch: &scratch };
         conv1d(op, &ctx)
+    }
+
+    /// With f16 products, Whisper's second convolution is an unrolling, one product on the
+    /// tensor cores (weights as stored, windows in scratch) and a bias per output channel.
+    #[test]
+    fn f16_products_unroll_and_multiply_on_the_tensor_cores() {
+        let op = Conv1d { stride: 2, padding: 1, dilation: 1 };
+        let inputs = [f32s(0x1000, &[384, 3000]), f16s(0x2000, &[384, 384, 3]), f16s(0x3000, &[384])];
+        let out = f32s(0x4000, &[384, 1500]);
+        let work = lower_with(&op, &inputs, &out, Precision::F16).unwrap();
+        let [Launch::Kernel(unroll), Launch::Gemm(g), Launch::Kernel(epilogue)] = &work[..] else {
+            panic!("{work:?}")
+        };
+        assert_eq!((unroll.name, unroll.grid[0]), ("conv1d_im2col", (1152 * 1500usize).div_ceil(256) as u32));
+        assert_eq!((g.m, g.n, g.k, g.batch, g.f16_inputs), (1500, 384, 1152, 1, true));
+        assert_eq!((g.a, g.lda, g.b, g.ldb, g.c, g.ldc), (0x7000_0000, 1500, 0x2000, 1152, 0x4000, 1500));
+        assert_eq!(epilogue.name, "matmul_epilogue");
+        // Bias index (i / 1500) % 384: one value per output channel.
+        let p = &epilogue.params;
+        assert_eq!((&p[36..40], &p[40..44]), (&1500u32.to_le_bytes()[..], &384u32.to_le_bytes()[..]));
     }
 
     fn kernel(launches: Vec<Launch>) -> KernelLaunch {

@@ -59,12 +59,14 @@ crate::cuda_params! {
 }
 
 crate::cuda_params! {
-    /// `matmul_epilogue`: `out[i] = act(out[i] + bias[i % n])`, stored as the output's dtype.
+    /// `matmul_epilogue`: `out[i] = act(out[i] + bias[(i / bias_div) % bias_len])`, stored as
+    /// the output's dtype (a bias over columns: `bias_div` 1, `bias_len` n; over rows: n, m).
     pub struct EpilogueParams {
         pub bias: In,
         pub out: Out,
         pub total: u32,
-        pub n: u32,
+        pub bias_div: u32,
+        pub bias_len: u32,
         pub has_bias: u32,
         pub gelu: u32,
     }
@@ -102,6 +104,8 @@ pub struct RowGemm {
     pub a_len: usize,
     pub b_len: usize,
     pub bias: Option<In>,
+    /// The bias runs over rows (one value per row of `C`) rather than over columns.
+    pub bias_rows: bool,
     pub gelu: bool,
 }
 
@@ -183,11 +187,13 @@ pub fn gemm(ctx: &LowerCtx, g: &RowGemm) -> Result<Vec<Launch>> {
             return Err(Error::Unsupported { op: "a strided product with an epilogue".into(), backend: "cuda".into() });
         }
         let total = batch * g.c_batch_stride.max(g.m * g.n);
+        let (bias_div, bias_len) = if g.bias_rows { (g.n, g.m) } else { (1, g.n) };
         let params = EpilogueParams {
             bias: g.bias.unwrap_or_default(),
             out: g.c,
             total: total as u32,
-            n: g.n as u32,
+            bias_div: bias_div as u32,
+            bias_len: bias_len as u32,
             has_bias: g.bias.is_some() as u32,
             gelu: g.gelu as u32,
         };
@@ -267,6 +273,7 @@ fn product(ctx: &LowerCtx, transpose_b: bool, bias: Option<In>, gelu: bool) -> R
         a_len: a.numel(),
         b_len: b.numel(),
         bias,
+        bias_rows: false,
         gelu,
     };
     gemm(ctx, &g)
