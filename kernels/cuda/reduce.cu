@@ -1,12 +1,19 @@
 // Reductions, argmax and softmax (crates/native/src/cuda/lower/reduce.rs). The input is viewed
-// as [outer, n, inner] around the axis; result m = o * inner + i folds the run of n values
-// at (o * n + k) * inner + i. `*_rows` kernels take a block per run of the last axis (inner
-// == 1) and combine their threads with block reductions; `*_runs` kernels take a thread per
+// as [outer, n, inner] around the axis; result m = o * inner + i folds the run of n values at
+// (o * n + k) * inner + i. Indices are 32-bit: the lowering keeps element counts below 2^32.
+//
+// Along the last axis (inner == 1) `*_rows` kernels run on a grid (rows, parts): block (r, y)
+// folds values [y * chunk, (y + 1) * chunk) of row r with block reductions. With one part it
+// writes the result; with several (a few long rows, like the decoder's 51864 logits, spread
+// over the device) it writes a partial result to scratch (`partials`, row-major [rows, parts])
+// and `*_combine` folds each row's partials with one warp. `*_runs` kernels take a thread per
 // result and fold its run in index order. Arithmetic is f32.
 
 #define REDUCE_SUM 0u
 #define REDUCE_MEAN 1u
 #define REDUCE_MAX 2u
+
+#define REDUCE_NEG_INF __int_as_float(0xff800000u)
 
 // NaN by its bits: no comparison the compiler might fold.
 __device__ __forceinline__ bool reduce_is_nan(float x) {
@@ -18,17 +25,64 @@ __device__ __forceinline__ float reduce_max_nan(float a, float b) {
     return reduce_is_nan(a) ? a : reduce_is_nan(b) ? b : fmaxf(a, b);
 }
 
+// Calls f(k, word) once for every k in [lo, hi) of the row starting at element `base`, the
+// block's threads sharing the values: `word` is the 32-bit word of element base + k (ldw: an
+// f16 is widened to its f32 bits). 32-bit words are read 16 bytes at a time from the first
+// 16-byte aligned one on (up to three values before it and after the last whole 16 bytes are
+// read one by one), so a thread sees its values in no particular order.
+template <typename F>
+__device__ __forceinline__ void reduce_visit(In x, u64 base, unsigned lo, unsigned hi, F f) {
+    if (hi <= lo) return;
+    if (x.kind == KIND_F16) {
+        for (unsigned k = lo + threadIdx.x; k < hi; k += blockDim.x) f(k, ldw(x, base + k));
+        return;
+    }
+    const unsigned* w = (const unsigned*)x.ptr + base;
+    unsigned skew = (unsigned)(((u64)(w + lo) >> 2) & 3u);
+    unsigned a = min(hi, lo + ((4u - skew) & 3u));
+    unsigned vecs = (hi - a) >> 2;
+    unsigned b = a + 4u * vecs;
+    if (threadIdx.x < a - lo) f(lo + threadIdx.x, w[lo + threadIdx.x]);
+    if (threadIdx.x < hi - b) f(b + threadIdx.x, w[b + threadIdx.x]);
+    const uint4* v = (const uint4*)(w + a);
+#pragma unroll 4
+    for (unsigned j = threadIdx.x; j < vecs; j += blockDim.x) {
+        uint4 q = v[j];
+        unsigned k = a + 4u * j;
+        f(k, q.x);
+        f(k + 1u, q.y);
+        f(k + 2u, q.z);
+        f(k + 3u, q.w);
+    }
+}
+
+// A value word of a float reduction as f32 (integer kinds cannot reach a reduction, whose
+// input is a float tensor, but convert as `ld` would).
+__device__ __forceinline__ float reduce_value(unsigned kind, unsigned w) {
+    if (kind == KIND_I32) return (float)(int)w;
+    if (kind == KIND_U32) return (float)w;
+    return __uint_as_float(w);
+}
+
+// `v` folded over a warp (max with NaN propagating, or sum): every lane gets the same value.
+__device__ __forceinline__ float reduce_warp(float v, bool is_max) {
+    for (int o = 16; o > 0; o >>= 1) {
+        float u = __shfl_xor_sync(0xffffffffu, v, o);
+        v = is_max ? reduce_max_nan(v, u) : v + u;
+    }
+    return v;
+}
+
 // `block_max` with NaN propagating: every thread gets it. `shared` holds 32 floats.
 __device__ __forceinline__ float reduce_block_max_nan(float v, float* shared) {
-    for (int o = 16; o > 0; o >>= 1) v = reduce_max_nan(v, __shfl_xor_sync(0xffffffffu, v, o));
+    v = reduce_warp(v, true);
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     __syncthreads();
     if (lane == 0) shared[warp] = v;
     __syncthreads();
     int warps = blockDim.x >> 5;
-    v = lane < warps ? shared[lane] : __int_as_float(0xff800000u);
-    for (int o = 16; o > 0; o >>= 1) v = reduce_max_nan(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
+    v = lane < warps ? shared[lane] : REDUCE_NEG_INF;
+    return reduce_warp(v, true);
 }
 
 // The reduction of `v`, the fold of a run of `n` values, finished (a mean divides the sum).
@@ -38,31 +92,49 @@ __device__ __forceinline__ float reduce_finish(float v, unsigned op, unsigned n)
 
 extern "C" __global__ void reduce_rows(const ReduceParams p) {
     __shared__ float shared[32];
-    u64 base = (u64)blockIdx.x * p.n;
+    unsigned row = blockIdx.x, part = blockIdx.y;
+    unsigned lo = part * p.chunk, hi = min(p.n, lo + p.chunk);
+    u64 base = (u64)row * p.n;
+    unsigned kind = p.x.kind;
     float v;
     if (p.op == REDUCE_MAX) {
-        v = __int_as_float(0xff800000u);
-        for (unsigned k = threadIdx.x; k < p.n; k += blockDim.x) v = reduce_max_nan(v, ld(p.x, base + k));
+        v = REDUCE_NEG_INF;
+        reduce_visit(p.x, base, lo, hi, [&](unsigned, unsigned w) { v = reduce_max_nan(v, reduce_value(kind, w)); });
         v = reduce_block_max_nan(v, shared);
     } else {
         v = 0.0f;
-        for (unsigned k = threadIdx.x; k < p.n; k += blockDim.x) v += ld(p.x, base + k);
+        reduce_visit(p.x, base, lo, hi, [&](unsigned, unsigned w) { v += reduce_value(kind, w); });
         v = block_sum(v, shared);
     }
-    if (threadIdx.x == 0) st(p.out, blockIdx.x, reduce_finish(v, p.op, p.n));
+    if (threadIdx.x != 0) return;
+    if (p.parts == 1) st(p.out, row, reduce_finish(v, p.op, p.n));
+    else ((float*)p.partials)[row * p.parts + part] = v;
+}
+
+// One warp per row (grid rows, block 32): the row's partial results folded and finished.
+extern "C" __global__ void reduce_combine(const ReduceParams p) {
+    unsigned row = blockIdx.x, lane = threadIdx.x;
+    const float* part = (const float*)p.partials + row * p.parts;
+    bool is_max = p.op == REDUCE_MAX;
+    float v = is_max ? REDUCE_NEG_INF : 0.0f;
+    for (unsigned k = lane; k < p.parts; k += 32u) v = is_max ? reduce_max_nan(v, part[k]) : v + part[k];
+    v = reduce_warp(v, is_max);
+    if (lane == 0) st(p.out, row, reduce_finish(v, p.op, p.n));
 }
 
 extern "C" __global__ void reduce_runs(const ReduceParams p) {
-    u64 m = global_index();
-    if (m >= p.outputs) return;
-    u64 base = (m / p.inner) * p.n * p.inner + m % p.inner;
+    u64 g = global_index();
+    if (g >= p.outputs) return;
+    unsigned m = (unsigned)g;
+    unsigned o = m / p.inner;
+    unsigned at = o * p.n * p.inner + (m - o * p.inner);
     float v;
     if (p.op == REDUCE_MAX) {
-        v = __int_as_float(0xff800000u);
-        for (unsigned k = 0; k < p.n; k++) v = reduce_max_nan(v, ld(p.x, base + (u64)k * p.inner));
+        v = REDUCE_NEG_INF;
+        for (unsigned k = 0; k < p.n; k++, at += p.inner) v = reduce_max_nan(v, ld(p.x, at));
     } else {
         v = 0.0f;
-        for (unsigned k = 0; k < p.n; k++) v += ld(p.x, base + (u64)k * p.inner);
+        for (unsigned k = 0; k < p.n; k++, at += p.inner) v += ld(p.x, at);
     }
     st(p.out, m, reduce_finish(v, p.op, p.n));
 }
@@ -78,27 +150,22 @@ __device__ __forceinline__ bool argmax_greater(unsigned kind, unsigned a, unsign
 }
 
 // Whether candidate (bv, bk) beats (av, ak): a greater value, or an equal one at a smaller
-// index, so combining in any order finds the first largest value.
+// index, so combining candidates in any order finds the first largest value.
 __device__ __forceinline__ bool argmax_beats(unsigned kind, unsigned av, unsigned ak, unsigned bv, unsigned bk) {
     return argmax_greater(kind, bv, av) || (!argmax_greater(kind, av, bv) && bk < ak);
 }
 
-// Each thread keeps the first best of the run's value 0 (a genuine candidate, so threads
-// without values of their own cannot win with a made-up one) and its values k = thread,
-// thread + blockDim.x, ..., seen in order; warps then the block combine the candidates.
-extern "C" __global__ void argmax_rows(const ArgmaxParams p) {
-    __shared__ unsigned shared_v[32];
-    __shared__ unsigned shared_k[32];
-    u64 base = (u64)blockIdx.x * p.n;
-    unsigned kind = p.x.kind;
-    unsigned v = ldw(p.x, base), best = 0;
-    for (unsigned k = threadIdx.x; k < p.n; k += blockDim.x) {
-        unsigned w = ldw(p.x, base + k);
-        if (argmax_greater(kind, w, v)) {
-            v = w;
-            best = k;
-        }
-    }
+// The value word of "no candidate yet": the lowest value of the kind (-inf for floats), at
+// index 0xffffffff, so every genuine candidate beats it (a greater value, or an equal one at a
+// smaller index) and it never wins over a value of the run.
+__device__ __forceinline__ unsigned argmax_lowest(unsigned kind) {
+    if (kind == KIND_I32) return 0x80000000u;
+    if (kind == KIND_U32) return 0u;
+    return 0xff800000u;
+}
+
+// The best candidate of the warp's lanes, in every lane.
+__device__ __forceinline__ void argmax_warp(unsigned kind, unsigned& v, unsigned& best) {
     for (int o = 16; o > 0; o >>= 1) {
         unsigned ov = __shfl_xor_sync(0xffffffffu, v, o), ok = __shfl_xor_sync(0xffffffffu, best, o);
         if (argmax_beats(kind, v, best, ov, ok)) {
@@ -106,6 +173,25 @@ extern "C" __global__ void argmax_rows(const ArgmaxParams p) {
             best = ok;
         }
     }
+}
+
+// Each thread keeps the best of its values, warps then the block combine the candidates; the
+// result (one part) is the index, a partial result the pair (value word, index).
+extern "C" __global__ void argmax_rows(const ArgmaxParams p) {
+    __shared__ unsigned shared_v[32];
+    __shared__ unsigned shared_k[32];
+    unsigned row = blockIdx.x, part = blockIdx.y;
+    unsigned lo = part * p.chunk, hi = min(p.n, lo + p.chunk);
+    u64 base = (u64)row * p.n;
+    unsigned kind = p.x.kind;
+    unsigned v = argmax_lowest(kind), best = 0xffffffffu;
+    reduce_visit(p.x, base, lo, hi, [&](unsigned k, unsigned w) {
+        if (argmax_beats(kind, v, best, w, k)) {
+            v = w;
+            best = k;
+        }
+    });
+    argmax_warp(kind, v, best);
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     if (lane == 0) {
         shared_v[warp] = v;
@@ -114,27 +200,47 @@ extern "C" __global__ void argmax_rows(const ArgmaxParams p) {
     __syncthreads();
     if (warp != 0) return;
     int warps = blockDim.x >> 5;
-    // Lanes past the block's warps repeat warp 0's candidate: it cannot beat itself.
-    v = shared_v[lane < warps ? lane : 0];
-    best = shared_k[lane < warps ? lane : 0];
-    for (int o = 16; o > 0; o >>= 1) {
-        unsigned ov = __shfl_xor_sync(0xffffffffu, v, o), ok = __shfl_xor_sync(0xffffffffu, best, o);
-        if (argmax_beats(kind, v, best, ov, ok)) {
-            v = ov;
-            best = ok;
+    v = lane < warps ? shared_v[lane] : argmax_lowest(kind);
+    best = lane < warps ? shared_k[lane] : 0xffffffffu;
+    argmax_warp(kind, v, best);
+    if (lane != 0) return;
+    if (p.parts == 1) {
+        stu(p.out, row, best);
+    } else {
+        unsigned* pair = (unsigned*)p.partials + 2u * (row * p.parts + part);
+        pair[0] = v;
+        pair[1] = best;
+    }
+}
+
+// One warp per row (grid rows, block 32): the row's partial (value, index) pairs combined.
+extern "C" __global__ void argmax_combine(const ArgmaxParams p) {
+    unsigned row = blockIdx.x, lane = threadIdx.x;
+    const unsigned* pairs = (const unsigned*)p.partials + 2u * row * p.parts;
+    unsigned kind = p.x.kind;
+    unsigned v = argmax_lowest(kind), best = 0xffffffffu;
+    for (unsigned k = lane; k < p.parts; k += 32u) {
+        unsigned w = pairs[2u * k], i = pairs[2u * k + 1u];
+        if (argmax_beats(kind, v, best, w, i)) {
+            v = w;
+            best = i;
         }
     }
-    if (lane == 0) stu(p.out, blockIdx.x, best);
+    argmax_warp(kind, v, best);
+    if (lane == 0) stu(p.out, row, best);
 }
 
 extern "C" __global__ void argmax_runs(const ArgmaxParams p) {
-    u64 m = global_index();
-    if (m >= p.outputs) return;
-    u64 base = (m / p.inner) * p.n * p.inner + m % p.inner;
+    u64 g = global_index();
+    if (g >= p.outputs) return;
+    unsigned m = (unsigned)g;
+    unsigned o = m / p.inner;
+    unsigned at = o * p.n * p.inner + (m - o * p.inner);
     unsigned kind = p.x.kind;
-    unsigned v = ldw(p.x, base), best = 0;
+    unsigned v = ldw(p.x, at), best = 0;
     for (unsigned k = 1; k < p.n; k++) {
-        unsigned w = ldw(p.x, base + (u64)k * p.inner);
+        at += p.inner;
+        unsigned w = ldw(p.x, at);
         if (argmax_greater(kind, w, v)) {
             v = w;
             best = k;
@@ -145,14 +251,62 @@ extern "C" __global__ void argmax_runs(const ArgmaxParams p) {
 
 // Softmax of a row, stably: the row maximum (fmaxf skips NaN, like the reference's f32::max),
 // the sum of exp(x - max), then exp(x - max) / sum. A row of -inf gives NaN, as the reference.
+// One block per row.
 extern "C" __global__ void softmax_rows(const SoftmaxParams p) {
     __shared__ float shared[32];
-    u64 base = (u64)blockIdx.x * p.n;
-    float mx = __int_as_float(0xff800000u);
-    for (unsigned k = threadIdx.x; k < p.n; k += blockDim.x) mx = fmaxf(mx, ld(p.x, base + k));
+    unsigned row = blockIdx.x;
+    u64 base = (u64)row * p.n;
+    Out out = p.out;
+    float mx = REDUCE_NEG_INF;
+    reduce_visit(p.x, base, 0u, p.n, [&](unsigned, unsigned w) { mx = fmaxf(mx, __uint_as_float(w)); });
     mx = block_max(mx, shared);
     float sum = 0.0f;
-    for (unsigned k = threadIdx.x; k < p.n; k += blockDim.x) sum += expf(ld(p.x, base + k) - mx);
+    reduce_visit(p.x, base, 0u, p.n, [&](unsigned, unsigned w) { sum += expf(__uint_as_float(w) - mx); });
     sum = block_sum(sum, shared);
-    for (unsigned k = threadIdx.x; k < p.n; k += blockDim.x) st(p.out, base + k, expf(ld(p.x, base + k) - mx) / sum);
+    reduce_visit(p.x, base, 0u, p.n, [&](unsigned k, unsigned w) { st(out, base + k, expf(__uint_as_float(w) - mx) / sum); });
+}
+
+// A row split into parts, first pass: part y's maximum m and sum s of exp(x - m), as the pair
+// (m, s). A part without a number above -inf (only -inf and NaN values) sums exp(x - 0)
+// instead: 0 for each -inf, NaN for a NaN, so the combined sum stays right (the part adds
+// nothing, or NaN as the reference's sum would be).
+extern "C" __global__ void softmax_parts(const SoftmaxParams p) {
+    __shared__ float shared[32];
+    unsigned row = blockIdx.x, part = blockIdx.y;
+    unsigned lo = part * p.chunk, hi = min(p.n, lo + p.chunk);
+    u64 base = (u64)row * p.n;
+    float mx = REDUCE_NEG_INF;
+    reduce_visit(p.x, base, lo, hi, [&](unsigned, unsigned w) { mx = fmaxf(mx, __uint_as_float(w)); });
+    mx = block_max(mx, shared);
+    float shift = mx == REDUCE_NEG_INF ? 0.0f : mx;
+    float sum = 0.0f;
+    reduce_visit(p.x, base, lo, hi, [&](unsigned, unsigned w) { sum += expf(__uint_as_float(w) - shift); });
+    sum = block_sum(sum, shared);
+    if (threadIdx.x != 0) return;
+    float* pair = (float*)p.partials + 2u * (row * p.parts + part);
+    pair[0] = mx;
+    pair[1] = sum;
+}
+
+// Second pass, on the same grid: every warp folds the row's pairs into the row maximum M and
+// sum S = sum of s * exp(m - M) (the same operations in the same order in every warp, so all
+// blocks of a row divide by the same S), then the block writes exp(x - M) / S over its part.
+// If M is -inf (no number above -inf in the row), x - M is NaN for every value: a NaN row, as
+// the reference gives.
+extern "C" __global__ void softmax_finish(const SoftmaxParams p) {
+    unsigned row = blockIdx.x, part = blockIdx.y, lane = threadIdx.x & 31u;
+    const float* pairs = (const float*)p.partials + 2u * row * p.parts;
+    float mx = REDUCE_NEG_INF;
+    for (unsigned k = lane; k < p.parts; k += 32u) mx = fmaxf(mx, pairs[2u * k]);
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    float sum = 0.0f;
+    for (unsigned k = lane; k < p.parts; k += 32u) {
+        float m = pairs[2u * k], s = pairs[2u * k + 1u];
+        sum += m == REDUCE_NEG_INF ? s : s * expf(m - mx);
+    }
+    sum = reduce_warp(sum, false);
+    unsigned lo = part * p.chunk, hi = min(p.n, lo + p.chunk);
+    u64 base = (u64)row * p.n;
+    Out out = p.out;
+    reduce_visit(p.x, base, lo, hi, [&](unsigned k, unsigned w) { st(out, base + k, expf(__uint_as_float(w) - mx) / sum); });
 }

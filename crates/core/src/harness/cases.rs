@@ -63,6 +63,10 @@ pub(crate) const NORM_SIZES: [usize; 7] = [1, 7, 17, 64, 65, 127, 384];
 /// Elements of a typical case's largest tensor.
 pub(crate) const BUDGET: usize = 20_000;
 
+/// Values of a long row (the decoder's 51864 logits are one). Odd, so rows after the first do
+/// not start 16-byte aligned.
+pub(crate) const LONG_ROW: usize = 20_001;
+
 /// Simple float arithmetic (neg, relu, add, ..., div): at most a few ulps apart.
 pub(crate) const ARITH: Tolerance = Tolerance::Close { abs: 1e-6, rel: 1e-6 };
 /// exp, log, tanh, erf, ...: GPU built-ins and polynomial approximations are a few ulps off.
@@ -89,7 +93,35 @@ pub(crate) fn accumulate(n: usize) -> Tolerance {
 pub fn op_cases(seed: u64) -> Result<Vec<OpCase>> {
     let mut cases = CaseGen::new(seed);
     crate::ops::all_harness_cases(&mut cases)?;
+    long_row_cases(&mut cases)?;
     Ok(cases.into_cases())
+}
+
+/// Reductions, argmax and softmax over a few long rows: GPU backends split such rows over
+/// many blocks and combine the partial results, a path the short rows of the random shapes
+/// never take. Argmax runs on many ties, so the first largest value must win across the
+/// parts. Drawn after every op's cases, which stay as they were.
+fn long_row_cases(cases: &mut CaseGen) -> Result<()> {
+    use crate::ops::reduce::ReduceKind;
+    let ty = ty(DType::F32, &[3, LONG_ROW]);
+    for kind in ReduceKind::ALL {
+        let mut g = Graph::new(kind.name());
+        let x = g.input("x", ty.clone())?;
+        let y = g.reduce(kind, x, 1, true)?;
+        g.output("y", y)?;
+        let tol = if kind == ReduceKind::Max { Tolerance::Exact } else { accumulate(LONG_ROW) };
+        cases.push(kind.name(), &format!("{} long rows", kind.name()), g, tol, &[])?;
+    }
+    let mut g = Graph::new("argmax");
+    let x = g.input("x", ty.clone())?;
+    let y = g.argmax(x, 1)?;
+    g.output("y", y)?;
+    cases.push("argmax", "argmax long rows ties", g, Tolerance::Exact, &[("x", Dist::Ints { lo: 0, hi: 3 })])?;
+    let mut g = Graph::new("softmax");
+    let x = g.input("x", ty)?;
+    let y = g.softmax(x)?;
+    g.output("y", y)?;
+    cases.push("softmax", "softmax long rows wide", g, SOFTMAX, &[("x", Dist::Uniform { lo: -100.0, hi: 100.0 })])
 }
 
 /// Draws shapes and data for the cases of one seed and collects the cases.

@@ -40,10 +40,10 @@ pub const GEMV_FLOAT4: u32 = 2;
 /// The widest loads `matmul_gemv` can use for rows `a` and weights `b` of length `k` (every
 /// row then starts 16-byte aligned: blocks are 256-aligned and rows a multiple of 16 bytes).
 fn gemv_mode(a: In, b: In, k: usize) -> u32 {
-    let aligned = |x: In| x.ptr % 16 == 0;
+    let aligned = |x: In| x.ptr.is_multiple_of(16);
     match (a.kind, b.kind) {
-        (kind::F32, kind::F16) if k % 8 == 0 && aligned(a) && aligned(b) => GEMV_HALF8,
-        (kind::F32, kind::F32) if k % 4 == 0 && aligned(a) && aligned(b) => GEMV_FLOAT4,
+        (kind::F32, kind::F16) if k.is_multiple_of(8) && aligned(a) && aligned(b) => GEMV_HALF8,
+        (kind::F32, kind::F32) if k.is_multiple_of(4) && aligned(a) && aligned(b) => GEMV_FLOAT4,
         _ => 0,
     }
 }

@@ -3,9 +3,13 @@
 //!
 //! A tensor is viewed as `[outer, n, inner]` around the axis. Along the last axis (`inner ==
 //! 1`) with runs of at least [`ROW_MIN`] values, one block folds each run with block
-//! reductions, its threads reading consecutive values. Otherwise one thread folds each run in
-//! index order (as the reference does): neighbouring threads are neighbouring results, which
-//! read neighbouring words when `inner > 1`, and short rows do not leave a block idle.
+//! reductions, its threads reading consecutive values (16 bytes at a time where they can).
+//! A few long rows (at most [`SPLIT_ROWS`] of at least [`SPLIT_MIN`] values: the decoder's
+//! rows of 51864 logits) would leave most of the device idle that way, so each row is split
+//! into parts of about [`PART_LEN`] values, a block each, whose partial results (in scratch)
+//! a second, small launch combines. Otherwise one thread folds each run in index order (as
+//! the reference does): neighbouring threads are neighbouring results, which read
+//! neighbouring words when `inner > 1`, and short rows do not leave a block idle.
 
 use susurrus_core::ops::{Argmax, Reduce, ReduceKind, Softmax};
 use susurrus_core::{Error, Result};
@@ -14,18 +18,23 @@ use super::{KernelLaunch, Launch, LowerCtx};
 use crate::cuda::params::{In, KernelParams, Out, ParamsInfo};
 
 crate::cuda_params! {
-    /// `outputs = outer * inner` runs of `n` values `inner` apart; `op` is a [`reduce_op`] code.
-    pub struct ReduceParams { pub x: In, pub out: Out, pub n: u32, pub inner: u32, pub outputs: u32, pub op: u32 }
+    /// `outputs = outer * inner` runs of `n` values `inner` apart; `op` is a [`reduce_op`]
+    /// code. Rows (`inner == 1`) come in `parts` parts of `chunk` values; with more than one,
+    /// the partial results (an f32 each, `[rows, parts]`) go to `partials`.
+    pub struct ReduceParams { pub x: In, pub out: Out, pub partials: u64, pub n: u32, pub inner: u32, pub outputs: u32, pub op: u32, pub parts: u32, pub chunk: u32 }
 }
 
 crate::cuda_params! {
     /// `outputs = outer * inner` runs of `n` values `inner` apart; the result is a u32 index.
-    pub struct ArgmaxParams { pub x: In, pub out: Out, pub n: u32, pub inner: u32, pub outputs: u32 }
+    /// Rows come in `parts` parts of `chunk` values, as for [`ReduceParams`]; a partial result
+    /// is the pair (value word, index).
+    pub struct ArgmaxParams { pub x: In, pub out: Out, pub partials: u64, pub n: u32, pub inner: u32, pub outputs: u32, pub parts: u32, pub chunk: u32 }
 }
 
 crate::cuda_params! {
-    /// `rows` rows of `n` values.
-    pub struct SoftmaxParams { pub x: In, pub out: Out, pub n: u32, pub rows: u32 }
+    /// `rows` rows of `n` values, in `parts` parts of `chunk` values; with more than one, a
+    /// part's maximum and sum of exponentials (an f32 pair) go to `partials`.
+    pub struct SoftmaxParams { pub x: In, pub out: Out, pub partials: u64, pub n: u32, pub rows: u32, pub parts: u32, pub chunk: u32 }
 }
 
 /// The `op` codes of [`ReduceParams`] (`REDUCE_*` in kernels/cuda/reduce.cu).
@@ -41,6 +50,22 @@ pub const ROW_MIN: usize = 32;
 /// Most threads of a row block: a bound well below any register limit of these kernels.
 const ROW_THREADS: usize = 512;
 
+/// The shortest row split into parts: a block folds shorter ones in a few loads per thread,
+/// quicker than a second launch.
+pub const SPLIT_MIN: usize = 8192;
+
+/// The most rows split into parts: more rows keep the device busy with a block each.
+pub const SPLIT_ROWS: usize = 64;
+
+/// About the values of a part of a split row: one 16-byte load per thread of [`PART_THREADS`].
+pub const PART_LEN: usize = 1024;
+
+/// The most parts of a split row: one warp combines them in two steps.
+const MAX_PARTS: usize = 64;
+
+/// Threads of a block folding a part of a split row.
+const PART_THREADS: u32 = 256;
+
 pub(super) fn params() -> Vec<ParamsInfo> {
     vec![ParamsInfo::of::<ReduceParams>(), ParamsInfo::of::<ArgmaxParams>(), ParamsInfo::of::<SoftmaxParams>()]
 }
@@ -53,19 +78,58 @@ fn count(n: usize, op: &str) -> Result<u32> {
     })
 }
 
-/// A launch of `name` with a block of [`row_threads`] for each of `rows` rows of `n` values.
-fn per_row<P: KernelParams>(name: &'static str, params: &P, rows: usize, n: usize, op: &str) -> Result<KernelLaunch> {
-    let grid = u32::try_from(rows).ok().filter(|&r| r <= i32::MAX as u32).ok_or_else(|| Error::Unsupported {
-        op: format!("{op} of {rows} rows"),
-        backend: "cuda (at most 2^31 - 1 rows)".into(),
-    })?;
-    Ok(KernelLaunch::new(name, params).grid(grid, 1, 1).block(row_threads(n), 1, 1))
-}
-
 /// Threads of a block that folds rows of `n` values: about four values each, whole warps
 /// (the block reductions need them), at most [`ROW_THREADS`].
 pub fn row_threads(n: usize) -> u32 {
     n.div_ceil(4).next_multiple_of(32).clamp(32, ROW_THREADS) as u32
+}
+
+/// How `rows` rows of `n` values are folded: `parts` blocks per row, each over `chunk`
+/// values (the last part over what is left; none is empty).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rows {
+    pub rows: u32,
+    pub parts: u32,
+    pub chunk: u32,
+}
+
+impl Rows {
+    /// A block per row, or, for a few long rows, parts of about [`PART_LEN`] values (a
+    /// multiple of 4, so parts of an aligned row stay aligned for 16-byte loads), at most
+    /// [`MAX_PARTS`].
+    pub fn new(rows: usize, n: usize, op: &str) -> Result<Self> {
+        let grid = u32::try_from(rows).ok().filter(|&r| r <= i32::MAX as u32).ok_or_else(|| Error::Unsupported {
+            op: format!("{op} of {rows} rows"),
+            backend: "cuda (at most 2^31 - 1 rows)".into(),
+        })?;
+        let n32 = count(n, op)?;
+        if n < SPLIT_MIN || rows > SPLIT_ROWS {
+            return Ok(Rows { rows: grid, parts: 1, chunk: n32 });
+        }
+        let chunk = n.div_ceil(n.div_ceil(PART_LEN).min(MAX_PARTS)).next_multiple_of(4);
+        Ok(Rows { rows: grid, parts: n.div_ceil(chunk) as u32, chunk: chunk as u32 })
+    }
+
+    fn split(&self) -> bool {
+        self.parts > 1
+    }
+
+    /// Scratch for `bytes` per part, if the rows are split (0 otherwise).
+    fn partials(&self, ctx: &LowerCtx, bytes: usize) -> u64 {
+        if self.split() { ctx.scratch.take(self.rows as usize * self.parts as usize * bytes) } else { 0 }
+    }
+
+    /// The launch of `name` on the grid (rows, parts): a block of [`PART_THREADS`] per part,
+    /// or of [`row_threads`] per whole row of `n` values.
+    fn launch<P: KernelParams>(&self, name: &'static str, params: &P, n: usize) -> KernelLaunch {
+        let threads = if self.split() { PART_THREADS } else { row_threads(n) };
+        KernelLaunch::new(name, params).grid(self.rows, self.parts, 1).block(threads, 1, 1)
+    }
+
+    /// The launch of `name` folding each row's partial results with a warp.
+    fn combine<P: KernelParams>(&self, name: &'static str, params: &P) -> KernelLaunch {
+        KernelLaunch::new(name, params).grid(self.rows, 1, 1).block(32, 1, 1)
+    }
 }
 
 /// `[outer, n, inner]` around `axis` of the op's input.
@@ -85,26 +149,36 @@ pub fn reduce(op: &Reduce, ctx: &LowerCtx) -> Result<Vec<Launch>> {
     if outputs == 0 {
         return Ok(Vec::new());
     }
-    count(ctx.inputs[0].ty.numel(), op.kind.name())?;
+    let name = op.kind.name();
+    count(ctx.inputs[0].ty.numel(), name)?;
     let code = match op.kind {
         ReduceKind::Sum => reduce_op::SUM,
         ReduceKind::Mean => reduce_op::MEAN,
         ReduceKind::Max => reduce_op::MAX,
     };
-    let params = ReduceParams {
+    let mut params = ReduceParams {
         x: ctx.input(0),
         out: ctx.out(),
+        partials: 0,
         n: n as u32,
         inner: inner as u32,
         outputs: outputs as u32,
         op: code,
+        parts: 1,
+        chunk: n as u32,
     };
-    let launch = if by_rows(n, inner) {
-        per_row("reduce_rows", &params, outputs, n, op.kind.name())?
-    } else {
-        KernelLaunch::new("reduce_runs", &params).threads(outputs)
-    };
-    Ok(vec![Launch::Kernel(launch)])
+    if !by_rows(n, inner) {
+        return Ok(vec![Launch::Kernel(KernelLaunch::new("reduce_runs", &params).threads(outputs))]);
+    }
+    let rows = Rows::new(outputs, n, name)?;
+    params.parts = rows.parts;
+    params.chunk = rows.chunk;
+    params.partials = rows.partials(ctx, 4);
+    let mut launches = vec![Launch::Kernel(rows.launch("reduce_rows", &params, n))];
+    if rows.split() {
+        launches.push(Launch::Kernel(rows.combine("reduce_combine", &params)));
+    }
+    Ok(launches)
 }
 
 /// The first index of the largest value; NaN beats every number (the first NaN wins);
@@ -116,18 +190,33 @@ pub fn argmax(op: &Argmax, ctx: &LowerCtx) -> Result<Vec<Launch>> {
         return Ok(Vec::new());
     }
     count(ctx.inputs[0].ty.numel(), "argmax")?;
-    let params =
-        ArgmaxParams { x: ctx.input(0), out: ctx.out(), n: n as u32, inner: inner as u32, outputs: outputs as u32 };
-    let launch = if by_rows(n, inner) {
-        per_row("argmax_rows", &params, outputs, n, "argmax")?
-    } else {
-        KernelLaunch::new("argmax_runs", &params).threads(outputs)
+    let mut params = ArgmaxParams {
+        x: ctx.input(0),
+        out: ctx.out(),
+        partials: 0,
+        n: n as u32,
+        inner: inner as u32,
+        outputs: outputs as u32,
+        parts: 1,
+        chunk: n as u32,
     };
-    Ok(vec![Launch::Kernel(launch)])
+    if !by_rows(n, inner) {
+        return Ok(vec![Launch::Kernel(KernelLaunch::new("argmax_runs", &params).threads(outputs))]);
+    }
+    let rows = Rows::new(outputs, n, "argmax")?;
+    params.parts = rows.parts;
+    params.chunk = rows.chunk;
+    params.partials = rows.partials(ctx, 8);
+    let mut launches = vec![Launch::Kernel(rows.launch("argmax_rows", &params, n))];
+    if rows.split() {
+        launches.push(Launch::Kernel(rows.combine("argmax_combine", &params)));
+    }
+    Ok(launches)
 }
 
-/// One block per row whatever its length: softmax reads each value three times (maximum,
-/// sum, result), which the block's threads share.
+/// One block per row whatever its length (softmax reads each value three times: maximum,
+/// sum, result, which the block's threads share), or, for a few long rows, a pass over parts
+/// for their maxima and sums and a second pass, on the same grid, writing the results.
 pub fn softmax(_op: &Softmax, ctx: &LowerCtx) -> Result<Vec<Launch>> {
     let numel = ctx.output.ty.numel();
     if numel == 0 {
@@ -136,8 +225,23 @@ pub fn softmax(_op: &Softmax, ctx: &LowerCtx) -> Result<Vec<Launch>> {
     let n = ctx.output.ty.shape.last();
     let rows = numel / n;
     count(numel, "softmax")?;
-    let params = SoftmaxParams { x: ctx.input(0), out: ctx.out(), n: n as u32, rows: rows as u32 };
-    Ok(vec![Launch::Kernel(per_row("softmax_rows", &params, rows, n, "softmax")?)])
+    let grid = Rows::new(rows, n, "softmax")?;
+    let params = SoftmaxParams {
+        x: ctx.input(0),
+        out: ctx.out(),
+        partials: grid.partials(ctx, 8),
+        n: n as u32,
+        rows: rows as u32,
+        parts: grid.parts,
+        chunk: grid.chunk,
+    };
+    if !grid.split() {
+        return Ok(vec![Launch::Kernel(grid.launch("softmax_rows", &params, n))]);
+    }
+    Ok(vec![
+        Launch::Kernel(grid.launch("softmax_parts", &params, n)),
+        Launch::Kernel(grid.launch("softmax_finish", &params, n)),
+    ])
 }
 
 #[cfg(test)]
@@ -153,10 +257,13 @@ mod tests {
         TensorType::new(dtype, dims.to_vec())
     }
 
-    /// Lowers with the input at 0x1000 and the output at 0x8000.
+    /// Scratch of the tests' lowerings.
+    const SCRATCH: u64 = 0x10_0000;
+
+    /// Lowers with the input at 0x1000, the output at 0x8000 and scratch at [`SCRATCH`].
     fn lower_with(x: Operand, out: TensorType, f: impl Fn(&LowerCtx) -> Result<Vec<Launch>>) -> Vec<Launch> {
         let output = Operand::arena(0x8000, out);
-        let scratch = Scratch::new(0);
+        let scratch = Scratch::new(SCRATCH);
         let inputs = [x];
         f(&LowerCtx { inputs: &inputs, output: &output, scalars: 0x9000, precision: Precision::F32, scratch: &scratch })
             .unwrap()
@@ -182,13 +289,67 @@ mod tests {
     }
 
     #[test]
+    fn few_long_rows_split_into_parts_of_about_a_thousand_values() {
+        // 51864 logits: 51 parts of 1020 (1017 rounded up to a multiple of 4); the last has 864.
+        assert_eq!(Rows::new(1, 51864, "t").unwrap(), Rows { rows: 1, parts: 51, chunk: 1020 });
+        // The text logits before the timestamps: 50 parts of 1008, the last of 972.
+        assert_eq!(Rows::new(1, 50364, "t").unwrap(), Rows { rows: 1, parts: 50, chunk: 1008 });
+        // The shortest split row: 8 parts of 1024.
+        assert_eq!(Rows::new(3, SPLIT_MIN, "t").unwrap(), Rows { rows: 3, parts: 8, chunk: 1024 });
+        // Very long rows: at most 64 parts, each non-empty.
+        assert_eq!(Rows::new(2, 1_000_001, "t").unwrap(), Rows { rows: 2, parts: 64, chunk: 15628 });
+        // Shorter rows, or many rows: a block per row.
+        assert_eq!(Rows::new(1, SPLIT_MIN - 1, "t").unwrap(), Rows { rows: 1, parts: 1, chunk: 8191 });
+        assert_eq!(Rows::new(65, 51864, "t").unwrap(), Rows { rows: 65, parts: 1, chunk: 51864 });
+        assert_eq!(Rows::new(12, 1500, "t").unwrap(), Rows { rows: 12, parts: 1, chunk: 1500 });
+        // Every part is non-empty and the parts cover the row.
+        for n in SPLIT_MIN..SPLIT_MIN + 200 {
+            let r = Rows::new(1, n, "t").unwrap();
+            let (parts, chunk) = (r.parts as usize, r.chunk as usize);
+            assert!(chunk.is_multiple_of(4) && (parts - 1) * chunk < n && parts * chunk >= n, "{n}: {r:?}");
+        }
+    }
+
+    #[test]
     fn reduce_over_the_last_axis_takes_a_block_per_row() {
         // [3,5,100] max over axis 2, keep_dim: 15 rows of 100, 32 threads each.
         let op = Reduce { kind: ReduceKind::Max, axis: 2, keep_dim: true };
         let got = lower_with(x(DType::F16, &[3, 5, 100]), ty(DType::F16, &[3, 5, 1]), |c| reduce(&op, c));
-        let want = ReduceParams { x: X, out: out(1), n: 100, inner: 1, outputs: 15, op: reduce_op::MAX };
+        let want = ReduceParams {
+            x: X,
+            out: out(1),
+            partials: 0,
+            n: 100,
+            inner: 1,
+            outputs: 15,
+            op: reduce_op::MAX,
+            parts: 1,
+            chunk: 100,
+        };
         let launch = KernelLaunch::new("reduce_rows", &want).grid(15, 1, 1).block(32, 1, 1);
         assert_eq!(got, vec![Launch::Kernel(launch)]);
+    }
+
+    #[test]
+    fn reduce_of_a_long_row_folds_parts_then_combines_them() {
+        // The decoder's logits [1, 51864] summed: 51 blocks of 256 threads write partial sums
+        // to scratch, one warp adds them.
+        let op = Reduce { kind: ReduceKind::Sum, axis: 1, keep_dim: true };
+        let got = lower_with(x(DType::F32, &[1, 51864]), ty(DType::F32, &[1, 1]), |c| reduce(&op, c));
+        let want = ReduceParams {
+            x: X,
+            out: out(0),
+            partials: SCRATCH,
+            n: 51864,
+            inner: 1,
+            outputs: 1,
+            op: reduce_op::SUM,
+            parts: 51,
+            chunk: 1020,
+        };
+        let parts = KernelLaunch::new("reduce_rows", &want).grid(1, 51, 1).block(256, 1, 1);
+        let combine = KernelLaunch::new("reduce_combine", &want).grid(1, 1, 1).block(32, 1, 1);
+        assert_eq!(got, vec![Launch::Kernel(parts), Launch::Kernel(combine)]);
     }
 
     #[test]
@@ -196,27 +357,53 @@ mod tests {
         // [3,5,100] mean over axis 1: 300 results of 5 values 100 apart, 2 blocks of 256.
         let op = Reduce { kind: ReduceKind::Mean, axis: 1, keep_dim: false };
         let got = lower_with(x(DType::F32, &[3, 5, 100]), ty(DType::F32, &[3, 100]), |c| reduce(&op, c));
-        let want = ReduceParams { x: X, out: out(0), n: 5, inner: 100, outputs: 300, op: reduce_op::MEAN };
+        let want = ReduceParams {
+            x: X,
+            out: out(0),
+            partials: 0,
+            n: 5,
+            inner: 100,
+            outputs: 300,
+            op: reduce_op::MEAN,
+            parts: 1,
+            chunk: 5,
+        };
         assert_eq!(got, vec![Launch::Kernel(KernelLaunch::new("reduce_runs", &want).threads(300))]);
         assert_eq!(got, vec![Launch::Kernel(KernelLaunch::new("reduce_runs", &want).grid(2, 1, 1))]);
         // Rows of 6 along the last axis: a thread each.
         let op = Reduce { kind: ReduceKind::Sum, axis: 1, keep_dim: false };
         let got = lower_with(x(DType::F32, &[1000, 6]), ty(DType::F32, &[1000]), |c| reduce(&op, c));
-        let want = ReduceParams { x: X, out: out(0), n: 6, inner: 1, outputs: 1000, op: reduce_op::SUM };
+        let want = ReduceParams { n: 6, inner: 1, outputs: 1000, op: reduce_op::SUM, chunk: 6, ..want };
         assert_eq!(got, vec![Launch::Kernel(KernelLaunch::new("reduce_runs", &want).threads(1000))]);
     }
 
     #[test]
-    fn argmax_by_rows_and_by_runs() {
-        // Logits [1, 51864] over the vocabulary: one block of 512.
+    fn argmax_by_rows_parts_and_runs() {
+        // Logits [1, 51864] over the vocabulary: 51 parts whose (value, index) pairs (8 bytes
+        // each) one warp combines.
         let got = lower_with(x(DType::F32, &[1, 51864]), ty(DType::U32, &[1]), |c| argmax(&Argmax { axis: 1 }, c));
-        let want = ArgmaxParams { x: X, out: out(3), n: 51864, inner: 1, outputs: 1 };
-        let launch = KernelLaunch::new("argmax_rows", &want).grid(1, 1, 1).block(512, 1, 1);
+        let want = ArgmaxParams {
+            x: X,
+            out: out(3),
+            partials: SCRATCH,
+            n: 51864,
+            inner: 1,
+            outputs: 1,
+            parts: 51,
+            chunk: 1020,
+        };
+        let parts = KernelLaunch::new("argmax_rows", &want).grid(1, 51, 1).block(256, 1, 1);
+        let combine = KernelLaunch::new("argmax_combine", &want).grid(1, 1, 1).block(32, 1, 1);
+        assert_eq!(got, vec![Launch::Kernel(parts), Launch::Kernel(combine)]);
+        // [70, 51864]: too many rows to split, a block of 512 each.
+        let got = lower_with(x(DType::F32, &[70, 51864]), ty(DType::U32, &[70]), |c| argmax(&Argmax { axis: 1 }, c));
+        let want = ArgmaxParams { partials: 0, outputs: 70, parts: 1, chunk: 51864, ..want };
+        let launch = KernelLaunch::new("argmax_rows", &want).grid(70, 1, 1).block(512, 1, 1);
         assert_eq!(got, vec![Launch::Kernel(launch)]);
         // i32 [4,3,2] over axis 1: 8 results of 3 values 2 apart.
         let got = lower_with(x(DType::I32, &[4, 3, 2]), ty(DType::U32, &[4, 2]), |c| argmax(&Argmax { axis: 1 }, c));
         let x_i32 = In { kind: kind::I32, ..X };
-        let want = ArgmaxParams { x: x_i32, out: out(3), n: 3, inner: 2, outputs: 8 };
+        let want = ArgmaxParams { x: x_i32, out: out(3), partials: 0, n: 3, inner: 2, outputs: 8, parts: 1, chunk: 3 };
         assert_eq!(got, vec![Launch::Kernel(KernelLaunch::new("argmax_runs", &want).threads(8))]);
         // No results: nothing to launch.
         let got = lower_with(x(DType::F32, &[0, 3]), ty(DType::U32, &[0]), |c| argmax(&Argmax { axis: 1 }, c));
@@ -227,8 +414,17 @@ mod tests {
     fn softmax_takes_a_block_per_row() {
         // [2,6,1500] attention scores: 12 rows of 1500, 384 threads each.
         let got = lower_with(x(DType::F32, &[2, 6, 1500]), ty(DType::F32, &[2, 6, 1500]), |c| softmax(&Softmax, c));
-        let want = SoftmaxParams { x: X, out: out(0), n: 1500, rows: 12 };
+        let want = SoftmaxParams { x: X, out: out(0), partials: 0, n: 1500, rows: 12, parts: 1, chunk: 1500 };
         let launch = KernelLaunch::new("softmax_rows", &want).grid(12, 1, 1).block(384, 1, 1);
         assert_eq!(got, vec![Launch::Kernel(launch)]);
+    }
+
+    #[test]
+    fn softmax_of_a_long_row_takes_two_passes_over_parts() {
+        let got = lower_with(x(DType::F32, &[1, 51864]), ty(DType::F32, &[1, 51864]), |c| softmax(&Softmax, c));
+        let want = SoftmaxParams { x: X, out: out(0), partials: SCRATCH, n: 51864, rows: 1, parts: 51, chunk: 1020 };
+        let first = KernelLaunch::new("softmax_parts", &want).grid(1, 51, 1).block(256, 1, 1);
+        let second = KernelLaunch::new("softmax_finish", &want).grid(1, 51, 1).block(256, 1, 1);
+        assert_eq!(got, vec![Launch::Kernel(first), Launch::Kernel(second)]);
     }
 }
