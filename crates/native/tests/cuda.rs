@@ -49,26 +49,29 @@ fn golden_transcripts_match_reference_with_f32_products() {
     golden::transcripts_match_reference(Box::new(backend(Precision::F32)));
 }
 
-/// A graph that adds a runtime scalar to its input: the first run launches step by step,
-/// later ones replay the recorded graph, each with its own scalar.
+/// `y = concat(x, x) + position`: the first run launches step by step, later ones replay the
+/// recorded graph, each with its own scalar. Pairs of runs share an input, which the second
+/// does not upload again (nothing else is stored in its bytes): the result must still use it.
 #[test]
 #[ignore = "needs an NVIDIA GPU: scripts/test-cuda.sh runs it"]
 fn replays_see_each_runs_scalars_and_inputs() {
-    let mut g = Graph::new("scalar_add");
-    let x = g.input("x", TensorType::new(DType::U32, Shape(vec![4]))).unwrap();
+    let mut g = Graph::new("kept");
     let position = g.scalar("position");
     let s = g.read_scalar(position).unwrap();
-    let y = g.binary(susurrus_core::ops::BinaryKind::Add, x, s).unwrap();
+    let x = g.input("x", TensorType::new(DType::U32, Shape(vec![4]))).unwrap();
+    let c = g.concat(&[x, x], 0).unwrap();
+    let y = g.binary(susurrus_core::ops::BinaryKind::Add, c, s).unwrap();
     g.output("y", y).unwrap();
     let p = plan(g).unwrap();
     let backend = backend(Precision::F16);
     let mut exe = pollster::block_on(backend.compile(&p, &HashMap::new())).unwrap();
-    for run in 0..5u32 {
-        let input = Tensor::u32([4], vec![run, 10, 20, 30]).unwrap();
+    for run in 0..8u32 {
+        let first = run / 2;
+        let input = Tensor::u32([4], vec![first, 10, 20, 30]).unwrap();
         let inputs = HashMap::from([("x".to_string(), input)]);
         let scalars = HashMap::from([("position".to_string(), 100 * run)]);
         let out = pollster::block_on(exe.run(&inputs, &scalars, &["y"])).unwrap();
-        let want: Vec<u32> = [run, 10, 20, 30].iter().map(|v| v + 100 * run).collect();
+        let want: Vec<u32> = [first, 10, 20, 30, first, 10, 20, 30].iter().map(|v| v + 100 * run).collect();
         assert_eq!(out["y"].as_u32().unwrap(), want.as_slice(), "run {run}");
     }
 }

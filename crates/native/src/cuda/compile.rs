@@ -81,6 +81,21 @@ pub fn lower_program(
     Ok((work, scratch_bytes))
 }
 
+/// True when no other value is ever stored in the arena bytes of input `id` (no other arena
+/// buffer overlaps them and nothing computes in place there), so they still hold the last
+/// run's value when the next run starts.
+pub fn input_is_kept(plan: &Plan, id: NodeId) -> bool {
+    let Some(b) = plan.buffer_of[id.index()] else { return false };
+    let own = &plan.buffers[b];
+    let only_views = own.values.iter().all(|&v| v == id || matches!(plan.graph.node(v).op, Op::Reshape(_)));
+    let alone = plan
+        .buffers
+        .iter()
+        .enumerate()
+        .all(|(j, o)| j == b || o.offset + o.bytes <= own.offset || own.offset + own.bytes <= o.offset);
+    only_views && alone
+}
+
 pub(super) fn compile_linked(
     backend: &CudaBackend,
     plans: &[&Plan],
@@ -136,7 +151,13 @@ pub(super) fn compile_linked(
         for id in g.ids() {
             if let Op::Input(i) = &g.node(id).op {
                 let at = place(&layout, p, id);
-                inputs.push(Input { name: i.name.clone(), address: bases.address(&at), staging_offset: input_bytes });
+                inputs.push(Input {
+                    name: i.name.clone(),
+                    address: bases.address(&at),
+                    staging_offset: input_bytes,
+                    kept: input_is_kept(plan, id),
+                    uploaded: false,
+                });
                 input_bytes = (input_bytes + word_bytes(&i.ty)).next_multiple_of(16);
             }
         }
@@ -167,4 +188,50 @@ pub(super) fn compile_linked(
         }));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use susurrus_core::ir::{Graph, TensorType};
+    use susurrus_core::ops::BinaryKind;
+    use susurrus_core::{DType, Shape};
+
+    use super::*;
+
+    /// `y = concat(x, x) + position`: `x` dies in `concat`, which cannot compute in place.
+    pub(crate) fn kept_input_graph() -> Graph {
+        let mut g = Graph::new("kept");
+        let position = g.scalar("position");
+        let s = g.read_scalar(position).unwrap();
+        let x = g.input("x", TensorType::new(DType::U32, Shape(vec![4]))).unwrap();
+        let c = g.concat(&[x, x], 0).unwrap();
+        let y = g.binary(BinaryKind::Add, c, s).unwrap();
+        g.output("y", y).unwrap();
+        g
+    }
+
+    #[test]
+    fn an_input_nothing_overwrites_is_kept() {
+        let g = kept_input_graph();
+        let plan = plan_with(g, &plan_options()).unwrap();
+        let x = plan.graph.ids().find(|&id| matches!(plan.graph.node(id).op, Op::Input(_))).unwrap();
+        assert!(input_is_kept(&plan, x));
+    }
+
+    /// A value placed in an input's bytes after the input's last use.
+    #[test]
+    fn an_input_whose_bytes_are_reused_is_not_kept() {
+        let mut g = Graph::new("reused");
+        let x = g.input("x", TensorType::new(DType::F32, Shape(vec![64]))).unwrap();
+        let a = g.unary(susurrus_core::ops::UnaryKind::Neg, x).unwrap();
+        let b = g.concat(&[a, a], 0).unwrap();
+        let c = g.slice(b, 0, 0, 16).unwrap();
+        let d = g.concat(&[c, c], 0).unwrap();
+        g.output("d", d).unwrap();
+        let plan = plan_with(g, &plan_options()).unwrap();
+        let own = &plan.buffers[plan.buffer_of[x.index()].unwrap()];
+        let overlapped = plan.buffers.iter().any(|o| o != own && o.offset < own.offset + own.bytes && own.offset < o.offset + o.bytes);
+        assert!(overlapped, "{:?}", plan.buffers);
+        assert!(!input_is_kept(&plan, x));
+    }
 }
