@@ -100,8 +100,27 @@ pub fn op_cases(seed: u64) -> Result<Vec<OpCase>> {
 /// Reductions, argmax and softmax over a few long rows: GPU backends split such rows over
 /// many blocks and combine the partial results, a path the short rows of the random shapes
 /// never take. Argmax runs on many ties, so the first largest value must win across the
-/// parts. Drawn after every op's cases, which stay as they were.
+/// parts. Layer norms of the widths larger Whispers have (768 to 1280) and longer: GPU
+/// backends spread such rows over more threads. Drawn after every op's cases, which stay as
+/// they were.
 fn long_row_cases(cases: &mut CaseGen) -> Result<()> {
+    for d in [1280, 5000] {
+        let mut g = Graph::new("layer_norm");
+        let x = g.input("x", ty(DType::F32, &[2, d]))?;
+        let gamma = g.param("gamma", ty(DType::F16, &[d]))?;
+        let beta = g.param("beta", ty(DType::F16, &[d]))?;
+        let y = g.layer_norm(x, gamma, beta, 1e-5)?;
+        g.output("y", y)?;
+        cases.push("layer_norm", &format!("layer_norm long rows {d}"), g, NORM, &[])?;
+        let mut g = Graph::new("add_layer_norm");
+        let a = g.input("a", ty(DType::F32, &[2, d]))?;
+        let b = g.input("b", ty(DType::F32, &[2, d]))?;
+        let gamma = g.param("gamma", ty(DType::F32, &[d]))?;
+        let beta = g.param("beta", ty(DType::F32, &[d]))?;
+        let y = g.push(crate::ops::AddLayerNorm { eps: 1e-5 }, &[a, b, gamma, beta])?;
+        g.output("y", y)?;
+        cases.push("add_layer_norm", &format!("add_layer_norm long rows {d}"), g, NORM, &[])?;
+    }
     use crate::ops::reduce::ReduceKind;
     let ty = ty(DType::F32, &[3, LONG_ROW]);
     for kind in ReduceKind::ALL {
