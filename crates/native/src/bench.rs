@@ -58,6 +58,8 @@ pub struct BenchReport {
     pub load_ms: f64,
     pub encoder_ms_per_window: f64,
     pub decoder_ms_per_token: f64,
+    /// A decoder step replayed back to back on the device (no host work between steps).
+    pub decoder_device_ms_per_step: f64,
     pub transcribe_ms: f64,
     pub audio_seconds: f64,
     pub real_time_factor: f64,
@@ -128,6 +130,11 @@ pub fn measure(args: &BenchArgs) -> Result<BenchReport> {
         }
     }
     let decoder = median(steps);
+    // The same step replayed back to back on the device, without the host's work in between.
+    let (token, position) = (220, prompt.len() + args.tokens as usize);
+    let device_step = time_runs(runs, || {
+        pollster::block_on(whisper.program_mut().step_repeatedly(token, position, &Rules::default(), 100))
+    })? / 100.0;
 
     profile.clear();
     let options = TranscribeOptions::default();
@@ -147,6 +154,7 @@ pub fn measure(args: &BenchArgs) -> Result<BenchReport> {
         load_ms,
         encoder_ms_per_window: encoder,
         decoder_ms_per_token: decoder,
+        decoder_device_ms_per_step: device_step,
         transcribe_ms: transcribe,
         audio_seconds,
         real_time_factor: transcribe / 1e3 / audio_seconds,
@@ -182,6 +190,7 @@ fn table(r: &BenchReport) -> String {
         ("model load + compile", format!("{:.1} ms", r.load_ms)),
         ("encoder, one 30 s window", format!("{:.2} ms", r.encoder_ms_per_window)),
         ("decoder, one token", format!("{:.3} ms", r.decoder_ms_per_token)),
+        ("decoder step, device only", format!("{:.3} ms", r.decoder_device_ms_per_step)),
         (&*format!("transcribe {:.1} s of audio", r.audio_seconds), format!("{:.1} ms", r.transcribe_ms)),
         ("real-time factor (lower is faster)", format!("{:.4}", r.real_time_factor)),
         ("peak memory", r.peak_memory_mib.map_or("n/a".into(), |m| format!("{m:.0} MiB"))),

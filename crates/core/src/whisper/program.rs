@@ -238,6 +238,22 @@ impl Program {
         let out = self.step.run(&self.inputs, &scalars, &[TOKEN, LOGPROB]).await?;
         read_choice(&out)
     }
+
+    /// Runs the decoder step of `token` at `position` `times` times back to back, greedy,
+    /// reading nothing, and resolves when the device has finished: the device's time per
+    /// step, without the host's work between steps (what benchmarks compare with
+    /// [`Program::step`]). Every run writes the same cache row, so the state after it is that
+    /// of one step.
+    pub async fn step_repeatedly(&mut self, token: u32, position: usize, rules: &Rules, times: usize) -> Result<()> {
+        if position >= self.n_text_ctx || token as usize >= self.vocab {
+            return Err(Error::BadArgument(format!("token {token} at position {position} is outside the model")));
+        }
+        self.set_sampling(Sampling::Greedy)?;
+        self.inputs.insert(TOKENS.to_string(), Tensor::u32([1], vec![token])?);
+        let mut scalars = HashMap::from([(OFFSET.to_string(), position as u32)]);
+        rules.scalars(&mut scalars)?;
+        self.step.run_repeatedly(&self.inputs, &scalars, times).await
+    }
 }
 
 fn scalar_f32(out: &HashMap<String, Tensor>, name: &str) -> Result<f32> {
