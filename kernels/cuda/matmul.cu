@@ -79,8 +79,32 @@ extern "C" __global__ void matmul_gemv(const GemvParams p) {
 }
 
 // `n` elements of `x` as f16 halves (`to_f16`) or f32 words at `out`: cuBLAS's operands.
+// With `vec4` (f32 words, `x` and `out` 16-byte aligned) a thread converts four elements
+// with one 16-byte load; the last thread takes the tail one by one.
 extern "C" __global__ void matmul_convert(const ConvertParams p) {
-    u64 i = global_index();
+    unsigned i = (unsigned)global_index();
+    if (p.vec4) {
+        unsigned at = i * 4;
+        if (at >= p.n) return;
+        const float* x = (const float*)p.x.ptr;
+        if (at + 4 <= p.n) {
+            float4 v = *(const float4*)(x + at);
+            if (p.to_f16) {
+                uint2 h;
+                h.x = (unsigned)float_to_half(v.x) | ((unsigned)float_to_half(v.y) << 16);
+                h.y = (unsigned)float_to_half(v.z) | ((unsigned)float_to_half(v.w) << 16);
+                *(uint2*)((unsigned short*)p.out + at) = h;
+            } else {
+                *(float4*)((float*)p.out + at) = v;
+            }
+            return;
+        }
+        for (unsigned j = at; j < p.n; j++) {
+            if (p.to_f16) ((unsigned short*)p.out)[j] = float_to_half(x[j]);
+            else ((float*)p.out)[j] = x[j];
+        }
+        return;
+    }
     if (i >= p.n) return;
     float v = ld(p.x, i);
     if (p.to_f16) {
@@ -91,12 +115,26 @@ extern "C" __global__ void matmul_convert(const ConvertParams p) {
 }
 
 // After cuBLAS wrote f32 results: bias (over columns or rows), GELU, rounding to the output
-// dtype.
-extern "C" __global__ void matmul_epilogue(const EpilogueParams p) {
-    u64 i = global_index();
-    if (i >= p.total) return;
-    float v = ((const float*)p.out.ptr)[i];
-    if (p.has_bias) v += ld(p.bias, ((unsigned)i / p.bias_div) % p.bias_len);
+// dtype. A thread takes four consecutive results (16-byte load and store when the output
+// is 16-byte aligned, as arena values are).
+__device__ __forceinline__ float epilogue_one(const EpilogueParams& p, unsigned i, float v) {
+    if (p.has_bias) v += ld(p.bias, (i / p.bias_div) % p.bias_len);
     if (p.gelu) v = gelu_f32(v);
-    st(p.out, i, v);
+    return p.out.dtype == DTYPE_F16 ? round_f16(v) : v;
+}
+
+extern "C" __global__ void matmul_epilogue(const EpilogueParams p) {
+    unsigned at = (unsigned)global_index() * 4;
+    if (at >= p.total) return;
+    float* out = (float*)p.out.ptr;
+    if (at + 4 <= p.total && ((u64)p.out.ptr & 15) == 0) {
+        float4 v = *(const float4*)(out + at);
+        v.x = epilogue_one(p, at, v.x);
+        v.y = epilogue_one(p, at + 1, v.y);
+        v.z = epilogue_one(p, at + 2, v.z);
+        v.w = epilogue_one(p, at + 3, v.w);
+        *(float4*)(out + at) = v;
+        return;
+    }
+    for (unsigned j = at; j < p.total && j < at + 4; j++) out[j] = epilogue_one(p, j, out[j]);
 }

@@ -46,7 +46,20 @@ pub struct CudaBackend {
 impl CudaBackend {
     /// Opens device `options.device`. Fails with an error naming what is missing: the driver
     /// library, a device, NVRTC or cuBLAS (with NVRTC's log when the kernels do not compile).
+    /// A library too old for a function this backend calls is an error too (the loader
+    /// panics on a missing symbol; the panic is caught here).
     pub fn new(options: &CudaOptions) -> Result<Self> {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| Self::open(options))).unwrap_or_else(|panic| {
+            let what = panic
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| panic.downcast_ref::<&str>().copied())
+                .unwrap_or("unknown failure");
+            Err(Error::Backend(format!("cuda: the CUDA libraries could not be used: {what}")))
+        })
+    }
+
+    fn open(options: &CudaOptions) -> Result<Self> {
         // SAFETY: only tries to open the library.
         if !unsafe { sys::is_culib_present() } {
             return Err(Error::Backend(

@@ -49,12 +49,14 @@ fn gemv_mode(a: In, b: In, k: usize) -> u32 {
 }
 
 crate::cuda_params! {
-    /// `matmul_convert`: `n` elements of `x` written as f16 (`to_f16`) or f32 words to `out`.
+    /// `matmul_convert`: `n` elements of `x` written as f16 (`to_f16`) or f32 words to `out`;
+    /// `vec4`: four per thread (f32 words, both addresses 16-byte aligned).
     pub struct ConvertParams {
         pub x: In,
         pub out: u64,
         pub n: u32,
         pub to_f16: u32,
+        pub vec4: u32,
     }
 }
 
@@ -118,8 +120,10 @@ fn operand(x: In, len: usize, f16: bool, ctx: &LowerCtx, work: &mut Vec<Launch>)
     }
     let bytes = if f16 { 2 } else { 4 };
     let out = ctx.scratch.take(len * bytes);
-    let params = ConvertParams { x, out, n: len as u32, to_f16: f16 as u32 };
-    work.push(Launch::Kernel(KernelLaunch::new("matmul_convert", &params).threads(len)));
+    let vec4 = x.kind == kind::F32 && x.ptr.is_multiple_of(16) && out.is_multiple_of(16);
+    let params = ConvertParams { x, out, n: len as u32, to_f16: f16 as u32, vec4: vec4 as u32 };
+    let threads = if vec4 { len.div_ceil(4) } else { len };
+    work.push(Launch::Kernel(KernelLaunch::new("matmul_convert", &params).threads(threads)));
     out
 }
 
@@ -197,7 +201,7 @@ pub fn gemm(ctx: &LowerCtx, g: &RowGemm) -> Result<Vec<Launch>> {
             has_bias: g.bias.is_some() as u32,
             gelu: g.gelu as u32,
         };
-        work.push(Launch::Kernel(KernelLaunch::new("matmul_epilogue", &params).threads(total)));
+        work.push(Launch::Kernel(KernelLaunch::new("matmul_epilogue", &params).threads(total.div_ceil(4))));
     }
     Ok(work)
 }
