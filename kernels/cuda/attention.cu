@@ -238,24 +238,31 @@ extern "C" __global__ void attention_combine(const AttentionCombineParams p) {
     }
 }
 
+// V weights from element `i` (a multiple of V) of `probs`: f16 halves (`half`, V = 4 as one
+// 8-byte word) or f32 words (V = 4 as one float4).
+template <int V>
+__device__ __forceinline__ void attention_store_weights(void* probs, bool half, unsigned i, const float* x) {
+    if constexpr (V == 4) {
+        if (half) {
+            uint2 h;
+            h.x = (unsigned)float_to_half(x[0]) | ((unsigned)float_to_half(x[1]) << 16);
+            h.y = (unsigned)float_to_half(x[2]) | ((unsigned)float_to_half(x[3]) << 16);
+            ((uint2*)probs)[i >> 2] = h;
+        } else {
+            ((float4*)probs)[i >> 2] = make_float4(x[0], x[1], x[2], x[3]);
+        }
+    } else if (half) {
+        ((unsigned short*)probs)[i] = float_to_half(x[0]);
+    } else {
+        ((float*)probs)[i] = x[0];
+    }
+}
+
 // Stores V weights from element `i` (a multiple of V) of the softmax's `probs`: f16 halves
 // (`half`) or f32 words.
 template <int V>
 __device__ __forceinline__ void attention_store_probs(const AttentionSoftmaxParams& p, unsigned i, const float* x) {
-    if constexpr (V == 4) {
-        if (p.half) {
-            uint2 h;
-            h.x = (unsigned)float_to_half(x[0]) | ((unsigned)float_to_half(x[1]) << 16);
-            h.y = (unsigned)float_to_half(x[2]) | ((unsigned)float_to_half(x[3]) << 16);
-            ((uint2*)p.probs)[i >> 2] = h;
-        } else {
-            ((float4*)p.probs)[i >> 2] = make_float4(x[0], x[1], x[2], x[3]);
-        }
-    } else if (p.half) {
-        ((unsigned short*)p.probs)[i] = float_to_half(x[0]);
-    } else {
-        ((float*)p.probs)[i] = x[0];
-    }
+    attention_store_weights<V>((void*)p.probs, p.half != 0u, i, x);
 }
 
 // One softmax row, V scores at a time (V = 4: Sk a multiple of 4). With `staged` the masked
@@ -319,14 +326,96 @@ __device__ __forceinline__ void attention_softmax_row(const AttentionSoftmaxPara
     }
 }
 
-// Many queries: the softmax of one row of the scores (f32, already scaled) that the first
-// product wrote, masked on the way; a block per row. The weights go to `probs` as f16 halves
+// One softmax row per warp (`row`), no block barrier: lane `lane` holds groups lane + 32 k
+// (k < K) of V scores in registers, so the f32 scores are read once, all of them in flight
+// at once, and the weights are written V at a time. The same numerics as the block path:
+// masked scores, their maximum, exp(x - max), their sum, each divided by the sum. The fields
+// are read once into registers: the stores through generic pointers would otherwise make the
+// compiler reload them from the parameters' local copy.
+template <int V, int K>
+__device__ __forceinline__ void attention_softmax_warp(const AttentionSoftmaxParams& p, unsigned row) {
+    const unsigned sq = p.sq, sk = p.sk, mode = p.mode;
+    const In mask = p.mask;
+    const bool half = p.half != 0u;
+    void* const probs = (void*)p.probs;
+    const unsigned lane = threadIdx.x & 31u, i = row % sq, groups = sk / V, first = row * sk;
+    const float* s = (const float*)p.scores;
+    const unsigned mrow = mode == 1u ? attention_mask_offset(first, p.rank, p.dims, p.mask_strides) : 0u;
+    const unsigned msk = p.mask_strides[p.rank - 1u];
+    float x[K][V];
+    float top = ATTENTION_NEG_INF;
+#pragma unroll
+    for (int k = 0; k < K; k++) {
+        const unsigned g = lane + 32u * k;
+        if (g < groups) {
+            attention_load<V, false>(s, first + g * V, x[k]);
+#pragma unroll
+            for (int e = 0; e < V; e++) {
+                x[k][e] = attention_masked(x[k][e], mode, mask, mrow, msk, i, g * V + e, sq, sk);
+                top = fmaxf(top, x[k][e]);
+            }
+        }
+    }
+    for (int o = 16; o > 0; o >>= 1) top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, o));
+    float l = 0.0f;
+#pragma unroll
+    for (int k = 0; k < K; k++) {
+        if (lane + 32u * k < groups) {
+#pragma unroll
+            for (int e = 0; e < V; e++) {
+                x[k][e] = expf(x[k][e] - top);
+                l += x[k][e];
+            }
+        }
+    }
+    for (int o = 16; o > 0; o >>= 1) l += __shfl_xor_sync(0xffffffffu, l, o);
+#pragma unroll
+    for (int k = 0; k < K; k++) {
+        const unsigned g = lane + 32u * k;
+        if (g < groups) {
+#pragma unroll
+            for (int e = 0; e < V; e++) x[k][e] = x[k][e] / l;
+            attention_store_weights<V>(probs, half, first + g * V, x[k]);
+        }
+    }
+}
+
+// The warp path for V scores per group and `per_lane` (a power of two) groups per lane.
+template <int V>
+__device__ __forceinline__ void attention_softmax_warp_any(const AttentionSoftmaxParams& p, unsigned row) {
+    switch (p.per_lane) {
+        case 1u: attention_softmax_warp<V, 1>(p, row); break;
+        case 2u: attention_softmax_warp<V, 2>(p, row); break;
+        case 4u: attention_softmax_warp<V, 4>(p, row); break;
+        case 8u: attention_softmax_warp<V, 8>(p, row); break;
+        case 16u: attention_softmax_warp<V, 16>(p, row); break;
+        case 32u: if constexpr (V == 1) attention_softmax_warp<1, 32>(p, row); break;
+        case 64u: if constexpr (V == 1) attention_softmax_warp<1, 64>(p, row); break;
+        default: break;
+    }
+}
+
+// Many queries: the softmax of each row of the scores (f32, already scaled) that the first
+// product wrote, masked on the way. Rows of up to 64 scores per lane (`per_lane` groups of
+// 4, or of 1 when Sk is not a multiple of 4) take a warp each, blockDim.x / 32 rows per
+// block; longer ones (`per_lane` 0) a block each. The weights go to `probs` as f16 halves
 // (`half`: the second product's tensor-core operand) or f32 (possibly the scores themselves:
-// each element is read and then written by the same thread). Dynamic shared memory: the row
-// (Sk floats) when `staged`.
+// each element is read and then written by the same thread). Dynamic shared memory: the
+// row (Sk floats) when `staged` (block path only).
 extern "C" __global__ void attention_softmax(const AttentionSoftmaxParams p) {
     extern __shared__ float4 attention_softmax_row_smem[];
     __shared__ float red[32];
+    if (p.per_lane != 0u) {
+        // Whole warps leave together: nothing below waits on the block.
+        const unsigned row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+        if (row >= p.rows) return;
+        if ((p.sk & 3u) == 0u) {
+            attention_softmax_warp_any<4>(p, row);
+        } else {
+            attention_softmax_warp_any<1>(p, row);
+        }
+        return;
+    }
     float* staged = (float*)attention_softmax_row_smem;
     if ((p.sk & 3u) == 0u) {
         attention_softmax_row<4>(p, staged, red);

@@ -101,9 +101,21 @@ pub fn op_cases(seed: u64) -> Result<Vec<OpCase>> {
 /// many blocks and combine the partial results, a path the short rows of the random shapes
 /// never take. Argmax runs on many ties, so the first largest value must win across the
 /// parts. Layer norms of the widths larger Whispers have (768 to 1280) and longer: GPU
-/// backends spread such rows over more threads. Drawn after every op's cases, which stay as
-/// they were.
+/// backends spread such rows over more threads. Attention over as many keys as a 30 s
+/// window has, and more: score rows GPU backends keep in registers or not. Drawn after every
+/// op's cases, which stay as they were.
 fn long_row_cases(cases: &mut CaseGen) -> Result<()> {
+    for sk in [1500, 2052] {
+        let mut g = Graph::new("attention");
+        let q = g.input("q", ty(DType::F32, &[1, 12, 16]))?;
+        let k = g.input("k", ty(DType::F32, &[1, sk, 16]))?;
+        let v = g.input("v", ty(DType::F32, &[1, sk, 16]))?;
+        let attention = crate::ops::Attention { scale: 0.25, mask: crate::ops::MaskKind::None };
+        let y = g.push(attention, &[q, k, v])?;
+        g.output("y", y)?;
+        let tol = Tolerance::Close { abs: 1e-6 * (16 + sk) as f32 + 1e-5, rel: 1e-4 };
+        cases.push("attention", &format!("attention long rows sk={sk}"), g, tol, &[])?;
+    }
     for d in [1280, 5000] {
         let mut g = Graph::new("layer_norm");
         let x = g.input("x", ty(DType::F32, &[2, d]))?;

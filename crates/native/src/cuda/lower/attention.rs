@@ -6,7 +6,8 @@
 //!   exponentials and unnormalised weighted values to f32 scratch; `attention_combine`
 //!   rescales and adds the chunks of each row. All f32.
 //! - many (the encoder): the scores `scale * q k^T` as a batched product into f32 scratch,
-//!   `attention_softmax` over each row in one pass (masking on the way), then the weights
+//!   `attention_softmax` over each row in one pass (masking on the way; a warp per row held
+//!   in registers up to [`WARP_ROW_KEYS`] keys, a block per row past them), then the weights
 //!   times `v` as a second product into the output. With [`Precision::F16`] q, k and v are
 //!   rounded to f16 by one `attention_convert` launch and the weights are written as f16
 //!   halves: the tensor-core operands the products take without converting anything.
@@ -62,10 +63,12 @@ crate::cuda_params! {
 }
 
 crate::cuda_params! {
-    /// `attention_softmax`: one block per row of the f32 `scores` (`sk` each, `sq` rows per
-    /// batch), weights written to `probs` as f16 halves (`half`) or f32. With `staged` the row
-    /// is kept in shared memory (Sk floats) and the scores are read once. Mask fields as in
-    /// [`AttentionSplitParams`].
+    /// `attention_softmax` over the `rows` rows of the f32 `scores` (`sk` each, `sq` rows per
+    /// batch), weights written to `probs` as f16 halves (`half`) or f32. With `per_lane`
+    /// (a power of two) a warp per row, each lane holding `per_lane` groups of 4 scores (of 1
+    /// when `sk` is not a multiple of 4) in registers; with 0 a block per row, which with
+    /// `staged` keeps the row in shared memory (Sk floats) and reads the scores once. Mask
+    /// fields as in [`AttentionSplitParams`].
     pub struct AttentionSoftmaxParams {
         pub scores: u64,
         pub probs: u64,
@@ -78,6 +81,8 @@ crate::cuda_params! {
         pub mode: u32,
         pub half: u32,
         pub staged: u32,
+        pub rows: u32,
+        pub per_lane: u32,
     }
 }
 
@@ -107,17 +112,22 @@ pub const FEW_QUERIES: usize = 8;
 /// Threads per block of `attention_split`: four warps, which score a chunk's keys together.
 const SPLIT_THREADS: u32 = 128;
 
-/// Keys per block of `attention_split` start at this many and double while a call has more
-/// than [`SPLIT_BLOCKS`] blocks, up to [`SPLIT_MAX_CHUNK`].
+/// Keys per block of `attention_split` start at this many and double while the heads' chunks
+/// number more than [`SPLIT_BLOCKS`], up to [`SPLIT_MAX_CHUNK`].
 const SPLIT_MIN_CHUNK: usize = 32;
 const SPLIT_MAX_CHUNK: usize = 4096;
 
-/// Blocks an `attention_split` call aims at: about two per SM of an H100 (132 SMs), so that
-/// a decoder step (6 heads over 448 or 1500 keys) runs 84 or 144 short blocks at once.
+/// (Head, chunk) pairs an `attention_split` call aims at: about two per SM of an H100 (132
+/// SMs), so that a decoder step (6 heads over 448 or 1500 keys) runs 84 or 144 short blocks
+/// at once. Each of a head's Sq queries takes its own blocks, so a prefill of Sq queries runs
+/// Sq times as many of the same short blocks rather than Sq times longer ones.
 const SPLIT_BLOCKS: usize = 264;
 
 /// Threads per block of `attention_combine` and `attention_softmax`.
 const ROW_THREADS: u32 = 128;
+
+/// Longest softmax row a warp takes, in registers: 64 scores per lane.
+const WARP_ROW_KEYS: usize = 64 * 32;
 
 /// Shared memory a block may use without opting in (static and dynamic together).
 const MAX_SHARED: usize = 48 * 1024;
@@ -205,11 +215,12 @@ pub fn attention(op: &Attention, ctx: &LowerCtx) -> Result<Vec<Launch>> {
 }
 
 /// Keys per block of the split path: the fewest from [`SPLIT_MIN_CHUNK`] (doubling) that
-/// keep the call within [`SPLIT_BLOCKS`] blocks, if the splits fit a grid's y, the combine's
-/// shared memory and 32-bit indices.
+/// keep the heads' chunks within [`SPLIT_BLOCKS`], if the splits fit a grid's y, the
+/// combine's shared memory and 32-bit indices. The count is per head, not per query row:
+/// growing the chunks with Sq would give a prefill's blocks Sq times the work of a step's.
 fn split_chunk(s: Sizes) -> Option<usize> {
     let mut chunk = SPLIT_MIN_CHUNK;
-    while chunk < s.sk && chunk < SPLIT_MAX_CHUNK && s.rows() * s.sk.div_ceil(chunk) > SPLIT_BLOCKS {
+    while chunk < s.sk && chunk < SPLIT_MAX_CHUNK && s.batch * s.sk.div_ceil(chunk) > SPLIT_BLOCKS {
         chunk *= 2;
     }
     let splits = s.sk.div_ceil(chunk);
@@ -285,6 +296,17 @@ fn halves(ctx: &LowerCtx, work: &mut Vec<Launch>) -> [In; 3] {
     out
 }
 
+/// Groups per lane of `attention_softmax`'s warp path for rows of `sk` scores (groups of 4
+/// when `sk` is a multiple of 4, else of 1): the least power of two that covers the row, or
+/// 0 (the block path) for rows longer than [`WARP_ROW_KEYS`].
+fn warp_groups(sk: usize) -> usize {
+    let width = if sk.is_multiple_of(4) { 4 } else { 1 };
+    if sk > WARP_ROW_KEYS {
+        return 0;
+    }
+    sk.div_ceil(width * 32).next_power_of_two()
+}
+
 /// The product path: scores, softmax, weights times values.
 fn products(op: &Attention, ctx: &LowerCtx, mask: &MaskFields, s: Sizes) -> Result<Vec<Launch>> {
     let Sizes { batch, sq, sk, d, dv } = s;
@@ -320,7 +342,8 @@ fn products(op: &Attention, ctx: &LowerCtx, mask: &MaskFields, s: Sizes) -> Resu
     // f16 weights for the tensor cores need their own area; f32 ones replace the scores.
     let probs = if half { ctx.scratch.take(rows * sk * 2) } else { scores };
     let row_bytes = 4 * sk.next_multiple_of(4);
-    let staged = row_bytes + STATIC_SHARED <= MAX_SHARED;
+    let per_lane = warp_groups(sk);
+    let staged = per_lane == 0 && row_bytes + STATIC_SHARED <= MAX_SHARED;
     let params = AttentionSoftmaxParams {
         scores,
         probs,
@@ -333,9 +356,13 @@ fn products(op: &Attention, ctx: &LowerCtx, mask: &MaskFields, s: Sizes) -> Resu
         mode: mask.mode,
         half: half as u32,
         staged: staged as u32,
+        rows: rows as u32,
+        per_lane: per_lane as u32,
     };
+    // A warp per row, or a block per row.
+    let blocks = if per_lane > 0 { rows.div_ceil(ROW_THREADS as usize / 32) } else { rows };
     let softmax = KernelLaunch::new("attention_softmax", &params)
-        .grid(rows as u32, 1, 1)
+        .grid(blocks as u32, 1, 1)
         .block(ROW_THREADS, 1, 1)
         .shared(if staged { row_bytes as u32 } else { 0 });
     work.push(Launch::Kernel(softmax));
@@ -480,6 +507,21 @@ mod tests {
     }
 
     #[test]
+    fn a_prefill_takes_the_chunks_of_a_step_for_each_query() {
+        // 4 queries of 6 heads: the chunks of a single query (64 over 1500 keys, 32 over
+        // 448), each query row with its own blocks.
+        let op = Attention { scale: 0.125, mask: MaskKind::None };
+        let f = |dims: &[usize]| ty(DType::F32, dims);
+        for (sk, grid, chunk) in [(1500, [24, 24, 1], 64), (448, [24, 14, 1], 32)] {
+            let inputs = [f(&[6, 4, 64]), f(&[6, sk, 64]), f(&[6, sk, 64])];
+            let (work, _) = lower(&op, &inputs, Precision::F16).unwrap();
+            let (k, c) = split_launches(&work);
+            assert_eq!((k.grid, words(&k.params)[42]), (grid, chunk));
+            assert_eq!((c.grid, c.shared_bytes), ([24, 1, 1], 4 * grid[1]));
+        }
+    }
+
+    #[test]
     fn causal_rows_carry_the_mode_and_no_mask() {
         let op = Attention { scale: 1.0, mask: MaskKind::Causal };
         let f = |dims: &[usize]| ty(DType::F16, dims);
@@ -556,9 +598,9 @@ mod tests {
             f16_inputs: true,
         };
         assert_eq!(g, &want);
-        // A block of 128 per row, the row (1500 floats) staged in shared memory.
+        // A warp per row, four rows per block of 128: 375 groups of 4 scores, 16 per lane.
         let Launch::Kernel(k) = &work[2] else { panic!() };
-        assert_eq!((k.grid, k.block, k.shared_bytes), ([(h * s) as u32, 1, 1], [128, 1, 1], 6000));
+        assert_eq!((k.grid, k.block, k.shared_bytes), ([(h * s / 4) as u32, 1, 1], [128, 1, 1], 0));
         let softmax = AttentionSoftmaxParams {
             scores: base,
             probs: probs_at,
@@ -570,7 +612,9 @@ mod tests {
             sk: 1500,
             mode: 0,
             half: 1,
-            staged: 1,
+            staged: 0,
+            rows: (h * s) as u32,
+            per_lane: 16,
         };
         assert_eq!(k.params, softmax.to_bytes());
         // The weights and the values are used as stored (no conversion in front of the product).
@@ -628,11 +672,28 @@ mod tests {
         assert_eq!(&w[4..6], &[0x4000, 0]);
         assert_eq!(&w[8..12], &[2, 3, 9, 5]);
         assert_eq!(&w[16..20], &[0, 0, 5, 1]);
-        // rank 4, sq 9, sk 5, additive, f32 weights, the row (8 floats) staged.
-        assert_eq!(&w[24..30], &[4, 9, 5, 1, 0, 1]);
-        assert_eq!((k.grid, k.block, k.shared_bytes), ([54, 1, 1], [128, 1, 1], 32));
+        // rank 4, sq 9, sk 5, additive, f32 weights, not staged, 54 rows of a warp each
+        // (5 single scores: one per lane), four per block.
+        assert_eq!(&w[24..32], &[4, 9, 5, 1, 0, 0, 54, 1]);
+        assert_eq!((k.grid, k.block, k.shared_bytes), ([14, 1, 1], [128, 1, 1], 0));
         assert_eq!((g2.m, g2.n, g2.k, g2.alpha, g2.trans_a, g2.f16_inputs), (2, 9, 5, 1.0, false, false));
         assert_eq!((g2.a, g2.b, g2.c, g2.stride_a, g2.stride_b, g2.stride_c), (0x3000, 0x100000, 0x8000, 10, 45, 18));
+    }
+
+    #[test]
+    fn rows_of_up_to_2048_keys_take_a_warp() {
+        // Groups of 4 when Sk is a multiple of 4 (up to 16 per lane), else single scores (up
+        // to 64 per lane); longer rows take a block.
+        let cases = [(4, 1), (128, 1), (132, 2), (448, 4), (1500, 16), (2048, 16), (5, 1), (33, 2)];
+        for (sk, groups) in cases.into_iter().chain([(1501, 64), (2047, 64), (2049, 0), (2052, 0)]) {
+            assert_eq!(warp_groups(sk), groups, "sk {sk}");
+        }
+        let op = Attention { scale: 1.0, mask: MaskKind::Causal };
+        let f = |dims: &[usize]| ty(DType::F32, dims);
+        let (work, _) = lower(&op, &[f(&[10, 8]), f(&[2052, 8]), f(&[2052, 8])], Precision::F32).unwrap();
+        let Launch::Kernel(k) = &work[1] else { panic!("{work:?}") };
+        // A block per row, the row staged (8208 bytes).
+        assert_eq!((k.grid, k.shared_bytes, &words(&k.params)[29..32]), ([10, 1, 1], 8208, &[1, 10, 0][..]));
     }
 
     #[test]
