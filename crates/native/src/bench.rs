@@ -95,7 +95,9 @@ pub fn measure(args: &BenchArgs) -> Result<BenchReport> {
     let backend: Box<dyn susurrus_core::exec::Backend> = match (args.profile, args.backend) {
         (false, choice) => backend::open(choice, args.threads)?,
         (true, BackendChoice::Cpu) => Box::new(FastCpuBackend::new(args.threads)?.with_profile(profile.clone())),
-        (true, BackendChoice::Cuda) => Box::new(CudaBackend::new(&CudaOptions::default())?.with_profile(profile.clone())),
+        (true, BackendChoice::Cuda) => {
+            Box::new(CudaBackend::new(&CudaOptions::default())?.with_profile(profile.clone()))
+        }
         (true, _) => return Err(Error::Usage("--profile needs --backend cpu or --backend cuda".into())),
     };
     let started = Instant::now();

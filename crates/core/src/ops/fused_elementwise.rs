@@ -56,7 +56,7 @@ crate::kernel_params! {
 /// broadcast axes, stride 0, merge with broadcast axes). The offsets stay the same and each
 /// thread splits its index into fewer coordinates: inputs of the output's own shape coalesce
 /// to one axis of stride 1.
-fn coalesce(dims: &[usize], strides: &[Vec<usize>]) -> (Vec<usize>, Vec<Vec<usize>>) {
+pub fn coalesce(dims: &[usize], strides: &[Vec<usize>]) -> (Vec<usize>, Vec<Vec<usize>>) {
     // Each kept axis: its size and every input's stride along it.
     let mut axes: Vec<(usize, Vec<usize>)> = Vec::new();
     for (d, &size) in dims.iter().enumerate().filter(|&(_, &size)| size != 1) {

@@ -44,7 +44,7 @@ pub(crate) fn matmul_type(op: &str, a: &TensorType, b: &TensorType, transpose_b:
 
 /// The flat offset, in units of `strides`, of element `linear` of a row-major tensor of shape
 /// `dims` read through broadcast `strides` (from [`Shape::broadcast_strides`]).
-pub(crate) fn broadcast_offset(linear: usize, dims: &[usize], strides: &[usize]) -> usize {
+pub fn broadcast_offset(linear: usize, dims: &[usize], strides: &[usize]) -> usize {
     let mut rest = linear;
     let mut offset = 0;
     for (&d, &s) in dims.iter().zip(strides).rev() {

@@ -84,7 +84,7 @@ crate::kernel_params! {
 /// with `strides`: size-1 axes go, and neighbours that stay contiguous in the input merge
 /// (`[A, B, C] -> [C, A, B]` is the transpose of an `[A*B, C]` matrix). Fewer axes mean fewer
 /// divisions per element in the kernel, and ranks above 8 may still fit its 8 slots.
-fn collapse(dims: &[usize], strides: &[usize]) -> (Vec<usize>, Vec<usize>) {
+pub fn collapse(dims: &[usize], strides: &[usize]) -> (Vec<usize>, Vec<usize>) {
     let mut out_dims: Vec<usize> = Vec::new();
     let mut out_strides: Vec<usize> = Vec::new();
     for (&d, &s) in dims.iter().zip(strides).filter(|(d, _)| **d != 1) {

@@ -230,7 +230,10 @@ mod tests {
         g.output("d", d).unwrap();
         let plan = plan_with(g, &plan_options()).unwrap();
         let own = &plan.buffers[plan.buffer_of[x.index()].unwrap()];
-        let overlapped = plan.buffers.iter().any(|o| o != own && o.offset < own.offset + own.bytes && own.offset < o.offset + o.bytes);
+        let overlapped = plan
+            .buffers
+            .iter()
+            .any(|o| o != own && o.offset < own.offset + own.bytes && own.offset < o.offset + o.bytes);
         assert!(overlapped, "{:?}", plan.buffers);
         assert!(!input_is_kept(&plan, x));
     }

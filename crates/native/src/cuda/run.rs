@@ -154,8 +154,10 @@ impl CudaExecutable {
             staging.copy_from_slice(bytes);
             // SAFETY: the staging range was sized for this input at compile time and the
             // device address holds its words.
-            unsafe { result::memcpy_htod_async(input.address, &self.input_staging.as_slice()[at..at + bytes.len()], stream) }
-                .map_err(|e| driver(&format!("copying input '{}'", input.name), e))?;
+            unsafe {
+                result::memcpy_htod_async(input.address, &self.input_staging.as_slice()[at..at + bytes.len()], stream)
+            }
+            .map_err(|e| driver(&format!("copying input '{}'", input.name), e))?;
             input.uploaded = true;
         }
         Ok(())

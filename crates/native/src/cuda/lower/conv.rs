@@ -206,9 +206,7 @@ mod tests {
         let inputs = [f32s(0x1000, &[384, 3000]), f16s(0x2000, &[384, 384, 3]), f16s(0x3000, &[384])];
         let out = f32s(0x4000, &[384, 1500]);
         let work = lower_with(&op, &inputs, &out, Precision::F16).unwrap();
-        let [Launch::Kernel(unroll), Launch::Gemm(g), Launch::Kernel(epilogue)] = &work[..] else {
-            panic!("{work:?}")
-        };
+        let [Launch::Kernel(unroll), Launch::Gemm(g), Launch::Kernel(epilogue)] = &work[..] else { panic!("{work:?}") };
         assert_eq!((unroll.name, unroll.grid[0]), ("conv1d_im2col", (1152 * 1500usize).div_ceil(256) as u32));
         assert_eq!((g.m, g.n, g.k, g.batch, g.f16_inputs), (1500, 384, 1152, 1, true));
         assert_eq!((g.a, g.lda, g.b, g.ldb, g.c, g.ldc), (0x7000_0000, 1500, 0x2000, 1152, 0x4000, 1500));

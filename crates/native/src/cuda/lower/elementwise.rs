@@ -8,6 +8,7 @@
 //! axis of stride 1, and only shapes that keep more than 8 axes after merging are unsupported.
 
 use susurrus_core::ir::Shape;
+use susurrus_core::ops::fused_elementwise::coalesce;
 use susurrus_core::ops::*;
 use susurrus_core::{Error, Result};
 
@@ -166,26 +167,6 @@ fn count(op: &str, n: usize) -> Result<u32> {
         op: format!("{op} of {n} elements"),
         backend: "cuda (at most 2^32 - 1 elements)".into(),
     })
-}
-
-/// The output's dimensions and each operand's strides with size-1 axes dropped and
-/// neighbouring axes merged where every operand walks them as one (outer stride = inner
-/// stride * inner size; broadcast axes, stride 0, merge with broadcast axes).
-fn coalesce(dims: &[usize], strides: &[Vec<usize>]) -> (Vec<usize>, Vec<Vec<usize>>) {
-    let mut axes: Vec<(usize, Vec<usize>)> = Vec::new();
-    for (d, &size) in dims.iter().enumerate().filter(|&(_, &size)| size != 1) {
-        let along: Vec<usize> = strides.iter().map(|s| s[d]).collect();
-        match axes.last_mut() {
-            Some((outer, outer_strides)) if outer_strides.iter().zip(&along).all(|(&o, &s)| o == s * size) => {
-                *outer *= size;
-                *outer_strides = along;
-            }
-            _ => axes.push((size, along)),
-        }
-    }
-    let merged_dims = axes.iter().map(|(size, _)| *size).collect();
-    let merged_strides = (0..strides.len()).map(|k| axes.iter().map(|(_, s)| s[k]).collect()).collect();
-    (merged_dims, merged_strides)
 }
 
 /// The merged output axes and each input's strides over them for `ctx`'s inputs broadcast

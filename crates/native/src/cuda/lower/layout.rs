@@ -4,6 +4,7 @@
 //! 32-bit words at 16-byte aligned addresses (arena values are) and the copy's sizes and
 //! offsets are multiples of 4 words, a thread moves 4 words at once ([`Vec4`]).
 
+use susurrus_core::ops::permute::collapse;
 use susurrus_core::ops::{Concat, Gather, KvWrite, Permute, Slice};
 use susurrus_core::{Error, Result};
 
@@ -87,27 +88,6 @@ impl Vec4 {
     pub fn units(self, words: usize) -> usize {
         words / self.words() as usize
     }
-}
-
-/// The fewest axes that walk the same offsets as output axes of sizes `dims` reading the
-/// input with `strides` (as the wgpu lowering does): size-1 axes go and neighbours that stay
-/// contiguous in the input merge, so fewer divisions per element and ranks above 8 may fit.
-fn collapse(dims: &[usize], strides: &[usize]) -> (Vec<usize>, Vec<usize>) {
-    let mut out_dims: Vec<usize> = Vec::new();
-    let mut out_strides: Vec<usize> = Vec::new();
-    for (&d, &s) in dims.iter().zip(strides).filter(|(d, _)| **d != 1) {
-        match (out_dims.last_mut(), out_strides.last_mut()) {
-            (Some(last_d), Some(last_s)) if *last_s == s * d => {
-                *last_d *= d;
-                *last_s = s;
-            }
-            _ => {
-                out_dims.push(d);
-                out_strides.push(s);
-            }
-        }
-    }
-    (out_dims, out_strides)
 }
 
 /// `[batch, a, b]` when the collapsed permute swaps the last two axes of a contiguous

@@ -9,6 +9,7 @@
 //! f16 rounding of the result follow in `matmul_epilogue`.
 
 use susurrus_core::ir::Shape;
+use susurrus_core::ops::matmul::broadcast_offset;
 use susurrus_core::ops::{MatMul, MatMulBias};
 use susurrus_core::{Error, Result};
 
@@ -204,18 +205,6 @@ pub fn gemm(ctx: &LowerCtx, g: &RowGemm) -> Result<Vec<Launch>> {
         work.push(Launch::Kernel(KernelLaunch::new("matmul_epilogue", &params).threads(total.div_ceil(4))));
     }
     Ok(work)
-}
-
-/// The flat offset of element `linear` of a row-major tensor of shape `dims` read through
-/// broadcast `strides`.
-pub fn broadcast_offset(linear: usize, dims: &[usize], strides: &[usize]) -> usize {
-    let mut rest = linear;
-    let mut offset = 0;
-    for (&d, &s) in dims.iter().zip(strides).rev() {
-        offset += (rest % d) * s;
-        rest /= d;
-    }
-    offset
 }
 
 /// The product of inputs 0 and 1 of `ctx` (+ input 2 as bias), for matmul and matmul + bias.
