@@ -10,6 +10,7 @@ use serde::Serialize;
 use susurrus_core::whisper::weights::load_dir;
 
 use crate::convert::{format_bytes, format_count};
+use crate::cuda::{CudaBackend, CudaOptions};
 use crate::error::{Error, Result};
 use crate::model_dir;
 
@@ -38,6 +39,8 @@ pub struct Info {
     pub adapters: Vec<AdapterReport>,
     /// Index in `adapters` of the adapter `--backend wgpu` opens (`None`: no adapter).
     pub wgpu_adapter: Option<usize>,
+    /// The CUDA device `--backend cuda` opens (`name (sm_XY)`), or why none opens.
+    pub cuda: std::result::Result<String, String>,
     /// What `--backend auto` runs on.
     pub auto: AutoChoice,
     /// Threads the CPU backend uses by default (one per core).
@@ -68,7 +71,7 @@ pub struct AdapterReport {
     pub timestamp_queries: bool,
 }
 
-/// What `--backend auto` runs on: `backend` is `wgpu` or `cpu`; `adapter` indexes
+/// What `--backend auto` runs on: `backend` is `cuda`, `wgpu` or `cpu`; `adapter` indexes
 /// [`Info::adapters`] for wgpu.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct AutoChoice {
@@ -131,7 +134,10 @@ pub fn gather(model: Option<&Path>) -> Result<Info> {
     .ok()
     .map(|a| a.get_info());
     let wgpu_adapter = chosen.and_then(|info| adapters.iter().position(|a| a.get_info() == info));
-    let auto = auto_choice(&reports, wgpu_adapter);
+    let cuda = CudaBackend::new(&CudaOptions::default())
+        .map(|b| format!("{} ({})", b.device_name(), b.arch()))
+        .map_err(|e| e.to_string());
+    let auto = auto_choice(cuda.as_ref().ok(), &reports, wgpu_adapter);
     let cpu_threads = std::thread::available_parallelism().map_or(1, usize::from);
     let (model, model_missing) = match model {
         Some(dir) => (Some(model_report(&model_dir::resolve(Some(dir))?)?), None),
@@ -140,12 +146,16 @@ pub fn gather(model: Option<&Path>) -> Result<Info> {
             Err(e) => (None, Some(e.to_string())),
         },
     };
-    Ok(Info { adapters: reports, wgpu_adapter, auto, cpu_threads, model, model_missing })
+    Ok(Info { adapters: reports, wgpu_adapter, cuda, auto, cpu_threads, model, model_missing })
 }
 
-/// `--backend auto`'s rule: the adapter the wgpu backend opens when it is real hardware, else
-/// the CPU backend (a software adapter is slower than the CPU backend on the same cores).
-fn auto_choice(adapters: &[AdapterReport], wgpu_adapter: Option<usize>) -> AutoChoice {
+/// `--backend auto`'s rule: CUDA when a device opens; else the adapter the wgpu backend opens
+/// when it is real hardware, else the CPU backend (a software adapter is slower than the CPU
+/// backend on the same cores).
+fn auto_choice(cuda: Option<&String>, adapters: &[AdapterReport], wgpu_adapter: Option<usize>) -> AutoChoice {
+    if let Some(device) = cuda {
+        return AutoChoice { backend: "cuda", adapter: None, reason: format!("CUDA opens {device}") };
+    }
     match wgpu_adapter.map(|i| (i, &adapters[i])) {
         Some((i, a)) if a.real_hardware => {
             AutoChoice { backend: "wgpu", adapter: Some(i), reason: format!("{} is real hardware", a.name) }
@@ -241,9 +251,13 @@ pub fn render(info: &Info) -> String {
         Some(i) => writeln!(w, "--backend wgpu opens: [{i}] {}", info.adapters[i].name),
         None => writeln!(w, "--backend wgpu opens: nothing (no adapter)"),
     };
+    let _ = match &info.cuda {
+        Ok(device) => writeln!(w, "--backend cuda opens: {device}"),
+        Err(why) => writeln!(w, "--backend cuda opens: nothing ({why})"),
+    };
     let _ = match info.auto.adapter {
         Some(i) => writeln!(w, "--backend auto picks: wgpu on [{i}] {} ({})", info.adapters[i].name, info.auto.reason),
-        None => writeln!(w, "--backend auto picks: cpu ({})", info.auto.reason),
+        None => writeln!(w, "--backend auto picks: {} ({})", info.auto.backend, info.auto.reason),
     };
     let _ = writeln!(w, "cpu backend: {} threads", info.cpu_threads);
     match (&info.model, &info.model_missing) {

@@ -274,6 +274,13 @@ fn info_lists_the_software_adapter_and_describes_the_default_model() {
     assert!(text.contains("backend vulkan, device type cpu (not real hardware)"), "{text}");
     assert!(text.contains("features: shader-f16 "), "{text}");
     assert!(text.contains(&format!("--backend wgpu opens: [{index}] llvmpipe")), "{text}");
+    // No NVIDIA driver here: CUDA says so, and auto moves on.
+    assert!(
+        text.contains(
+            "\n--backend cuda opens: nothing (backend error: cuda: no NVIDIA driver: the CUDA driver library"
+        ),
+        "{text}"
+    );
     assert!(text.contains("--backend auto picks: cpu (the wgpu adapter llvmpipe"), "{text}");
     assert!(text.contains(&format!("\ncpu backend: {threads} threads\n")), "{text}");
     let model_at = text.find("\nmodel: ").unwrap_or_else(|| panic!("no model section in:\n{text}"));
