@@ -403,9 +403,7 @@ mod tests {
     use crate::cuda::lower::{CublasGemm, Operand, Scratch};
     use crate::cuda::params::KernelParams;
 
-    fn ty(dtype: DType, dims: &[usize]) -> TensorType {
-        TensorType::new(dtype, Shape(dims.to_vec()))
-    }
+    use crate::cuda::lower::testing::ty;
 
     /// Lowers `op` on arena inputs at 0x1000, 0x2000, ... (the mask the 4th), the output at
     /// 0x8000 and scratch from 0x100000; returns the work and the scratch used.

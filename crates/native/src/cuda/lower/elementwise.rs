@@ -319,13 +319,11 @@ mod tests {
     use susurrus_core::ScalarId;
     use susurrus_core::ir::{DType, TensorType};
 
-    use super::super::{Operand, Precision, Scratch};
+    use super::super::Operand;
     use super::*;
     use crate::cuda::params::{KernelParams, dtype_code, kind};
 
-    fn ty(dtype: DType, dims: &[usize]) -> TensorType {
-        TensorType::new(dtype, dims.to_vec())
-    }
+    use crate::cuda::lower::testing::ty;
 
     /// Lowers with inputs at 0x1000, 0x2000, ... and the output at 0x9000_0000.
     fn lower_with(
@@ -333,10 +331,7 @@ mod tests {
         output: TensorType,
         f: impl Fn(&LowerCtx) -> Result<Vec<Launch>>,
     ) -> Result<Vec<Launch>> {
-        let output = Operand::arena(0x9000_0000, output);
-        let scratch = Scratch::new(0);
-        let ctx = LowerCtx { inputs, output: &output, scalars: 0x9000, precision: Precision::F32, scratch: &scratch };
-        f(&ctx)
+        crate::cuda::lower::testing::lower_at(inputs, 0x9000_0000, output, 0, f)
     }
 
     fn arena(k: u64, t: TensorType) -> Operand {

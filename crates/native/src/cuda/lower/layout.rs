@@ -298,12 +298,10 @@ mod tests {
     use susurrus_core::DType;
     use susurrus_core::ir::{ScalarId, TensorType};
 
-    use super::super::{Operand, Precision, Scratch};
+    use super::super::Operand;
     use super::*;
 
-    fn ty(dtype: DType, dims: &[usize]) -> TensorType {
-        TensorType::new(dtype, dims.to_vec())
-    }
+    use crate::cuda::lower::testing::ty;
 
     /// Lowers with inputs at 0x1000, 0x2000, ... and the output at 0x8000.
     fn lower_with(
@@ -311,9 +309,7 @@ mod tests {
         out: TensorType,
         f: impl Fn(&LowerCtx) -> Result<Vec<Launch>>,
     ) -> Result<Vec<Launch>> {
-        let output = Operand::arena(0x8000, out);
-        let scratch = Scratch::new(0);
-        f(&LowerCtx { inputs, output: &output, scalars: 0x9000, precision: Precision::F32, scratch: &scratch })
+        crate::cuda::lower::testing::lower_at(inputs, 0x8000, out, 0, f)
     }
 
     fn arena(k: u64, t: TensorType) -> Operand {

@@ -282,15 +282,13 @@ pub fn matmul_bias(op: &MatMulBias, ctx: &LowerCtx) -> Result<Vec<Launch>> {
 
 #[cfg(test)]
 mod tests {
+    use susurrus_core::DType;
     use susurrus_core::ir::TensorType;
-    use susurrus_core::{DType, Shape};
 
     use super::*;
     use crate::cuda::lower::{Operand, Scratch};
 
-    fn ty(dtype: DType, dims: &[usize]) -> TensorType {
-        TensorType::new(dtype, Shape(dims.to_vec()))
-    }
+    use crate::cuda::lower::testing::ty;
 
     fn lower(op: &MatMul, a: TensorType, b: Operand, out: TensorType, precision: Precision) -> (Vec<Launch>, u64) {
         let inputs = [Operand::arena(0x10000, a), b];

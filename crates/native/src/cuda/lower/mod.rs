@@ -261,3 +261,30 @@ pub fn all_params() -> Vec<ParamsInfo> {
     all.extend(attention::params());
     all
 }
+
+/// What the lowering tests share: types and a context with made-up addresses.
+#[cfg(test)]
+pub(crate) mod testing {
+    use susurrus_core::ir::TensorType;
+    use susurrus_core::{DType, Result};
+
+    use super::{Launch, LowerCtx, Operand, Precision, Scratch};
+
+    pub fn ty(dtype: DType, dims: &[usize]) -> TensorType {
+        TensorType::new(dtype, dims.to_vec())
+    }
+
+    /// Runs `f` on a context with `inputs`, the output of type `out` at `out_ptr`, runtime
+    /// scalars at 0x9000 and scratch at `scratch` (f32 products).
+    pub fn lower_at(
+        inputs: &[Operand],
+        out_ptr: u64,
+        out: TensorType,
+        scratch: u64,
+        f: impl Fn(&LowerCtx) -> Result<Vec<Launch>>,
+    ) -> Result<Vec<Launch>> {
+        let output = Operand::arena(out_ptr, out);
+        let scratch = Scratch::new(scratch);
+        f(&LowerCtx { inputs, output: &output, scalars: 0x9000, precision: Precision::F32, scratch: &scratch })
+    }
+}

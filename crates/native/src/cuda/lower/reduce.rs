@@ -249,24 +249,18 @@ mod tests {
     use susurrus_core::DType;
     use susurrus_core::ir::TensorType;
 
-    use super::super::{Operand, Precision, Scratch};
+    use super::super::Operand;
     use super::*;
     use crate::cuda::params::kind;
 
-    fn ty(dtype: DType, dims: &[usize]) -> TensorType {
-        TensorType::new(dtype, dims.to_vec())
-    }
+    use crate::cuda::lower::testing::ty;
 
     /// Scratch of the tests' lowerings.
     const SCRATCH: u64 = 0x10_0000;
 
     /// Lowers with the input at 0x1000, the output at 0x8000 and scratch at [`SCRATCH`].
     fn lower_with(x: Operand, out: TensorType, f: impl Fn(&LowerCtx) -> Result<Vec<Launch>>) -> Vec<Launch> {
-        let output = Operand::arena(0x8000, out);
-        let scratch = Scratch::new(SCRATCH);
-        let inputs = [x];
-        f(&LowerCtx { inputs: &inputs, output: &output, scalars: 0x9000, precision: Precision::F32, scratch: &scratch })
-            .unwrap()
+        crate::cuda::lower::testing::lower_at(&[x], 0x8000, out, SCRATCH, f).unwrap()
     }
 
     fn x(dtype: DType, dims: &[usize]) -> Operand {
