@@ -31,16 +31,9 @@ pub enum Error {
     /// A backend could not be created or a resource could not be allocated.
     #[error("backend error: {0}")]
     Backend(String),
-    /// A model file (weights, config, tokenizer) is missing, corrupt or does not match the
-    /// model; `msg` says what and where (tensor, line, byte offset).
-    #[error("{file}: {msg}")]
-    Model { file: String, msg: String },
-    /// A transcription option that cannot be honoured.
+    /// An option (of a backend, of a model run) that cannot be honoured.
     #[error("invalid option: {0}")]
     BadOption(String),
-    /// Audio that cannot be transcribed (e.g. NaN samples).
-    #[error("bad audio: {0}")]
-    BadAudio(String),
     /// The caller stopped the work (e.g. an aborted browser request).
     #[error("cancelled")]
     Cancelled,

@@ -1,20 +1,21 @@
-//! Susurrus core: a small graph compiler and runtime for Whisper.
+//! Susurrus core: a small graph compiler and runtime (Whisper lives in its own crate on top).
 //!
-//! Pipeline (folders in this order):
-//! `ir` (graph, builder, verifier, printer) -> `ops` (one file per op) -> `passes` (dce,
-//! folding, fusion) -> `plan` (schedule + arena memory plan) -> `exec` (backends: the CPU
-//! reference executor here, wgpu and others plug into the same trait).
+//! Pipeline (modules in this order; a module imports only those before it):
+//! `tensor` -> `ir` (graph, builder, verifier, printer) and `ops` (one file per op: semantics
+//! only) -> `passes` (dce, folding, fusion) -> `plan` (schedule + arena memory plan) -> `exec`
+//! (backends: the CPU reference executor and wgpu here, each lowering every op in one place;
+//! others plug into the same trait).
 
-pub mod demo;
 pub mod error;
-pub mod exec;
-pub mod harness;
+pub mod tensor;
+
 pub mod ir;
 pub mod ops;
+
 pub mod passes;
 pub mod plan;
-pub mod tensor;
-pub mod whisper;
+
+pub mod exec;
 
 pub use error::{Error, Result};
 pub use ir::{DType, Graph, NodeId, ScalarId, Shape, TensorType};

@@ -7,10 +7,10 @@ use std::collections::{HashMap, HashSet};
 use susurrus_core::exec::cpu::CpuBackend;
 use susurrus_core::exec::wgpu::{WgpuBackend, WgpuOptions};
 use susurrus_core::exec::{Backend, BoxFuture, Executable, Weights, check_supported};
-use susurrus_core::harness::{CaseReport, OpCase, Tolerance, check_backend, op_cases, summary_table};
-use susurrus_core::ops::{BinaryKind, CmpKind, Op, ReduceKind, UnaryKind};
+use susurrus_core::ops::{BinaryKind, CmpKind, Op, OpTag, ReduceKind, UnaryKind};
 use susurrus_core::plan::Plan;
 use susurrus_core::{DType, Tensor};
+use susurrus_testkit::{CaseReport, OpCase, Tolerance, check_backend, op_cases, summary_table};
 
 const SEEDS: [u64; 4] = [0, 1, 2, 3];
 
@@ -61,7 +61,7 @@ fn kind_names() -> Vec<&'static str> {
 
 /// Every registry entry but the leaves has a case named for one of its nodes, and every kind
 /// of the parametrised ops has a case. Nothing here lists the ops: an op registered without
-/// `harness_cases` does not compile, and one whose cases miss it fails here.
+/// cases in the test kit does not compile, and one whose cases miss it fails here.
 #[test]
 fn cases_cover_every_registered_op() {
     let kinds = kind_names();
@@ -71,9 +71,9 @@ fn cases_cover_every_registered_op() {
         for case in &cases {
             let named: Vec<&Op> = case.graph.nodes().iter().map(|n| &n.op).filter(|op| op.name() == case.op).collect();
             assert!(!named.is_empty(), "{} has no {} node", case.name, case.op);
-            tested.extend(named.iter().map(|op| op.variant()));
+            tested.extend(named.iter().map(|op| op.tag()));
         }
-        let missing: Vec<&str> = Op::TESTED.iter().copied().filter(|v| !tested.contains(v)).collect();
+        let missing: Vec<OpTag> = OpTag::TESTED.iter().copied().filter(|v| !tested.contains(v)).collect();
         assert!(missing.is_empty(), "seed {seed}: no case is named for an op of {missing:?}");
         for kind in &kinds {
             assert!(cases.iter().any(|c| c.op == *kind), "seed {seed}: no case tests {kind}");

@@ -9,9 +9,9 @@ use pollster::block_on;
 use susurrus_core::exec::Backend;
 use susurrus_core::exec::cpu::CpuBackend;
 use susurrus_core::exec::wgpu::{WgpuBackend, WgpuOptions};
-use susurrus_core::harness::{random_inputs, random_weights};
 use susurrus_core::plan::plan;
 use susurrus_core::{DType, Error, Graph, Tensor, TensorType};
+use susurrus_testkit::{random_inputs, random_weights};
 
 fn backend(options: WgpuOptions) -> WgpuBackend {
     block_on(WgpuBackend::with_options(&options)).unwrap_or_else(|e| panic!("wgpu: {e}"))

@@ -7,10 +7,10 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use susurrus_core::whisper::mel::{CHUNK_FRAMES, pad_or_trim};
-use susurrus_core::whisper::program::Sampling;
-use susurrus_core::whisper::select::Rules;
-use susurrus_core::whisper::{TranscribeOptions, Whisper};
+use susurrus_whisper::mel::{CHUNK_FRAMES, pad_or_trim};
+use susurrus_whisper::program::Sampling;
+use susurrus_whisper::select::Rules;
+use susurrus_whisper::{TranscribeOptions, Whisper};
 
 use crate::backend::{self, BackendChoice};
 use crate::cpu::{FastCpuBackend, Profile};
@@ -166,7 +166,7 @@ pub fn measure(args: &BenchArgs) -> Result<BenchReport> {
 }
 
 /// Runs `f` once to warm up, then `runs` times; the median in milliseconds.
-fn time_runs(runs: usize, mut f: impl FnMut() -> susurrus_core::Result<()>) -> Result<f64> {
+fn time_runs(runs: usize, mut f: impl FnMut() -> susurrus_whisper::Result<()>) -> Result<f64> {
     f()?;
     let mut times = Vec::with_capacity(runs);
     for _ in 0..runs {

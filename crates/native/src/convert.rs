@@ -1,14 +1,14 @@
 //! `susurrus convert`: a CTranslate2 Whisper folder to a Hugging Face one (f16 safetensors).
 //!
-//! The conversion itself is the core's ([`susurrus_core::whisper::convert`]); this module
+//! The conversion itself is the core's ([`susurrus_whisper::convert`]); this module
 //! checks both folders before anything is written, converts in memory (so a bad source never
 //! leaves a half-written destination), writes the files and says what it wrote.
 
 use std::path::{Path, PathBuf};
 
-use susurrus_core::Error as CoreError;
-use susurrus_core::whisper::convert::convert_ct2_to_hf;
-use susurrus_core::whisper::hf::parse_safetensors;
+use susurrus_whisper::Error as WhisperError;
+use susurrus_whisper::convert::convert_ct2_to_hf;
+use susurrus_whisper::hf::parse_safetensors;
 
 use crate::error::{Error, Result};
 
@@ -111,11 +111,13 @@ pub fn convert(src: &Path, dst: &Path, force: bool) -> Result<Report> {
     Ok(Report { files, tensors: tensor_count, parameters })
 }
 
-/// The core names model files without their folder (it converts bytes); the user named a
+/// The model loaders name model files without their folder (it converts bytes); the user named a
 /// folder, so errors about its files carry the whole path.
-fn in_folder(src: &Path, e: CoreError) -> Error {
+fn in_folder(src: &Path, e: WhisperError) -> Error {
     match e {
-        CoreError::Model { file, msg } => CoreError::Model { file: src.join(file).display().to_string(), msg }.into(),
+        WhisperError::Model { file, msg } => {
+            WhisperError::Model { file: src.join(file).display().to_string(), msg }.into()
+        }
         other => other.into(),
     }
 }

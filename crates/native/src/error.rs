@@ -1,4 +1,4 @@
-//! The native crate's one error type: the core's errors plus what only the command meets
+//! The native crate's one error type: the core's and the model's errors plus what only the command meets
 //! (files, audio, the command line). Every message says what was wrong and where.
 
 use std::path::Path;
@@ -6,9 +6,12 @@ use std::path::Path;
 /// Errors of the `susurrus` command and library.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// Model loading, graph compilation, execution, decoding.
+    /// Graph compilation and execution on a backend.
     #[error(transparent)]
     Core(#[from] susurrus_core::Error),
+    /// Model loading, transcription options, decoding.
+    #[error(transparent)]
+    Whisper(#[from] susurrus_whisper::Error),
     /// Audio that cannot be decoded or resampled: `source` is the file name (or `-` for
     /// standard input).
     #[error("{source_name}: {msg}")]

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
-use susurrus_core::whisper::weights::load_dir;
+use susurrus_whisper::weights::load_dir;
 
 use crate::convert::{format_bytes, format_count};
 use crate::cuda::{CudaBackend, CudaOptions};

@@ -1,12 +1,12 @@
 //! Transcript output formats: plain text, SubRip (SRT), WebVTT (the core's
-//! [`susurrus_core::whisper::subtitles`], shared with the browser package) and JSON lines.
+//! [`susurrus_whisper::subtitles`], shared with the browser package) and JSON lines.
 //! Pure functions of a transcript, so every format is tested on hand-written transcripts.
 
 use std::time::Duration;
 
 use serde::Serialize;
-use susurrus_core::whisper::Transcript;
-pub use susurrus_core::whisper::subtitles::{srt, txt, txt_line, vtt};
+use susurrus_whisper::Transcript;
+pub use susurrus_whisper::subtitles::{srt, txt, txt_line, vtt};
 
 /// The `--format` choices.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -140,7 +140,7 @@ pub fn json(transcript: &Transcript, meta: &Meta) -> String {
 
 #[cfg(test)]
 mod tests {
-    use susurrus_core::whisper::Segment;
+    use susurrus_whisper::Segment;
 
     use super::*;
 

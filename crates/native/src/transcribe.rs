@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
-use susurrus_core::whisper::{Event, Task, TranscribeOptions, Whisper};
+use susurrus_whisper::{Event, Task, TranscribeOptions, Whisper};
 
 use crate::audio;
 use crate::backend::{self, BackendChoice};
@@ -532,7 +532,7 @@ mod tests {
     fn errors_name_their_input_once() {
         let audio = Error::audio("a.wav", "not audio");
         assert_eq!(naming_input("a.wav", &audio), "a.wav: not audio");
-        let core = Error::Core(susurrus_core::Error::BadAudio("sample 3 is NaN".into()));
+        let core = Error::Whisper(susurrus_whisper::Error::BadAudio("sample 3 is NaN".into()));
         assert_eq!(naming_input("a.wav", &core), "a.wav: bad audio: sample 3 is NaN");
     }
 }

@@ -4,17 +4,16 @@
 //! the default f16 tensor-core products the golden clips token for token; graph replay with
 //! changing runtime scalars; errors for a missing device and for memory the device lacks.
 
-#[path = "../../core/tests/golden/mod.rs"]
-mod golden;
+use susurrus_testkit::golden;
 
 use std::collections::HashMap;
 
 use susurrus_core::exec::Backend;
-use susurrus_core::harness::{CaseReport, check_backend, op_cases, summary_table};
 use susurrus_core::ir::{Graph, TensorType};
 use susurrus_core::plan::plan;
 use susurrus_core::{DType, Shape, Tensor};
 use susurrus_native::cuda::{CudaBackend, CudaOptions, Precision};
+use susurrus_testkit::{CaseReport, check_backend, op_cases, summary_table};
 
 fn backend(precision: Precision) -> CudaBackend {
     CudaBackend::new(&CudaOptions { device: 0, precision }).unwrap_or_else(|e| panic!("{e}"))

@@ -10,7 +10,6 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 use susurrus_core::exec::{Backend, BoxFuture, Executable, Weights};
-use susurrus_core::harness::op_cases;
 use susurrus_core::ops::Op;
 use susurrus_core::plan::{Plan, plan_with};
 use susurrus_core::{Error, Result};
@@ -18,6 +17,7 @@ use susurrus_native::cuda::layout::{Bases, ProgramLayout};
 use susurrus_native::cuda::lower::{KernelLaunch, Launch, all_params};
 use susurrus_native::cuda::source::{OPERANDS, declarations, kernel_params_type, module_source};
 use susurrus_native::cuda::{CudaBackend, CudaOptions, Precision, lower_program, plan_options};
+use susurrus_testkit::op_cases;
 
 const PRECISIONS: [Precision; 2] = [Precision::F16, Precision::F32];
 
@@ -129,12 +129,12 @@ impl Backend for Recorder {
 
 #[test]
 fn whisper_plans_lower_with_products_on_the_tensor_cores() {
-    let files = susurrus_core::harness::whisper::small_model_files(5).unwrap();
+    let files = susurrus_testkit::whisper::small_model_files(5).unwrap();
     for precision in PRECISIONS {
         let launches = Rc::new(RefCell::new(Vec::new()));
         let backend = Box::new(Recorder { precision, launches: Rc::clone(&launches) });
-        let (weights, tokenizer) = susurrus_core::whisper::files::load_files(&files).unwrap();
-        let err = pollster::block_on(susurrus_core::whisper::Whisper::new(backend, &weights, tokenizer))
+        let (weights, tokenizer) = susurrus_whisper::files::load_files(&files).unwrap();
+        let err = pollster::block_on(susurrus_whisper::Whisper::new(backend, &weights, tokenizer))
             .err()
             .expect("the recorder refuses to run");
         assert!(err.to_string().contains("recorded"), "{err}");

@@ -2,11 +2,10 @@
 //! reference interpreter computes the expected values) and every golden clip token for token
 //! against faster-whisper's transcripts (the same checks the core runs on its executors).
 
-#[path = "../../core/tests/golden/mod.rs"]
-mod golden;
+use susurrus_testkit::golden;
 
-use susurrus_core::harness::{CaseReport, check_backend, op_cases, summary_table};
 use susurrus_native::cpu::FastCpuBackend;
+use susurrus_testkit::{CaseReport, check_backend, op_cases, summary_table};
 
 #[test]
 fn every_op_case_matches_the_reference() {

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use js_sys::{Array, Function, Uint8Array};
 use serde::Serialize;
-use susurrus_core::whisper::files::ModelFormat;
+use susurrus_whisper::files::ModelFormat;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{Blob, Cache, File, ReadableStreamDefaultReader, ReadableStreamReadResult, Response};

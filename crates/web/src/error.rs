@@ -2,7 +2,7 @@
 //! message a user can act on. A cancelled transcription is an `Error` named `AbortError`, as
 //! `fetch` reports an aborted request, so callers tell it apart with `e.name`.
 
-use susurrus_core::error::Error as CoreError;
+use susurrus_whisper::Error;
 use wasm_bindgen::{JsCast, JsValue};
 
 /// Name of the error a cancelled transcription rejects with.
@@ -13,10 +13,11 @@ pub fn js_error(message: impl AsRef<str>) -> JsValue {
     js_sys::Error::new(message.as_ref()).into()
 }
 
-/// A core error as a JS `Error` (named `AbortError` when the work was cancelled).
-pub fn from_core(e: CoreError) -> JsValue {
+/// A model or core error as a JS `Error` (named `AbortError` when the work was cancelled).
+pub fn from_core(e: impl Into<Error>) -> JsValue {
+    let e = e.into();
     let error = js_sys::Error::new(&e.to_string());
-    if e == CoreError::Cancelled {
+    if e.is_cancelled() {
         error.set_name(ABORT_ERROR);
         error.set_message("the transcription was aborted");
     }

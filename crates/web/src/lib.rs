@@ -17,8 +17,8 @@ mod pace;
 mod result;
 
 pub use model::Model;
-use susurrus_core::demo::{EncoderLayerShape, encoder_layer};
 use susurrus_core::{passes, plan};
+use susurrus_whisper::demo::{EncoderLayerShape, encoder_layer};
 use wasm_bindgen::prelude::*;
 
 /// TypeScript types of the options and results, which serde-wasm-bindgen passes as plain

@@ -6,10 +6,10 @@ use std::rc::Rc;
 
 use js_sys::Function;
 use serde::Serialize;
-use susurrus_core::whisper::files::load_files;
-use susurrus_core::whisper::tokenizer::Tokenizer;
-use susurrus_core::whisper::weights::WhisperWeights;
-use susurrus_core::whisper::{Event, Whisper};
+use susurrus_whisper::files::load_files;
+use susurrus_whisper::tokenizer::Tokenizer;
+use susurrus_whisper::weights::WhisperWeights;
+use susurrus_whisper::{Event, Whisper};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::future_to_promise;
 
@@ -111,7 +111,7 @@ impl Model {
             pace.set_signal(callbacks.signal.clone());
             if pace.aborted() {
                 pace.set_signal(None);
-                return Err(from_core(susurrus_core::error::Error::Cancelled));
+                return Err(from_core(susurrus_whisper::Error::CANCELLED));
             }
             let mut callback_error: Option<JsValue> = None;
             let mut on_event = |event: Event| {

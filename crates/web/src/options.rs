@@ -4,7 +4,7 @@
 //! are taken out first.
 
 use js_sys::{Function, Object, Reflect};
-use susurrus_core::whisper::TranscribeOptions;
+use susurrus_whisper::TranscribeOptions;
 use wasm_bindgen::prelude::*;
 use web_sys::AbortSignal;
 

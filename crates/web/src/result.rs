@@ -3,7 +3,7 @@
 //! files.
 
 use serde::{Deserialize, Serialize};
-use susurrus_core::whisper::{Segment, Transcript, subtitles};
+use susurrus_whisper::{Segment, Transcript, subtitles};
 use wasm_bindgen::prelude::*;
 
 use crate::error::js_error;

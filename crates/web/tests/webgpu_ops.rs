@@ -5,7 +5,7 @@
 
 use susurrus_core::exec::Backend;
 use susurrus_core::exec::wgpu::{WgpuBackend, WgpuOptions};
-use susurrus_core::harness::{CaseReport, check_backend_async, op_cases, summary_table};
+use susurrus_testkit::{CaseReport, check_backend_async, op_cases, summary_table};
 use wasm_bindgen_test::{wasm_bindgen_test, wasm_bindgen_test_configure};
 
 wasm_bindgen_test_configure!(run_in_browser);

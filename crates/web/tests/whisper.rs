@@ -8,7 +8,7 @@ mod support;
 
 use js_sys::{Array, Float32Array, Uint8Array};
 use support::*;
-use susurrus_core::harness::whisper::small_model_files;
+use susurrus_testkit::whisper::small_model_files;
 use susurrus_web::{Model, clear_model_cache, decode_audio, format_transcript};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;

@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::ops::{Const, Input, Op, Param, ScalarRead, State};
 use crate::tensor::Tensor;
 
-use super::dtype::TensorType;
+use crate::tensor::TensorType;
 
 /// Index of a node in its graph.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -1,14 +1,12 @@
 //! The intermediate representation: typed nodes in a graph with static shapes.
 
-mod dtype;
 mod eval;
 mod graph;
 mod print;
-mod shape;
 mod verify;
 
-pub use dtype::{DType, TensorType};
+/// The types of values, defined with the host tensors (below the IR) and named here too.
+pub use crate::tensor::{DType, Shape, TensorType};
 pub use eval::{Evaluation, evaluate};
 pub use graph::{Graph, Node, NodeId, ScalarId};
-pub use shape::Shape;
 pub use verify::verify;

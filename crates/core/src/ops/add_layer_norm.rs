@@ -1,14 +1,11 @@
 //! Fused residual add + layer norm: `layer_norm(a + b, gamma, beta)` for same-shaped `a`, `b`.
 //! Emitted by the fusion pass when the sum feeds only the norm.
 
-use rand::Rng;
-
 use super::layer_norm::{check_norm_params, norm_kernel, normalize_rows};
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
 use crate::exec::wgpu::{KernelCtx, Lowering};
-use crate::harness::cases::{BUDGET, CaseGen, NORM, NORM_SIZES, ty};
-use crate::ir::{DType, Graph, TensorType};
+use crate::ir::TensorType;
 use crate::tensor::Tensor;
 
 /// Inputs: `a [..., D]`, `b` (the same type), `gamma [D]`, `beta [D]`. The sum is kept in f32
@@ -52,25 +49,6 @@ impl OpKind for AddLayerNorm {
         // The sum stays in f32 inside the kernel, as in the reference.
         Ok(Lowering::Kernel(norm_kernel(ctx, "(ld0(i) + ld1(i))", 2, self.eps)))
     }
-}
-
-/// Harness cases: f32 and f16 on rows of the normalised sizes.
-pub(crate) fn harness_cases(cases: &mut CaseGen) -> Result<()> {
-    for dtype in [DType::F32, DType::F16] {
-        let d = cases.pick(&NORM_SIZES);
-        let rank = cases.rng.random_range(0..=2);
-        let mut dims = cases.shape(rank, BUDGET / d);
-        dims.push(d);
-        let mut g = Graph::new("add_layer_norm");
-        let a = g.input("a", ty(dtype, &dims))?;
-        let b = g.input("b", ty(dtype, &dims))?;
-        let gamma = g.param("gamma", ty(DType::F32, &[d]))?;
-        let beta = g.param("beta", ty(DType::F32, &[d]))?;
-        let y = g.push(AddLayerNorm { eps: 1e-5 }, &[a, b, gamma, beta])?;
-        g.output("y", y)?;
-        cases.push("add_layer_norm", &format!("add_layer_norm {dtype}"), g, NORM, &[])?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -1,14 +1,10 @@
 //! Index of the largest value along an axis (the axis is removed), as u32. Ties pick the
 //! first index; NaN is treated as larger than every number.
 
-use rand::Rng;
-
 use super::reduce::{AxisParams, axis_layout, split_at_axis};
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
 use crate::exec::wgpu::{KernelCtx, KernelSpec, Lowering};
-use crate::harness::cases::{BUDGET, CaseGen, ty};
-use crate::harness::{Dist, Tolerance};
 use crate::ir::{DType, Graph, NodeId, Shape, TensorType};
 use crate::tensor::Tensor;
 
@@ -91,24 +87,6 @@ impl Graph {
     pub fn argmax(&mut self, x: NodeId, axis: usize) -> Result<NodeId> {
         self.push(Argmax { axis }, &[x])
     }
-}
-
-/// Harness cases: f32, f16, and f32 with many ties, along a random axis.
-pub(crate) fn harness_cases(cases: &mut CaseGen) -> Result<()> {
-    let ties = Dist::Ints { lo: 0, hi: 3 };
-    for (dtype, dist) in [(DType::F32, None), (DType::F16, None), (DType::F32, Some(ties))] {
-        let rank = cases.rng.random_range(1..=3);
-        let dims = cases.shape(rank, BUDGET);
-        let axis = cases.rng.random_range(0..rank);
-        let mut g = Graph::new("argmax");
-        let x = g.input("x", ty(dtype, &dims))?;
-        let y = g.argmax(x, axis)?;
-        g.output("y", y)?;
-        let dists: Vec<_> = dist.map(|d| ("x", d)).into_iter().collect();
-        let ties = if dist.is_some() { " ties" } else { "" };
-        cases.push("argmax", &format!("argmax {dtype} axis={axis}{ties}"), g, Tolerance::Exact, &dists)?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

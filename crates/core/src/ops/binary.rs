@@ -3,13 +3,9 @@
 //! Floats compute in f32 (f16 rounds on output); integers compute exactly (division
 //! truncates toward zero; division by zero is a run-time error).
 
-use rand::Rng;
-
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
 use crate::exec::wgpu::{KernelCtx, KernelSpec, Lowering, pack_dims};
-use crate::harness::cases::{ARITH, BUDGET, CaseGen, ODD, SIZES, ty};
-use crate::harness::{Dist, Tolerance};
 use crate::ir::{DType, Graph, NodeId, Shape, TensorType};
 use crate::tensor::Tensor;
 
@@ -233,57 +229,6 @@ impl Graph {
     }
 }
 
-/// Harness cases: every kind in f32 against a weight, in f16 broadcast both ways against a
-/// constant, and exactly in i32 and u32.
-pub(crate) fn harness_cases(cases: &mut CaseGen) -> Result<()> {
-    for kind in BinaryKind::ALL {
-        let name = kind.name();
-        // Divisors stay away from zero so quotients stay moderate.
-        let divisor = |float: bool| match (kind, float) {
-            (BinaryKind::Div, true) => vec![("b", Dist::Uniform { lo: 0.25, hi: 2.0 })],
-            (BinaryKind::Div, false) => vec![("b", Dist::Ints { lo: 1, hi: 9 })],
-            _ => vec![],
-        };
-
-        // f32, same shapes, the right operand a weight.
-        let rank = cases.rng.random_range(1..=3);
-        let dims = cases.shape(rank, BUDGET);
-        let mut g = Graph::new(name);
-        let a = g.input("a", ty(DType::F32, &dims))?;
-        let b = g.param("b", ty(DType::F32, &dims))?;
-        let y = g.binary(kind, a, b)?;
-        g.output("y", y)?;
-        cases.push(name, &format!("{name} f32"), g, ARITH, &divisor(true))?;
-
-        // f16, both operands broadcast ([r,1,c] with [m,c]), the right one a constant.
-        let (r, m, c) = (cases.pick(&ODD[..4]), cases.pick(&SIZES[..10]), cases.pick(&ODD));
-        let mut g = Graph::new(name);
-        let a = g.input("a", ty(DType::F16, &[r, 1, c]))?;
-        let b_dist =
-            if kind == BinaryKind::Div { Dist::Uniform { lo: 0.25, hi: 2.0 } } else { Dist::default_for(DType::F16) };
-        let b = cases.constant(&mut g, ty(DType::F16, &[m, c]), b_dist);
-        let y = g.binary(kind, a, b)?;
-        g.output("y", y)?;
-        cases.push(name, &format!("{name} f16 broadcast"), g, ARITH, &[])?;
-
-        // Integers, exact, a row broadcast against a matrix; i32 with negative values.
-        for dtype in [DType::I32, DType::U32] {
-            let (r, c) = (cases.pick(&SIZES), cases.pick(&ODD));
-            let mut g = Graph::new(name);
-            let a = g.input("a", ty(dtype, &[r, c]))?;
-            let b = g.input("b", ty(dtype, &[c]))?;
-            let y = g.binary(kind, a, b)?;
-            g.output("y", y)?;
-            let lo = if dtype == DType::I32 { -50 } else { 0 };
-            let mut dists = vec![("a", Dist::Ints { lo, hi: 50 }), ("b", Dist::Ints { lo, hi: 50 })];
-            // A later entry for the same name wins: the divisor's range replaces b's.
-            dists.extend(divisor(false));
-            cases.push(name, &format!("{name} {dtype}"), g, Tolerance::Exact, &dists)?;
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -379,15 +324,5 @@ mod tests {
         let y = g.maximum(a, row).unwrap();
         assert_eq!(g.ty(y), &TensorType::new(DType::F32, [2, 3]));
         assert_eq!(g.node(y).op.name(), "max");
-    }
-
-    #[test]
-    fn harness_cases_cover_every_kind() {
-        let mut cases = CaseGen::new(0);
-        harness_cases(&mut cases).unwrap();
-        let cases = cases.into_cases();
-        for kind in BinaryKind::ALL {
-            assert_eq!(cases.iter().filter(|c| c.op == kind.name()).count(), 4, "{}", kind.name());
-        }
     }
 }

@@ -4,8 +4,6 @@ use super::binary::{BroadcastParams, broadcast_indices, broadcast_same_dtype, co
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::Result;
 use crate::exec::wgpu::{KernelCtx, KernelSpec, Lowering};
-use crate::harness::cases::{BUDGET, CaseGen, ODD, SIZES, ty};
-use crate::harness::{Dist, Tolerance};
 use crate::ir::{DType, Graph, NodeId, TensorType};
 use crate::tensor::Tensor;
 
@@ -121,32 +119,6 @@ impl Graph {
     }
 }
 
-/// Harness cases: every kind on f32 and i32 with frequent ties and a broadcast operand, and on f16.
-pub(crate) fn harness_cases(cases: &mut CaseGen) -> Result<()> {
-    for kind in CmpKind::ALL {
-        let name = kind.name();
-        // Whole numbers in a small range make equal operands common.
-        let ties = Dist::Ints { lo: -3, hi: 3 };
-        for dtype in [DType::F32, DType::I32] {
-            let (r, c) = (cases.pick(&SIZES), cases.pick(&ODD));
-            let mut g = Graph::new(name);
-            let a = g.input("a", ty(dtype, &[r, c]))?;
-            let b = g.input("b", ty(dtype, &[c]))?;
-            let y = g.compare(kind, a, b)?;
-            g.output("y", y)?;
-            cases.push(name, &format!("{name} {dtype} broadcast"), g, Tolerance::Exact, &[("a", ties), ("b", ties)])?;
-        }
-        let dims = cases.shape(2, BUDGET);
-        let mut g = Graph::new(name);
-        let a = g.input("a", ty(DType::F16, &dims))?;
-        let b = g.input("b", ty(DType::F16, &dims))?;
-        let y = g.compare(kind, a, b)?;
-        g.output("y", y)?;
-        cases.push(name, &format!("{name} f16"), g, Tolerance::Exact, &[])?;
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
@@ -196,16 +168,6 @@ mod tests {
             "eq: operands have different dtypes: f32[4] and i32[4]"
         );
         assert_eq!(g.compare(CmpKind::Lt, a, c).unwrap_err().to_string(), "lt: shapes [4] and [3] do not broadcast");
-    }
-
-    #[test]
-    fn harness_cases_cover_every_kind() {
-        let mut cases = CaseGen::new(0);
-        harness_cases(&mut cases).unwrap();
-        let cases = cases.into_cases();
-        for kind in CmpKind::ALL {
-            assert_eq!(cases.iter().filter(|c| c.op == kind.name()).count(), 3, "{}", kind.name());
-        }
     }
 
     #[test]

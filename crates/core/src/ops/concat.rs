@@ -1,13 +1,9 @@
 //! Concatenate one or more tensors of one dtype along an axis.
 
-use rand::Rng;
-
 use super::gather::{infer_values, take};
 use super::{EvalCtx, Memory, OpKind};
 use crate::error::{Error, Result};
 use crate::exec::wgpu::{KernelCtx, KernelSpec, Lowering, pack_dims};
-use crate::harness::Tolerance;
-use crate::harness::cases::{BUDGET, CaseGen, DTYPES, ODD, ty};
 use crate::ir::{Graph, NodeId, Shape, TensorType};
 use crate::tensor::Tensor;
 
@@ -136,33 +132,6 @@ impl Graph {
     pub fn concat(&mut self, parts: &[NodeId], axis: usize) -> Result<NodeId> {
         self.push(Concat { axis }, parts)
     }
-}
-
-/// Harness cases: every dtype, two or three parts along a random axis, the last one a weight.
-pub(crate) fn harness_cases(cases: &mut CaseGen) -> Result<()> {
-    for dtype in DTYPES {
-        let rank = cases.rng.random_range(1..=3);
-        let parts = cases.rng.random_range(2..=3);
-        let dims = cases.shape(rank, BUDGET / 4);
-        let axis = cases.rng.random_range(0..rank);
-        let mut g = Graph::new("concat");
-        let mut ids = Vec::new();
-        for p in 0..parts {
-            let mut d = dims.clone();
-            d[axis] = cases.pick(&ODD[..5]);
-            // The last part is a weight, so inputs from different storages meet.
-            let id = if p + 1 == parts {
-                g.param(&format!("p{p}"), ty(dtype, &d))?
-            } else {
-                g.input(&format!("x{p}"), ty(dtype, &d))?
-            };
-            ids.push(id);
-        }
-        let y = g.concat(&ids, axis)?;
-        g.output("y", y)?;
-        cases.push("concat", &format!("concat {dtype} axis={axis}"), g, Tolerance::Exact, &[])?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

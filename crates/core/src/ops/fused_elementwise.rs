@@ -13,9 +13,7 @@ use super::cpu_kernels::par_chunks;
 use super::{BinaryKind, EvalCtx, Memory, OpKind, UnaryKind};
 use crate::error::{Error, Result};
 use crate::exec::wgpu::{KernelCtx, KernelSpec, Lowering, pack_dims};
-use crate::harness::Dist;
-use crate::harness::cases::{BUDGET, CHAIN, CaseGen, ODD, SIZES, ty};
-use crate::ir::{DType, Graph, Shape, TensorType};
+use crate::ir::{DType, Shape, TensorType};
 use crate::tensor::Tensor;
 
 /// Most inputs one dispatch can read: it binds at most eight storage buffers, one of them the
@@ -264,75 +262,12 @@ impl OpKind for FusedElementwise {
     }
 }
 
-/// Harness cases: a program over broadcast inputs of several dtypes and a constant, and one that
-/// uses every unary and binary kind.
-pub(crate) fn harness_cases(cases: &mut CaseGen) -> Result<()> {
-    use Instr::{Binary as B, Input as In, Select as Sel, Unary as U};
-    // Broadcast inputs of several dtypes and a constant: x [R,C] f32, y [C] f16, z [R,1]
-    // f32, cond [R,C] u32, k [] constant. tanh(x*y + z) where cond, else x; then gelu, * k.
-    let (r, c) = (cases.pick(&SIZES), cases.pick(&ODD));
-    let program = vec![
-        In(0),
-        In(1),
-        In(2),
-        In(3),
-        In(4),
-        B(BinaryKind::Mul, 0, 1),
-        B(BinaryKind::Add, 5, 2),
-        U(UnaryKind::Tanh, 6),
-        Sel(3, 7, 0),
-        U(UnaryKind::Gelu, 8),
-        B(BinaryKind::Mul, 9, 4),
-    ];
-    for dtype in [DType::F32, DType::F16] {
-        let mut g = Graph::new("fused_elementwise");
-        let x = g.input("x", ty(DType::F32, &[r, c]))?;
-        let y = g.input("y", ty(DType::F16, &[c]))?;
-        let z = g.input("z", ty(DType::F32, &[r, 1]))?;
-        let cond = g.input("cond", ty(DType::U32, &[r, c]))?;
-        let k = cases.constant(&mut g, ty(DType::F32, &[]), Dist::default_for(DType::F32));
-        let out = g.push(FusedElementwise { program: program.clone(), dtype }, &[x, y, z, cond, k])?;
-        g.output("out", out)?;
-        let label = format!("fused_elementwise {dtype} {} instrs", program.len());
-        cases.push("fused_elementwise", &label, g, CHAIN, &[("cond", Dist::Ints { lo: 0, hi: 2 })])?;
-    }
-
-    // Every unary and binary kind in one program over x [R,C] and y [C]; log, sqrt and
-    // rsqrt read exp(x), which is positive, and div divides by it.
-    let mut program = vec![In(0), In(1), U(UnaryKind::Exp, 0)];
-    let positive_arg = |k: UnaryKind| matches!(k, UnaryKind::Log | UnaryKind::Sqrt | UnaryKind::Rsqrt);
-    let mut results = Vec::new();
-    for kind in UnaryKind::ALL.into_iter().filter(|&k| k != UnaryKind::Exp) {
-        program.push(U(kind, if positive_arg(kind) { 2 } else { 1 }));
-        results.push(program.len() as u32 - 1);
-    }
-    let mut acc = 2;
-    for (i, kind) in BinaryKind::ALL.into_iter().enumerate() {
-        let operand = if kind == BinaryKind::Div { 2 } else { results[i % results.len()] };
-        program.push(B(kind, acc, operand));
-        acc = program.len() as u32 - 1;
-    }
-    for &res in &results {
-        program.push(B(BinaryKind::Add, acc, res));
-        acc = program.len() as u32 - 1;
-    }
-    let dims = cases.shape(2, BUDGET);
-    let row = [dims[1]];
-    let dtype = if cases.coin() { DType::F32 } else { DType::F16 };
-    let mut g = Graph::new("fused_elementwise");
-    let x = g.input("x", ty(DType::F32, &dims))?;
-    let y = g.input("y", ty(DType::F32, &row))?;
-    let out = g.push(FusedElementwise { program: program.clone(), dtype }, &[x, y])?;
-    g.output("out", out)?;
-    let label = format!("fused_elementwise {dtype} every kind {} instrs", program.len());
-    cases.push("fused_elementwise", &label, g, CHAIN, &[])
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
 
     use super::*;
+    use crate::ir::Graph;
     use crate::ops::cast::tests::on_wgpu;
     use crate::ops::testing::eval_op;
     use crate::ops::{Binary, Cast, Select, Unary};

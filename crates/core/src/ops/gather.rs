@@ -8,8 +8,6 @@
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
 use crate::exec::wgpu::{KernelCtx, KernelSpec, Lowering};
-use crate::harness::cases::{CaseGen, ty};
-use crate::harness::{Dist, Tolerance};
 use crate::ir::{DType, Graph, NodeId, Shape, TensorType};
 use crate::tensor::{Tensor, TensorData};
 
@@ -156,27 +154,6 @@ impl Graph {
     }
 }
 
-/// Harness cases: f32 and f16 tables with i32 and u32 ids of rank 1 and 2, every id in range.
-pub(crate) fn harness_cases(cases: &mut CaseGen) -> Result<()> {
-    for (table_dtype, ids_dtype) in [(DType::F32, DType::I32), (DType::F16, DType::U32), (DType::F32, DType::U32)] {
-        let v = cases.pick(&[1, 7, 33, 127, 200]);
-        let mut table = vec![v, cases.pick(&[1, 3, 17, 64, 65])];
-        if ids_dtype == DType::U32 && table_dtype == DType::F32 {
-            table.push(cases.pick(&[2, 3]));
-        }
-        let n = cases.pick(&[1, 3, 7, 17]);
-        let ids_dims = if ids_dtype == DType::U32 { vec![cases.pick(&[1, 2, 3]), n] } else { vec![n] };
-        let mut g = Graph::new("gather");
-        let t = g.param("table", ty(table_dtype, &table))?;
-        let ids = g.input("ids", ty(ids_dtype, &ids_dims))?;
-        let y = g.gather(t, ids)?;
-        g.output("y", y)?;
-        let dists = [("ids", Dist::Ints { lo: 0, hi: v as i64 })];
-        cases.push("gather", &format!("gather {table_dtype} ids {ids_dtype}"), g, Tolerance::Exact, &dists)?;
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -277,19 +254,5 @@ mod tests {
         let b = Tensor::i32([1], vec![1]).unwrap();
         let err = take("concat", &[&a, &b], &[0, 1]).unwrap_err();
         assert_eq!(err.to_string(), "concat failed at run time: inputs have different dtypes");
-    }
-
-    #[test]
-    fn harness_ids_are_in_range() {
-        for seed in 0..4 {
-            let mut cases = CaseGen::new(seed);
-            harness_cases(&mut cases).unwrap();
-            let cases = cases.into_cases();
-            assert_eq!(cases.len(), 3);
-            for case in &cases {
-                let v = case.weights["table"].shape().dims()[0] as i64;
-                assert!(case.runs[0].inputs["ids"].to_i64().iter().all(|&i| (0..v).contains(&i)), "{}", case.name);
-            }
-        }
     }
 }

@@ -6,16 +6,11 @@
 //! offset scalar the value goes to the start of the buffer: how one graph fills a buffer
 //! that another graph of the same program reads (e.g. cross-attention keys per window).
 
-use rand::Rng;
-
 use super::gather::{infer_values, take};
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
-use crate::exec::Weights;
 use crate::exec::wgpu::{KernelCtx, KernelSpec, Lowering};
-use crate::harness::Tolerance;
-use crate::harness::cases::{BUDGET, CaseGen, ty};
-use crate::ir::{DType, Graph, NodeId, ScalarId, TensorType};
+use crate::ir::{Graph, NodeId, ScalarId, TensorType};
 use crate::tensor::Tensor;
 
 crate::kernel_params! {
@@ -143,59 +138,6 @@ impl Graph {
         }
         self.push(KvWrite { axis: 0, offset: None }, &[buf, value])
     }
-}
-
-/// Harness cases: two runs writing at different runtime offsets; the second run's state must hold
-/// both writes, so the cases check persistence as well as placement.
-pub(crate) fn harness_cases(cases: &mut CaseGen) -> Result<()> {
-    for dtype in [DType::F32, DType::F16] {
-        // A per-head cache [H, S, D] written along S, output directly; then a random
-        // rank and axis, read back through a permute.
-        for through_permute in [false, true] {
-            let rank = if through_permute { cases.rng.random_range(2..=3) } else { 3 };
-            let cache = if through_permute {
-                cases.shape(rank, BUDGET / 4)
-            } else {
-                vec![cases.pick(&[1, 2, 6]), cases.pick(&[7, 17, 33, 65]), cases.pick(&[1, 17, 64])]
-            };
-            let axis = if through_permute { cases.rng.random_range(0..rank) } else { 1 };
-            let rows = cases.rng.random_range(1..=cache[axis].min(3));
-            let mut value = cache.clone();
-            value[axis] = rows;
-            let mut g = Graph::new("kv_write");
-            let buf = g.state("cache", ty(dtype, &cache))?;
-            let v = g.input("value", ty(dtype, &value))?;
-            let pos = g.scalar("pos");
-            let w = g.kv_write(buf, v, axis, pos)?;
-            let y = if through_permute {
-                let rev: Vec<usize> = (0..rank).rev().collect();
-                g.permute(w, &rev)?
-            } else {
-                w
-            };
-            g.output("y", y)?;
-            let mut runs = Vec::new();
-            let mut weights = Weights::new();
-            for _ in 0..2 {
-                let offset = cases.rng.random_range(0..=cache[axis] - rows) as u32;
-                let (run, w) = cases.run(&g, &[], &[("pos", offset)])?;
-                runs.push(run);
-                weights = w;
-            }
-            let label = format!("kv_write {dtype} axis={axis}{}", if through_permute { " then permute" } else { "" });
-            cases.push_runs("kv_write", &label, g, Tolerance::Exact, weights, runs);
-        }
-        // A whole-buffer write without an offset scalar, read back through a cast.
-        let dims = cases.shape(2, BUDGET / 4);
-        let mut g = Graph::new("write_state");
-        let buf = g.state("cache", ty(dtype, &dims))?;
-        let v = g.input("value", ty(dtype, &dims))?;
-        let w = g.write_state(buf, v)?;
-        let y = g.cast(w, DType::F32)?;
-        g.output("y", y)?;
-        cases.push("kv_write", &format!("kv_write without an offset {dtype}"), g, Tolerance::Exact, &[])?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -1,15 +1,12 @@
 //! Layer norm over the last axis: `(x - mean) / sqrt(var + eps) * gamma + beta`, with the
 //! biased variance, in f32.
 
-use rand::Rng;
-
 use super::cpu_kernels::par_chunks;
 use super::reduce::axis_layout;
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
 use crate::exec::wgpu::{KernelCtx, KernelSpec, Lowering};
-use crate::harness::cases::{BUDGET, CaseGen, NORM, NORM_SIZES, ty};
-use crate::ir::{DType, Graph, NodeId, TensorType};
+use crate::ir::{Graph, NodeId, TensorType};
 use crate::tensor::Tensor;
 
 /// Inputs: `x [..., D]`, `gamma [D]`, `beta [D]`.
@@ -109,24 +106,6 @@ impl Graph {
     pub fn layer_norm(&mut self, x: NodeId, gamma: NodeId, beta: NodeId, eps: f32) -> Result<NodeId> {
         self.push(LayerNorm { eps }, &[x, gamma, beta])
     }
-}
-
-/// Harness cases: f32, f16, and f32 activations with f16 parameters.
-pub(crate) fn harness_cases(cases: &mut CaseGen) -> Result<()> {
-    for (dtype, param_dtype) in [(DType::F32, DType::F32), (DType::F16, DType::F16), (DType::F32, DType::F16)] {
-        let d = cases.pick(&NORM_SIZES);
-        let rank = cases.rng.random_range(0..=2);
-        let mut dims = cases.shape(rank, BUDGET / d);
-        dims.push(d);
-        let mut g = Graph::new("layer_norm");
-        let x = g.input("x", ty(dtype, &dims))?;
-        let gamma = g.param("gamma", ty(param_dtype, &[d]))?;
-        let beta = g.param("beta", ty(param_dtype, &[d]))?;
-        let y = g.layer_norm(x, gamma, beta, 1e-5)?;
-        g.output("y", y)?;
-        cases.push("layer_norm", &format!("layer_norm {dtype}"), g, NORM, &[])?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -8,8 +8,7 @@ use super::gather::infer_values;
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
 use crate::exec::wgpu::{KernelCtx, KernelSpec, Lowering, grid, pack_dims};
-use crate::harness::cases::{CaseGen, accumulate, ty};
-use crate::ir::{DType, Graph, NodeId, Shape, TensorType};
+use crate::ir::{Graph, NodeId, Shape, TensorType};
 use crate::tensor::Tensor;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -232,52 +231,6 @@ impl Graph {
     pub fn matmul_t(&mut self, a: NodeId, b: NodeId) -> Result<NodeId> {
         self.push(MatMul { transpose_b: true }, &[a, b])
     }
-}
-
-/// Harness cases: plain and `transpose_b`, inputs and weights, broadcast batches, f16 weights and
-/// data, and one product larger than a workgroup tile in every direction.
-pub(crate) fn harness_cases(cases: &mut CaseGen) -> Result<()> {
-    let ms = [1, 3, 7, 16, 17, 33, 64];
-    let ks = [1, 3, 16, 17, 33, 64, 65, 127];
-    let ns = [1, 3, 7, 17, 33, 64, 65];
-    let (m, k, n) = (cases.pick(&ms), cases.pick(&ks), cases.pick(&ns));
-    case(cases, "f32", &[m, k], &[k, n], DType::F32, DType::F32, false, false)?;
-    let (m, k, n) = (cases.pick(&ms), cases.pick(&ks), cases.pick(&ns));
-    case(cases, "f32 weight", &[m, k], &[n, k], DType::F32, DType::F32, true, true)?;
-    // Batch dimensions broadcast both ways: [B1,1,M,K] x [B2,K,N] -> [B1,B2,M,N].
-    let (b1, b2) = (cases.pick(&[1, 2, 3]), cases.pick(&[2, 3]));
-    let (m, k, n) = (cases.pick(&ms), cases.pick(&ks), cases.pick(&ns));
-    case(cases, "f32 broadcast batch", &[b1, 1, m, k], &[b2, k, n], DType::F32, DType::F32, false, false)?;
-    // A 2-D weight serving every batch, stored f16 like the model's linear layers.
-    let (b, m, k, n) = (cases.pick(&[2, 3, 5]), cases.pick(&ms), cases.pick(&ks), cases.pick(&ns));
-    case(cases, "f16 weight", &[b, m, k], &[n, k], DType::F32, DType::F16, true, true)?;
-    let (b, m, k, n) = (cases.pick(&[1, 3]), cases.pick(&ms), cases.pick(&ks), cases.pick(&ns));
-    case(cases, "f16", &[b, m, k], &[b, k, n], DType::F16, DType::F16, false, false)?;
-    // One larger product, to exercise tiling past one workgroup in every direction.
-    let (m, k, n) = (cases.pick(&[64, 127]), cases.pick(&[256, 384]), cases.pick(&[129, 255]));
-    case(cases, "f32 large", &[m, k], &[n, k], DType::F32, DType::F32, true, true)
-}
-
-/// One matmul case: `a [a_batch.., M, K]` input, `b` an input or a weight.
-#[allow(clippy::too_many_arguments)]
-fn case(
-    cases: &mut CaseGen,
-    label: &str,
-    a_dims: &[usize],
-    b_dims: &[usize],
-    a_dtype: DType,
-    b_dtype: DType,
-    b_is_weight: bool,
-    transpose_b: bool,
-) -> Result<()> {
-    let k = a_dims[a_dims.len() - 1];
-    let mut g = Graph::new("matmul");
-    let a = g.input("a", ty(a_dtype, a_dims))?;
-    let b = if b_is_weight { g.param("b", ty(b_dtype, b_dims))? } else { g.input("b", ty(b_dtype, b_dims))? };
-    let y = if transpose_b { g.matmul_t(a, b)? } else { g.matmul(a, b)? };
-    g.output("y", y)?;
-    let label = if transpose_b { format!("matmul {label} transpose_b") } else { format!("matmul {label}") };
-    cases.push("matmul", &label, g, accumulate(k), &[])
 }
 
 #[cfg(test)]

@@ -7,8 +7,7 @@ use super::matmul::{matmul_f32, matmul_kernel, matmul_type};
 use super::{EvalCtx, Memory, OpKind, UnaryKind, expect_arity};
 use crate::error::{Error, Result};
 use crate::exec::wgpu::{KernelCtx, Lowering};
-use crate::harness::cases::{CaseGen, accumulate, ty};
-use crate::ir::{DType, Graph, TensorType};
+use crate::ir::TensorType;
 use crate::tensor::Tensor;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -73,33 +72,6 @@ impl OpKind for MatMulBias {
         let epilogue = if self.gelu { "gelu_f32(v + ld2(col))" } else { "v + ld2(col)" };
         matmul_kernel(self.name(), ctx, self.transpose_b, epilogue)
     }
-}
-
-/// Harness cases: every combination of `transpose_b` and GELU, with f32 and f16 weights.
-pub(crate) fn harness_cases(cases: &mut CaseGen) -> Result<()> {
-    for (i, (transpose_b, gelu)) in [(true, false), (true, true), (false, true), (false, false)].into_iter().enumerate()
-    {
-        let w_dtype = if i % 2 == 1 { DType::F16 } else { DType::F32 };
-        let (m, k, n) =
-            (cases.pick(&[1, 3, 16, 17, 33]), cases.pick(&[3, 17, 64, 65, 127]), cases.pick(&[1, 7, 33, 64, 65]));
-        let a_dims = if cases.coin() { vec![cases.pick(&[2, 3]), m, k] } else { vec![m, k] };
-        let b_dims = if transpose_b { [n, k] } else { [k, n] };
-        let mut g = Graph::new("matmul_bias");
-        let a = g.input("a", ty(DType::F32, &a_dims))?;
-        let b = g.param("w", ty(w_dtype, &b_dims))?;
-        let bias = g.param("bias", ty(w_dtype, &[n]))?;
-        let y = g.push(MatMulBias { transpose_b, gelu }, &[a, b, bias])?;
-        g.output("y", y)?;
-        let mut label = format!("matmul_bias w {w_dtype}");
-        if transpose_b {
-            label += " transpose_b";
-        }
-        if gelu {
-            label += " gelu";
-        }
-        cases.push("matmul_bias", &label, g, accumulate(k), &[])?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

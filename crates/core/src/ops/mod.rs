@@ -1,17 +1,17 @@
 //! The op registry.
 //!
-//! Each op lives in its own file holding its attribute struct, shape inference, CPU reference
-//! implementation, builder method (`impl Graph { fn <op>(..) }`), op harness cases
-//! (`harness_cases`) and tests. The `registry!` list below is the one place that names them
-//! all: it generates the [`Op`] enum, its dispatch and the list of harness case functions.
-//! Adding an op touches its file, its WGSL kernel and this list.
+//! Each op lives in its own file holding its semantics only: attribute struct, shape
+//! inference, CPU reference implementation, builder method (`impl Graph { fn <op>(..) }`) and
+//! unit tests against hand-computed values. The `registry!` list below is the one place that
+//! names them all: it generates the [`Op`] enum, its dispatch and [`OpTag`], the registry
+//! entries without attributes that every backend's lowering and the test kit's cases match on
+//! exhaustively (so an op without them does not compile).
 
 use std::collections::HashMap;
 use std::fmt;
 
 use crate::error::Result;
 use crate::exec::wgpu::{KernelCtx, Lowering};
-use crate::harness::cases::CaseGen;
 use crate::ir::TensorType;
 use crate::tensor::Tensor;
 
@@ -106,12 +106,10 @@ pub trait OpKind: Clone + fmt::Debug + PartialEq {
     fn kernel(&self, ctx: &KernelCtx) -> Result<Lowering>;
 }
 
-/// Generates [`Op`], its dispatch, and the list of harness case functions from the registry.
+/// Generates [`Op`], its dispatch, and [`OpTag`] from the registry.
 ///
-/// `leaves` are the ops whose values come from outside the computation; the harness feeds
-/// them rather than tests them, so they have no cases. Every entry of `ops` names its module,
-/// whose `harness_cases(cases: &mut CaseGen) -> Result<()>` adds the op's harness cases: an
-/// op registered without one does not compile.
+/// `leaves` are the ops whose values come from outside the computation; the op harness feeds
+/// them rather than tests them. `ops` are the ops that compute.
 macro_rules! registry {
     (
         leaves { $($(#[$leaf_doc:meta])* $leaf:ident($leaf_ty:ty),)* }
@@ -119,16 +117,10 @@ macro_rules! registry {
     ) => {
         registry!(@enum $($(#[$leaf_doc])* $leaf($leaf_ty),)* $($(#[$op_doc])* $op($module::$op_ty),)*);
 
-        impl Op {
-            /// The registry entries with harness cases, in registry order: every op but the leaves.
-            pub const TESTED: &'static [&'static str] = &[$(stringify!($op)),*];
-        }
-
-        /// Adds the harness cases of every op in [`Op::TESTED`], in registry order (which fixes
-        /// what each op draws for a seed).
-        pub(crate) fn all_harness_cases(cases: &mut CaseGen) -> Result<()> {
-            $($module::harness_cases(cases)?;)*
-            Ok(())
+        impl OpTag {
+            /// The registry entries the op harness tests, in registry order: every op but the
+            /// leaves.
+            pub const TESTED: &'static [OpTag] = &[$(OpTag::$op),*];
         }
     };
     (@enum $($(#[$doc:meta])* $variant:ident($ty:ty),)*) => {
@@ -136,6 +128,23 @@ macro_rules! registry {
         #[derive(Clone, Debug, PartialEq)]
         pub enum Op {
             $($(#[$doc])* $variant($ty),)*
+        }
+
+        /// A registry entry without its attributes (`Unary`, `MatMul`), where [`Op::name`]
+        /// tells kinds apart: what code that must handle every op matches on exhaustively.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum OpTag {
+            $($variant,)*
+        }
+
+        impl OpTag {
+            /// Every registry entry, in registry order.
+            pub const ALL: &'static [OpTag] = &[$(OpTag::$variant),*];
+
+            /// The entry's name as written in the registry.
+            pub fn name(self) -> &'static str {
+                match self { $(OpTag::$variant => stringify!($variant),)* }
+            }
         }
 
         impl Op {
@@ -157,10 +166,9 @@ macro_rules! registry {
             pub fn kernel(&self, ctx: &KernelCtx) -> Result<Lowering> {
                 match self { $(Op::$variant(o) => o.kernel(ctx),)* }
             }
-            /// The registry entry (`Unary`, `MatMul`): one per variant, where [`Op::name`]
-            /// tells kinds apart.
-            pub fn variant(&self) -> &'static str {
-                match self { $(Op::$variant(_) => stringify!($variant),)* }
+            /// The registry entry this op is.
+            pub fn tag(&self) -> OpTag {
+                match self { $(Op::$variant(_) => OpTag::$variant,)* }
             }
         }
 

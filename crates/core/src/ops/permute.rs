@@ -1,15 +1,10 @@
 //! Permute axes: output axis `i` is input axis `perm[i]` (a copy into the new layout).
 
-use rand::Rng;
-use rand::seq::SliceRandom;
-
 use super::gather::{infer_values, take};
 use super::matmul::broadcast_offset;
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
 use crate::exec::wgpu::{KernelCtx, KernelSpec, Lowering, pack_dims};
-use crate::harness::Tolerance;
-use crate::harness::cases::{BUDGET, CaseGen, DTYPES, ty};
 use crate::ir::{Graph, NodeId, Shape, TensorType};
 use crate::tensor::Tensor;
 
@@ -108,24 +103,6 @@ impl Graph {
     pub fn permute(&mut self, x: NodeId, perm: &[usize]) -> Result<NodeId> {
         self.push(Permute { perm: perm.to_vec() }, &[x])
     }
-}
-
-/// Harness cases: every dtype, with a random permutation other than the identity.
-pub(crate) fn harness_cases(cases: &mut CaseGen) -> Result<()> {
-    for dtype in DTYPES {
-        let rank = cases.rng.random_range(2..=4);
-        let dims = cases.shape(rank, BUDGET);
-        let mut perm: Vec<usize> = (0..rank).collect();
-        while perm.iter().enumerate().all(|(i, &p)| i == p) {
-            perm.shuffle(&mut cases.rng);
-        }
-        let mut g = Graph::new("permute");
-        let x = g.input("x", ty(dtype, &dims))?;
-        let y = g.permute(x, &perm)?;
-        g.output("y", y)?;
-        cases.push("permute", &format!("permute {dtype} perm={perm:?}"), g, Tolerance::Exact, &[])?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -3,14 +3,10 @@
 //! `max` propagates NaN (a NaN anywhere in the reduced run gives NaN), like PyTorch and
 //! consistent with argmax treating NaN as the largest value.
 
-use rand::Rng;
-
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
 use crate::exec::wgpu::{KernelCtx, KernelSpec, Lowering, WORKGROUP, grid};
-use crate::harness::Tolerance;
-use crate::harness::cases::{BUDGET, CaseGen, accumulate, ty};
-use crate::ir::{DType, Graph, NodeId, Shape, TensorType};
+use crate::ir::{Graph, NodeId, Shape, TensorType};
 use crate::tensor::Tensor;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -172,26 +168,6 @@ impl Graph {
     }
 }
 
-/// Harness cases: every kind in f32 and f16 along a random axis, with and without `keep_dim`.
-pub(crate) fn harness_cases(cases: &mut CaseGen) -> Result<()> {
-    for kind in ReduceKind::ALL {
-        for dtype in [DType::F32, DType::F16] {
-            let rank = cases.rng.random_range(1..=3);
-            let dims = cases.shape(rank, BUDGET);
-            let axis = cases.rng.random_range(0..rank);
-            let keep_dim = cases.coin();
-            let mut g = Graph::new(kind.name());
-            let x = g.input("x", ty(dtype, &dims))?;
-            let y = g.reduce(kind, x, axis, keep_dim)?;
-            g.output("y", y)?;
-            let tol = if kind == ReduceKind::Max { Tolerance::Exact } else { accumulate(dims[axis]) };
-            let label = format!("{} {dtype} axis={axis} keep_dim={keep_dim}", kind.name());
-            cases.push(kind.name(), &label, g, tol, &[])?;
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -280,15 +256,5 @@ mod tests {
         assert_eq!(layout((1, 3, 3)), (want(4, 64, 64, 1), [1, 1, 1]));
         // 2^24 + 256 single values: 65537 workgroups of 256 spill into a second grid row.
         assert_eq!(layout(((1 << 24) + 256, 1, 1)), (want(1, 256, 1, 1), [65535, 2, 1]));
-    }
-
-    #[test]
-    fn harness_cases_cover_every_kind() {
-        let mut cases = CaseGen::new(0);
-        harness_cases(&mut cases).unwrap();
-        let cases = cases.into_cases();
-        for kind in ReduceKind::ALL {
-            assert_eq!(cases.iter().filter(|c| c.op == kind.name()).count(), 2, "{}", kind.name());
-        }
     }
 }

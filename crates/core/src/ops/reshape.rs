@@ -1,14 +1,10 @@
 //! Reshape to a shape with the same element count. Tensors are contiguous, so this is a view:
 //! the planner gives the output the input's storage and backends run nothing.
 
-use rand::seq::SliceRandom;
-
 use super::gather::infer_values;
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
 use crate::exec::wgpu::{KernelCtx, Lowering};
-use crate::harness::Tolerance;
-use crate::harness::cases::{BUDGET, CaseGen, DTYPES, ty};
 use crate::ir::{Graph, NodeId, Shape, TensorType};
 use crate::tensor::Tensor;
 
@@ -52,27 +48,6 @@ impl Graph {
     pub fn reshape(&mut self, x: NodeId, shape: impl Into<Shape>) -> Result<NodeId> {
         self.push(Reshape { shape: shape.into() }, &[x])
     }
-}
-
-/// Harness cases: every dtype, regrouping an input or, for every other case, a computed value.
-pub(crate) fn harness_cases(cases: &mut CaseGen) -> Result<()> {
-    for (i, dtype) in DTYPES.into_iter().enumerate() {
-        let dims = cases.shape(3, BUDGET);
-        // The same elements regrouped: a shuffle of the dims with two of them merged.
-        let mut to = dims.clone();
-        to.shuffle(&mut cases.rng);
-        let merged = to.remove(0) * to[0];
-        to[0] = merged;
-        let mut g = Graph::new("reshape");
-        let x = g.input("x", ty(dtype, &dims))?;
-        // Every other case reshapes a computed (arena) value instead of an input.
-        let src = if i % 2 == 1 && dtype.is_float() { g.neg(x)? } else { x };
-        let y = g.reshape(src, to.clone())?;
-        g.output("y", y)?;
-        let label = if src == x { format!("reshape {dtype}") } else { format!("reshape {dtype} of neg") };
-        cases.push("reshape", &label, g, Tolerance::Exact, &[])?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

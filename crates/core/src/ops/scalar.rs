@@ -3,16 +3,10 @@
 //! Runtime scalars change every run without recompiling; backends pass them to kernels
 //! through a small per-run uniform.
 
-use rand::Rng;
-
-use super::CmpKind;
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
-use crate::exec::Weights;
 use crate::exec::wgpu::{KernelCtx, KernelSpec, Lowering};
-use crate::harness::Tolerance;
-use crate::harness::cases::{CaseGen, ODD};
-use crate::ir::{DType, Graph, ScalarId, Shape, TensorType};
+use crate::ir::{DType, ScalarId, Shape, TensorType};
 use crate::tensor::Tensor;
 
 crate::kernel_params! {
@@ -55,32 +49,6 @@ impl OpKind for ScalarRead {
         let spec = KernelSpec::new("scalar", include_str!("../../../../kernels/scalar.wgsl"), &params).groups(1, 1, 1);
         Ok(Lowering::Kernel(spec))
     }
-}
-
-/// Harness cases: the runtime scalar read on its own, and as an operand of a comparison (how a
-/// decoder masks positions past the current one), each over two runs with different values.
-pub(crate) fn harness_cases(cases: &mut CaseGen) -> Result<()> {
-    let mut g = Graph::new("scalar");
-    let pos = g.scalar("pos");
-    let s = g.read_scalar(pos)?;
-    g.output("pos", s)?;
-    let values = [cases.rng.random_range(0..8), cases.rng.random_range(8..100_000)];
-    let runs = values.iter().map(|&v| cases.run(&g, &[], &[("pos", v)])).collect::<Result<Vec<_>>>()?;
-    let runs = runs.into_iter().map(|(r, _)| r).collect();
-    cases.push_runs("scalar", "scalar", g, Tolerance::Exact, Weights::new(), runs);
-
-    let n = cases.pick(&ODD);
-    let mut g = Graph::new("scalar");
-    let pos = g.scalar("pos");
-    let s = g.read_scalar(pos)?;
-    let iota = g.constant(Tensor::u32([n], (0..n as u32).collect())?);
-    let mask = g.compare(CmpKind::Lt, iota, s)?;
-    g.output("mask", mask)?;
-    let values = [cases.rng.random_range(0..=n as u32), cases.rng.random_range(0..=n as u32)];
-    let runs = values.iter().map(|&v| cases.run(&g, &[], &[("pos", v)])).collect::<Result<Vec<_>>>()?;
-    let runs = runs.into_iter().map(|(r, _)| r).collect();
-    cases.push_runs("scalar", "scalar in lt", g, Tolerance::Exact, Weights::new(), runs);
-    Ok(())
 }
 
 #[cfg(test)]

@@ -5,9 +5,7 @@ use super::binary::{BroadcastParams, broadcast_indices, broadcast_same_dtype, ga
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
 use crate::exec::wgpu::{KernelCtx, KernelSpec, Lowering};
-use crate::harness::cases::{CaseGen, ODD, SIZES, ty};
-use crate::harness::{Dist, Tolerance};
-use crate::ir::{DType, Graph, NodeId, Shape, TensorType};
+use crate::ir::{Graph, NodeId, Shape, TensorType};
 use crate::tensor::Tensor;
 
 /// Inputs: `cond` (i32 or u32), `a`, `b` (one dtype); all three broadcast together.
@@ -68,33 +66,6 @@ impl Graph {
     pub fn select(&mut self, cond: NodeId, a: NodeId, b: NodeId) -> Result<NodeId> {
         self.push(Select, &[cond, a, b])
     }
-}
-
-/// Harness cases: integer conditions of both dtypes over float and integer values, and a condition
-/// broadcast along the rows.
-pub(crate) fn harness_cases(cases: &mut CaseGen) -> Result<()> {
-    // (condition dtype, value dtype): u32 0/1 masks and i32 masks where -1 also picks `a`.
-    for (cond_dtype, dtype) in [(DType::U32, DType::F32), (DType::I32, DType::F16), (DType::U32, DType::I32)] {
-        let (r, c) = (cases.pick(&SIZES), cases.pick(&ODD));
-        let mut g = Graph::new("where");
-        let cond = g.input("cond", ty(cond_dtype, &[r, c]))?;
-        let a = g.input("a", ty(dtype, &[r, c]))?;
-        let b = g.input("b", ty(dtype, &[c]))?;
-        let y = g.select(cond, a, b)?;
-        g.output("y", y)?;
-        let lo = if cond_dtype == DType::I32 { -1 } else { 0 };
-        let label = format!("where {dtype} cond {cond_dtype}");
-        cases.push("where", &label, g, Tolerance::Exact, &[("cond", Dist::Ints { lo, hi: 2 })])?;
-    }
-    // The condition broadcast along the rows.
-    let (r, c) = (cases.pick(&ODD), cases.pick(&ODD));
-    let mut g = Graph::new("where");
-    let cond = g.input("cond", ty(DType::U32, &[r, 1]))?;
-    let a = g.input("a", ty(DType::F32, &[r, c]))?;
-    let b = g.input("b", ty(DType::F32, &[r, c]))?;
-    let y = g.select(cond, a, b)?;
-    g.output("y", y)?;
-    cases.push("where", "where f32 row cond", g, Tolerance::Exact, &[("cond", Dist::Ints { lo: 0, hi: 2 })])
 }
 
 #[cfg(test)]

@@ -1,13 +1,9 @@
 //! Slice `start..end` (step 1) along one axis.
 
-use rand::Rng;
-
 use super::gather::{infer_values, take};
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
 use crate::exec::wgpu::{KernelCtx, KernelSpec, Lowering};
-use crate::harness::Tolerance;
-use crate::harness::cases::{BUDGET, CaseGen, DTYPES, ty};
 use crate::ir::{Graph, NodeId, Shape, TensorType};
 use crate::tensor::Tensor;
 
@@ -87,24 +83,6 @@ impl Graph {
     pub fn slice(&mut self, x: NodeId, axis: usize, start: usize, end: usize) -> Result<NodeId> {
         self.push(Slice { axis, start, end }, &[x])
     }
-}
-
-/// Harness cases: every dtype, a random non-empty range along a random axis.
-pub(crate) fn harness_cases(cases: &mut CaseGen) -> Result<()> {
-    for dtype in DTYPES {
-        let rank = cases.rng.random_range(1..=3);
-        let mut dims = cases.shape(rank, BUDGET);
-        let axis = cases.rng.random_range(0..rank);
-        dims[axis] = dims[axis].max(2);
-        let start = cases.rng.random_range(0..dims[axis]);
-        let end = cases.rng.random_range(start + 1..=dims[axis]);
-        let mut g = Graph::new("slice");
-        let x = g.input("x", ty(dtype, &dims))?;
-        let y = g.slice(x, axis, start, end)?;
-        g.output("y", y)?;
-        cases.push("slice", &format!("slice {dtype} axis={axis} {start}..{end}"), g, Tolerance::Exact, &[])?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -3,16 +3,12 @@
 //! A row that is entirely `-inf` (a fully masked attention row) gives NaN, as PyTorch does:
 //! `-inf - max` is NaN there. Callers must not mask out every key of a query.
 
-use rand::Rng;
-
 use super::cpu_kernels::par_chunks;
 use super::reduce::{AxisParams, axis_layout};
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
 use crate::exec::wgpu::{KernelCtx, KernelSpec, Lowering};
-use crate::harness::Dist;
-use crate::harness::cases::{BUDGET, CaseGen, ODD, SOFTMAX, ty};
-use crate::ir::{DType, Graph, NodeId, TensorType};
+use crate::ir::{Graph, NodeId, TensorType};
 use crate::tensor::Tensor;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -71,26 +67,6 @@ impl Graph {
     pub fn softmax(&mut self, x: NodeId) -> Result<NodeId> {
         self.push(Softmax, &[x])
     }
-}
-
-/// Harness cases: f32, f16, and f32 over a range that overflows `exp` unless the row maximum is
-/// subtracted.
-pub(crate) fn harness_cases(cases: &mut CaseGen) -> Result<()> {
-    // The wide range overflows exp unless the row maximum is subtracted first.
-    let wide = Dist::Uniform { lo: -100.0, hi: 100.0 };
-    for (dtype, dist) in [(DType::F32, None), (DType::F16, None), (DType::F32, Some(wide))] {
-        let rank = cases.rng.random_range(1..=3);
-        let mut dims = cases.shape(rank - 1, BUDGET / 128);
-        dims.push(cases.pick(&ODD));
-        let mut g = Graph::new("softmax");
-        let x = g.input("x", ty(dtype, &dims))?;
-        let y = g.softmax(x)?;
-        g.output("y", y)?;
-        let dists: Vec<_> = dist.map(|d| ("x", d)).into_iter().collect();
-        let label = if dist.is_some() { format!("softmax {dtype} wide") } else { format!("softmax {dtype}") };
-        cases.push("softmax", &label, g, SOFTMAX, &dists)?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

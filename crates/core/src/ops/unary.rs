@@ -1,13 +1,9 @@
 //! Unary elementwise ops on floats. Computed in f32; f16 tensors round on output.
 
-use rand::Rng;
-
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
 use crate::exec::wgpu::{KernelCtx, KernelSpec, Lowering};
-use crate::harness::Dist;
-use crate::harness::cases::{ARITH, BUDGET, CaseGen, TRANSCENDENTAL, ty};
-use crate::ir::{DType, Graph, NodeId, TensorType};
+use crate::ir::{Graph, NodeId, TensorType};
 use crate::tensor::Tensor;
 
 /// Which function a [`Unary`] applies.
@@ -178,29 +174,6 @@ impl Graph {
     }
 }
 
-/// Harness cases: every kind in f32 and f16 on shapes of rank 1 to 3; log, sqrt and rsqrt get
-/// positive inputs.
-pub(crate) fn harness_cases(cases: &mut CaseGen) -> Result<()> {
-    for kind in UnaryKind::ALL {
-        for dtype in [DType::F32, DType::F16] {
-            let rank = cases.rng.random_range(1..=3);
-            let dims = cases.shape(rank, BUDGET);
-            let mut g = Graph::new(kind.name());
-            let x = g.input("x", ty(dtype, &dims))?;
-            let y = g.unary(kind, x)?;
-            g.output("y", y)?;
-            let tol = match kind {
-                UnaryKind::Neg | UnaryKind::Relu => ARITH,
-                _ => TRANSCENDENTAL,
-            };
-            let positive = matches!(kind, UnaryKind::Log | UnaryKind::Sqrt | UnaryKind::Rsqrt);
-            let dists: &[(&str, Dist)] = if positive { &[("x", Dist::Uniform { lo: 0.1, hi: 2.1 })] } else { &[] };
-            cases.push(kind.name(), &format!("{} {dtype}", kind.name()), g, tol, dists)?;
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use std::f32::consts::{E, LN_2, SQRT_2};
@@ -248,20 +221,5 @@ mod tests {
         let i = g.input("ids", TensorType::new(DType::I32, [3])).unwrap();
         let err = g.exp(i).unwrap_err();
         assert_eq!(err.to_string(), "exp: needs a float tensor, got i32[3]");
-    }
-
-    #[test]
-    fn harness_cases_cover_every_kind_with_positive_inputs_where_needed() {
-        for seed in 0..4 {
-            let mut cases = CaseGen::new(seed);
-            harness_cases(&mut cases).unwrap();
-            let cases = cases.into_cases();
-            for kind in UnaryKind::ALL {
-                assert_eq!(cases.iter().filter(|c| c.op == kind.name()).count(), 2, "{}", kind.name());
-            }
-            for case in cases.iter().filter(|c| ["log", "sqrt", "rsqrt"].contains(&c.op)) {
-                assert!(case.runs[0].inputs["x"].to_f32().iter().all(|&x| x > 0.0), "{}", case.name);
-            }
-        }
     }
 }

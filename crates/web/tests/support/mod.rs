@@ -2,7 +2,7 @@
 //! awaiting the package's promises.
 
 use js_sys::{Array, Float32Array, Object, Reflect, Uint8Array};
-use susurrus_core::harness::whisper::small_model_files;
+use susurrus_testkit::whisper::small_model_files;
 use susurrus_web::Model;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;

@@ -1,0 +1,202 @@
+//! Shared by the Whisper golden tests: the real model (fetched once by
+//! scripts/fetch-model.sh), the committed fixtures of tests/fixtures/golden (made by
+//! tests/golden/make_golden.sh) and the backends the tests run on.
+
+use std::ops::ControlFlow;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::time::Instant;
+
+use serde_json::Value;
+use susurrus_core::exec::Backend;
+use susurrus_core::exec::cpu::CpuBackend;
+use susurrus_core::exec::wgpu::{WgpuBackend, WgpuOptions};
+use susurrus_whisper::{Event, TranscribeOptions, Whisper};
+
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The tiny.en CTranslate2 folder, fetched on first use (cached under ~/.cache/susurrus).
+pub fn model_dir() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let out = std::process::Command::new(root().join("scripts/fetch-model.sh"))
+            .current_dir(root())
+            .output()
+            .expect("scripts/fetch-model.sh runs");
+        assert!(out.status.success(), "fetch-model.sh failed: {}", String::from_utf8_lossy(&out.stderr));
+        let stdout = String::from_utf8(out.stdout).expect("the printed path is UTF-8");
+        PathBuf::from(stdout.lines().last().expect("fetch-model.sh prints the folder").trim())
+    })
+    .clone()
+}
+
+pub fn fixture_dir() -> PathBuf {
+    root().join("tests/fixtures/golden")
+}
+
+/// The reference record of `clip` (`<clip>.json`).
+pub fn fixture(clip: &str) -> Value {
+    let path = fixture_dir().join(format!("{clip}.json"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// A little-endian f32 fixture file.
+pub fn read_f32(file: &str) -> Vec<f32> {
+    let path = fixture_dir().join(file);
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+}
+
+/// The samples of a 16 kHz mono 16-bit PCM WAV fixture, scaled to [-1, 1) as the reference
+/// reads them (`int16 / 32768`).
+pub fn read_wav(file: &str) -> Vec<f32> {
+    let path = fixture_dir().join(file);
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert_eq!(&bytes[0..4], b"RIFF", "{file}");
+    assert_eq!(&bytes[8..12], b"WAVE", "{file}");
+    let mut at = 12;
+    let mut format = None;
+    while at + 8 <= bytes.len() {
+        let id = &bytes[at..at + 4];
+        let len = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().unwrap()) as usize;
+        let body = &bytes[at + 8..at + 8 + len];
+        if id == b"fmt " {
+            let channels = u16::from_le_bytes([body[2], body[3]]);
+            let rate = u32::from_le_bytes(body[4..8].try_into().unwrap());
+            let bits = u16::from_le_bytes([body[14], body[15]]);
+            format = Some((channels, rate, bits));
+        } else if id == b"data" {
+            assert_eq!(format, Some((1, 16000, 16)), "{file}: fixtures are 16 kHz mono 16-bit");
+            return body.chunks_exact(2).map(|c| i16::from_le_bytes([c[0], c[1]]) as f32 / 32768.0).collect();
+        }
+        at += 8 + len + (len & 1);
+    }
+    panic!("{file}: no data chunk");
+}
+
+/// The CPU reference executor.
+pub fn cpu() -> CpuBackend {
+    CpuBackend::new()
+}
+
+/// The wgpu backend on whatever adapter the machine has (lavapipe in CI).
+pub fn wgpu() -> WgpuBackend {
+    pollster::block_on(WgpuBackend::with_options(&WgpuOptions::default())).expect("a wgpu adapter")
+}
+
+/// Largest absolute difference, and the index where it is.
+pub fn max_abs_diff(a: &[f32], b: &[f32]) -> (f32, usize) {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .enumerate()
+        .map(|(i, (x, y))| ((x - y).abs(), i))
+        .fold((0.0, 0), |m, d| if d.0 > m.0 { d } else { m })
+}
+
+/// The backends the golden tests run on, by name.
+pub fn backend(name: &str) -> Box<dyn Backend> {
+    match name {
+        "cpu" => Box::new(cpu()),
+        "wgpu" => Box::new(wgpu()),
+        other => panic!("unknown backend {other}"),
+    }
+}
+
+pub const CLIPS: [&str; 6] = ["short_1", "short_2", "short_3", "noisy", "silence", "long"];
+
+/// The reference run's options as ours (greedy, English, the reference defaults otherwise).
+pub fn options(run: &Value) -> TranscribeOptions {
+    let o = &run["options"];
+    assert_eq!(o["beam_size"], 1, "the fixtures are greedy runs");
+    TranscribeOptions {
+        language: o["language"].as_str().map(str::to_string),
+        timestamps: !o["without_timestamps"].as_bool().unwrap_or(false),
+        initial_prompt: o["initial_prompt"].as_str().map(str::to_string),
+        ..TranscribeOptions::default()
+    }
+}
+
+/// Compares one run; returns the differences found.
+pub fn check_run(whisper: &mut Whisper, clip: &str, run: &Value, pcm: &[f32]) -> Vec<String> {
+    let name = format!("{clip}/{}", run["name"].as_str().unwrap());
+    let started = Instant::now();
+    let mut streamed = 0;
+    let mut on_event = |e: Event| {
+        if let Event::Segment(_) = e {
+            streamed += 1;
+        }
+        ControlFlow::Continue(())
+    };
+    let transcript = match pollster::block_on(whisper.transcribe(pcm, &options(run), &mut on_event)) {
+        Ok(t) => t,
+        Err(e) => return vec![format!("{name}: {e}")],
+    };
+    println!(
+        "{} {name}: {:.1} s for {:.1} s of audio, {} segments",
+        whisper.backend_name(),
+        started.elapsed().as_secs_f64(),
+        transcript.duration,
+        transcript.segments.len()
+    );
+    let mut problems = Vec::new();
+    let want = run["segments"].as_array().unwrap();
+    if transcript.segments.len() != want.len() || streamed != want.len() {
+        problems.push(format!(
+            "{name}: {} segments ({streamed} streamed), reference has {}",
+            transcript.segments.len(),
+            want.len()
+        ));
+    }
+    for (i, (got, want)) in transcript.segments.iter().zip(want).enumerate() {
+        let tokens: Vec<u32> = want["tokens"].as_array().unwrap().iter().map(|t| t.as_u64().unwrap() as u32).collect();
+        if got.tokens != tokens {
+            problems.push(format!("{name} segment {i}: tokens {:?}\n  reference {:?}", got.tokens, tokens));
+        }
+        if got.text != want["text"].as_str().unwrap() {
+            problems.push(format!("{name} segment {i}: text {:?}, reference {:?}", got.text, want["text"]));
+        }
+        for (what, value) in [("start", got.start), ("end", got.end)] {
+            let reference = want[what].as_f64().unwrap();
+            if (value - reference).abs() > 0.02 {
+                problems.push(format!("{name} segment {i}: {what} {value}, reference {reference}"));
+            }
+        }
+        let reference_nsp = want["no_speech_prob"].as_f64().unwrap();
+        if (got.no_speech_prob as f64 - reference_nsp).abs() > 2e-3 {
+            problems
+                .push(format!("{name} segment {i}: no_speech_prob {}, reference {reference_nsp}", got.no_speech_prob));
+        }
+        let reference_lp = want["avg_logprob"].as_f64().unwrap();
+        if (got.avg_logprob - reference_lp).abs() > 2e-3 {
+            problems.push(format!("{name} segment {i}: avg_logprob {}, reference {reference_lp}", got.avg_logprob));
+        }
+        if got.temperature as f64 != want["temperature"].as_f64().unwrap() {
+            problems.push(format!(
+                "{name} segment {i}: temperature {}, reference {}",
+                got.temperature, want["temperature"]
+            ));
+        }
+    }
+    if transcript.text != run["text"].as_str().unwrap() {
+        problems.push(format!("{name}: text {:?}\n  reference {:?}", transcript.text, run["text"]));
+    }
+    problems
+}
+
+/// Every clip and run of the fixtures on `backend`: panics listing every difference.
+pub fn transcripts_match_reference(backend: Box<dyn Backend>) {
+    let mut whisper = pollster::block_on(Whisper::load_dir(backend, &model_dir())).unwrap();
+    let mut problems = Vec::new();
+    for clip in CLIPS {
+        let record = fixture(clip);
+        let pcm = read_wav(record["audio"]["file"].as_str().unwrap());
+        for run in record["runs"].as_array().unwrap() {
+            problems.extend(check_run(&mut whisper, clip, run, &pcm));
+        }
+    }
+    assert!(problems.is_empty(), "{} differences from the reference:\n{}", problems.len(), problems.join("\n"));
+}

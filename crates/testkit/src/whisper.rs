@@ -1,0 +1,115 @@
+//! A small random-weight Whisper as the files of a model folder, for tests that load and run
+//! a whole model where the real one is out of reach (the browser suite) or too slow (every
+//! backend against every other). The files go through the same loaders as a real model.
+
+use std::collections::BTreeMap;
+
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+
+use susurrus_core::ir::DType;
+use susurrus_whisper::Result;
+use susurrus_whisper::config::{GenerationConfig, WhisperConfig};
+use susurrus_whisper::convert::{hf_config_json, hf_generation_config_json, hf_safetensors};
+use susurrus_whisper::tokenizer::byte_to_char;
+use susurrus_whisper::weights::WhisperWeights;
+
+use crate::random::{Dist, random_tensor_with};
+
+/// Byte-level words of the small vocabulary, after the 256 byte tokens.
+const WORDS: [&str; 4] = ["Ġhello", "Ġworld", "Ġtest", "ing"];
+/// The special tokens an English-only vocabulary lists, in Whisper's order; timestamps follow
+/// `<|notimestamps|>` without being listed.
+const SPECIALS: [&str; 9] = [
+    "<|endoftext|>",
+    "<|startoftranscript|>",
+    "<|en|>",
+    "<|translate|>",
+    "<|transcribe|>",
+    "<|startoflm|>",
+    "<|startofprev|>",
+    "<|nocaptions|>",
+    "<|notimestamps|>",
+];
+/// Whisper's timestamp tokens: 0.00 s to 30.00 s in 0.02 s steps.
+const TIMESTAMPS: usize = 1501;
+
+/// The `vocabulary.txt` of the small model: the 256 byte tokens in GPT-2's character order,
+/// [`WORDS`], [`SPECIALS`].
+pub fn small_vocabulary() -> String {
+    let table = byte_to_char();
+    let mut lines: Vec<String> = table.iter().map(|c| c.to_string()).collect();
+    lines.extend(WORDS.iter().chain(&SPECIALS).map(|s| s.to_string()));
+    lines.join("\n") + "\n"
+}
+
+/// An English-only Whisper with 1 s windows (100 encoder positions), 64 wide, 2 + 2 layers,
+/// the vocabulary of [`small_vocabulary`] with timestamps.
+pub fn small_config() -> WhisperConfig {
+    let eot = (256 + WORDS.len()) as u32;
+    WhisperConfig {
+        n_mels: 80,
+        n_audio_ctx: 50,
+        n_text_ctx: 48,
+        d_model: 64,
+        encoder_layers: 2,
+        decoder_layers: 2,
+        encoder_heads: 4,
+        decoder_heads: 4,
+        encoder_ffn: 256,
+        decoder_ffn: 256,
+        n_vocab: 256 + WORDS.len() + SPECIALS.len() + TIMESTAMPS,
+        layer_norm_eps: 1e-5,
+        generation: GenerationConfig {
+            suppress_ids: vec![0, 1],
+            suppress_ids_begin: vec![eot],
+            lang_ids: vec![],
+            alignment_heads: vec![(1, 0)],
+        },
+    }
+}
+
+/// A model of `config` with seeded random weights of `dtype`, uniform in [-0.5, 0.5): graph
+/// builders and backends tested at any model size, including the sizes that exist nowhere
+/// here as files.
+pub fn random_model(config: WhisperConfig, dtype: DType, seed: u64) -> Result<WhisperWeights> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let dist = Dist::Uniform { lo: -0.5, hi: 0.5 };
+    WhisperWeights::from_fn(config, dtype, |ty| random_tensor_with(ty, dist, &mut rng))
+}
+
+/// The small model's folder as Hugging Face files (`model.safetensors` with f16 weights
+/// uniform in [-0.5, 0.5) from `seed`, `config.json`, `generation_config.json`) with a CTranslate2 `vocabulary.txt`.
+pub fn small_model_files(seed: u64) -> Result<BTreeMap<String, Vec<u8>>> {
+    let config = small_config();
+    let weights = random_model(config.clone(), DType::F16, seed)?;
+    let eot = (256 + WORDS.len()) as u32;
+    let tokens = SPECIALS.iter().zip(eot..).map(|(s, id)| (s.to_string(), id)).collect();
+    Ok(BTreeMap::from([
+        ("model.safetensors".to_string(), hf_safetensors(&weights)?),
+        ("config.json".to_string(), hf_config_json(&config, &tokens).into_bytes()),
+        ("generation_config.json".to_string(), hf_generation_config_json(&config, &tokens)?.into_bytes()),
+        ("vocabulary.txt".to_string(), small_vocabulary().into_bytes()),
+    ]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use susurrus_whisper::files::load_files;
+
+    #[test]
+    fn small_model_loads_with_its_config_and_tokens() {
+        let files = small_model_files(3).unwrap();
+        let (weights, tokenizer) = load_files(&files).unwrap();
+        assert_eq!(weights.config(), &small_config());
+        assert_eq!(tokenizer.vocab_size(), small_config().n_vocab);
+        let ids = tokenizer.special_ids();
+        assert_eq!((ids.end_of_text, ids.start_of_transcript, ids.no_timestamps), (260, 261, 268));
+        assert_eq!(ids.timestamp_begin, 269);
+        assert_eq!(
+            tokenizer.decode(&[256, 257], susurrus_whisper::tokenizer::SpecialTokens::Keep).unwrap(),
+            " hello world"
+        );
+    }
+}

@@ -1,0 +1,137 @@
+//! The shape of the code, checked from its sources: each crate imports only the crates below
+//! it, and inside the compiler crate each module imports only the modules before it in the
+//! pipeline (ARCHITECTURE.md: tensor -> ir/ops -> passes -> plan -> exec). A change that
+//! makes an op file reach into a backend, or a pass into the executors, fails here.
+
+use std::path::{Path, PathBuf};
+
+/// The workspace root.
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Every `.rs` file under `dir`, sorted.
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap_or_else(|e| panic!("{}: {e}", d.display())) {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|x| x == "rs") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+/// The code of a source file without comments (line comments and doc comments), so prose
+/// that names a module is not taken for an import.
+fn code_lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    text.lines()
+        .enumerate()
+        .map(|(i, line)| (i + 1, line.split("//").next().unwrap_or("")))
+        .filter(|(_, l)| !l.trim().is_empty())
+}
+
+/// The identifiers that follow `prefix` in `line` (`crate::` gives the modules a line names).
+fn names_after<'a>(line: &'a str, prefix: &str) -> Vec<&'a str> {
+    line.match_indices(prefix)
+        .filter(|(at, _)| !line[..*at].ends_with(|c: char| c.is_alphanumeric() || c == '_' || c == ':' || c == '$'))
+        .map(|(at, _)| {
+            let rest = &line[at + prefix.len()..];
+            let end = rest.find(|c: char| !(c.is_alphanumeric() || c == '_')).unwrap_or(rest.len());
+            &rest[..end]
+        })
+        .filter(|name| !name.is_empty())
+        .collect()
+}
+
+/// Imports in `crate_dir/src` from one top-level module into one that `rank` puts later, as
+/// `file:line: a imports b` lines. Modules `rank` does not know are reported too, so a new
+/// module has to be given its place.
+fn upward_imports(crate_dir: &str, rank: &dyn Fn(&str) -> Option<usize>) -> Vec<String> {
+    let src = root().join(crate_dir).join("src");
+    let mut found = Vec::new();
+    for file in rust_files(&src) {
+        let relative = file.strip_prefix(&src).unwrap().to_path_buf();
+        let module =
+            relative.components().next().unwrap().as_os_str().to_string_lossy().trim_end_matches(".rs").to_string();
+        if module == "lib" || module == "main" {
+            continue;
+        }
+        let Some(own) = rank(&module) else {
+            found.push(format!("{crate_dir}/src/{}: module {module} has no place in the order", relative.display()));
+            continue;
+        };
+        let text = std::fs::read_to_string(&file).unwrap();
+        for (number, line) in code_lines(&text) {
+            for name in names_after(line, "crate::") {
+                match rank(name) {
+                    Some(theirs) if theirs > own => {
+                        found.push(format!("{crate_dir}/src/{}:{number}: {module} imports {name}", relative.display()))
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn core_modules_import_only_earlier_ones() {
+    // One rank per pipeline stage; `ir` and `ops` are one stage (a graph holds ops, ops are
+    // added to graphs by their builder methods).
+    let rank = |module: &str| match module {
+        "error" | "tensor" => Some(0),
+        "ir" | "ops" => Some(1),
+        "passes" => Some(2),
+        "plan" => Some(3),
+        "exec" => Some(4),
+        _ => None,
+    };
+    let found = upward_imports("crates/core", &rank);
+    assert!(found.is_empty(), "imports against the pipeline order:\n{}", found.join("\n"));
+}
+
+#[test]
+fn the_layering_check_finds_an_upward_import() {
+    assert_eq!(names_after("use crate::exec::wgpu::{KernelCtx}; x::crate::no", "crate::"), ["exec"]);
+    assert_eq!(names_after("let p = crate::plan::plan(g); // crate::exec", "crate::"), ["plan", "exec"]);
+    let lines: Vec<_> = code_lines("use crate::ir::Graph; // crate::exec\n/// crate::exec\n").collect();
+    assert_eq!(lines, [(1, "use crate::ir::Graph; ")]);
+}
+
+/// The crates each crate may use, from its manifest's `[dependencies]` (dev-dependencies may
+/// reach further: tests link the test kit).
+#[test]
+fn crates_depend_only_on_crates_below() {
+    let allowed: [(&str, &[&str]); 5] = [
+        ("core", &[]),
+        ("whisper", &["susurrus-core"]),
+        ("testkit", &["susurrus-core", "susurrus-whisper"]),
+        ("web", &["susurrus-core", "susurrus-whisper"]),
+        ("native", &["susurrus-core", "susurrus-whisper"]),
+    ];
+    for (name, may) in allowed {
+        let path = root().join("crates").join(name).join("Cargo.toml");
+        let manifest = std::fs::read_to_string(&path).unwrap();
+        let mut section = String::new();
+        for line in manifest.lines() {
+            let line = line.trim();
+            if line.starts_with('[') {
+                section = line.to_string();
+                continue;
+            }
+            let is_dependency = section.ends_with("dependencies]") && !section.contains("dev-dependencies");
+            let dependency = line.split(['.', ' ', '=']).next().unwrap_or("");
+            if is_dependency && dependency.starts_with("susurrus-") {
+                assert!(may.contains(&dependency), "{}: crates/{name} depends on {dependency}", path.display());
+            }
+        }
+    }
+}

@@ -1,0 +1,278 @@
+//! Decoding one window: the token loop with Whisper's logit rules, and the temperature
+//! fallback around it.
+//!
+//! The rules follow the reference decoder (CTranslate2's Whisper `generate`, as
+//! faster-whisper calls it): the model's suppress list at every step; blank and end of text
+//! banned at the first step (`suppress_blank`); with timestamps, `<|notimestamps|>` always
+//! banned, the first token a timestamp no later than `max_initial_timestamp`, timestamps in
+//! pairs and never decreasing, and text banned when all timestamps together are more likely
+//! than the best text token. The host turns these into id ranges per step ([`Rules`]) from
+//! the tokens so far; the device applies them and picks the token.
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use crate::error::{Error, Result};
+use crate::options::TranscribeOptions;
+use crate::program::{Choice, Program, Sampling};
+use crate::select::Rules;
+use crate::tokenizer::{SpecialIds, SpecialTokens, Tokenizer};
+
+/// One decoded window.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decoded {
+    /// The generated tokens, end of text excluded.
+    pub tokens: Vec<u32>,
+    /// Sum of the chosen tokens' log-probabilities, the end-of-text step included, divided
+    /// by the token count plus one (the reference's `avg_logprob`).
+    pub avg_logprob: f64,
+    /// Sum of log-probabilities over the token count: what ranks samples.
+    pub score: f64,
+    pub no_speech_prob: f32,
+    pub temperature: f32,
+    pub compression_ratio: f64,
+}
+
+/// The per-window decoding settings.
+pub(crate) struct WindowDecoder<'a> {
+    pub ids: &'a SpecialIds,
+    pub tokenizer: &'a Tokenizer,
+    pub options: &'a TranscribeOptions,
+    pub vocab: u32,
+}
+
+impl WindowDecoder<'_> {
+    /// The bans for the step after `seq` (the tokens generated so far in this window).
+    pub fn rules(&self, seq: &[u32]) -> Rules {
+        step_rules(self.ids, self.options, self.vocab, seq)
+    }
+
+    /// Decodes one window at `temperature` from `prompt` (whose `<|startoftranscript|>` is at
+    /// `sot`): greedy at 0, else the best of `best_of` samples.
+    pub async fn decode_at(
+        &self,
+        program: &mut Program,
+        prompt: &[u32],
+        sot: usize,
+        temperature: f32,
+        rng: &mut StdRng,
+    ) -> Result<Decoded> {
+        if temperature == 0.0 {
+            return self.decode_once(program, prompt, sot, None, rng).await;
+        }
+        let mut best: Option<Decoded> = None;
+        for _ in 0..self.options.best_of {
+            let d = self.decode_once(program, prompt, sot, Some(temperature), rng).await?;
+            if best.as_ref().is_none_or(|b| d.score > b.score) {
+                best = Some(d);
+            }
+        }
+        best.ok_or_else(|| Error::bad_option("best_of must be at least 1"))
+    }
+
+    /// One pass of the token loop.
+    async fn decode_once(
+        &self,
+        program: &mut Program,
+        prompt: &[u32],
+        sot: usize,
+        temperature: Option<f32>,
+        rng: &mut StdRng,
+    ) -> Result<Decoded> {
+        let ctx = program.n_text_ctx();
+        // The reference decodes at most half the context, and never past its end.
+        let max_steps = (ctx / 2).min(ctx + 1 - prompt.len());
+        let mut noise = vec![0.0f32; if temperature.is_some() { self.vocab as usize } else { 0 }];
+        let mut seq = Vec::new();
+        gumbel(&mut noise, rng);
+        let mut choice: Choice = program.prefill(prompt, sot, &self.rules(&seq), mode(temperature, &noise)).await?;
+        let no_speech_prob = choice.no_speech_prob.unwrap_or(0.0);
+        let mut sum = 0.0f64;
+        for step in 0..max_steps {
+            sum += choice.logprob as f64;
+            if choice.token == self.ids.end_of_text {
+                break;
+            }
+            seq.push(choice.token);
+            if step + 1 == max_steps {
+                break;
+            }
+            gumbel(&mut noise, rng);
+            let position = prompt.len() + step;
+            choice = program.step(choice.token, position, &self.rules(&seq), mode(temperature, &noise)).await?;
+        }
+        let n = seq.len() as f64;
+        Ok(Decoded {
+            avg_logprob: sum / (n + 1.0),
+            score: if seq.is_empty() { sum } else { sum / n },
+            compression_ratio: self.compression_ratio(&seq)?,
+            tokens: seq,
+            no_speech_prob,
+            temperature: temperature.unwrap_or(0.0),
+        })
+    }
+
+    /// Decodes a window with temperature fallback: each temperature in turn until the
+    /// result is neither too repetitive nor too unlikely (or is silence).
+    pub async fn decode_with_fallback(
+        &self,
+        program: &mut Program,
+        prompt: &[u32],
+        sot: usize,
+        rng: &mut StdRng,
+    ) -> Result<Decoded> {
+        let o = self.options;
+        let mut all = Vec::new();
+        let mut below_cr = Vec::new();
+        for &t in &o.temperatures {
+            let d = self.decode_at(program, prompt, sot, t, rng).await?;
+            let mut fallback = false;
+            if o.compression_ratio_threshold.is_some_and(|th| d.compression_ratio > th as f64) {
+                fallback = true;
+            } else {
+                below_cr.push(d.clone());
+            }
+            if o.log_prob_threshold.is_some_and(|th| d.avg_logprob < th as f64) {
+                fallback = true;
+            }
+            let silence = o.no_speech_threshold.is_some_and(|th| d.no_speech_prob > th)
+                && o.log_prob_threshold.is_some_and(|th| d.avg_logprob < th as f64);
+            if !fallback || silence {
+                return Ok(d);
+            }
+            all.push(d);
+        }
+        // Every temperature failed: the most likely result, reported at the last temperature.
+        let pool = if below_cr.is_empty() { all } else { below_cr };
+        let best = pool.into_iter().reduce(|b, d| if d.avg_logprob > b.avg_logprob { d } else { b });
+        match (best, o.temperatures.last()) {
+            (Some(best), Some(&last)) => Ok(Decoded { temperature: last, ..best }),
+            _ => Err(Error::bad_option("temperatures: at least one temperature is needed")),
+        }
+    }
+
+    /// The text's UTF-8 length over its zlib-compressed length (level 6, as the reference's
+    /// default `zlib.compress`); high for repetitive text. Another deflate implementation can
+    /// differ from zlib's by a few bytes, which matters only at the threshold itself.
+    fn compression_ratio(&self, tokens: &[u32]) -> Result<f64> {
+        let text_ids: Vec<u32> = tokens.iter().copied().filter(|&t| t < self.ids.end_of_text).collect();
+        let text = self.tokenizer.decode(&text_ids, SpecialTokens::Skip)?;
+        let bytes = text.trim().as_bytes();
+        let compressed = miniz_oxide::deflate::compress_to_vec_zlib(bytes, 6);
+        Ok(bytes.len() as f64 / compressed.len() as f64)
+    }
+}
+
+/// The bans for the step after `seq` (the tokens generated so far in this window).
+pub(crate) fn step_rules(ids: &SpecialIds, options: &TranscribeOptions, vocab: u32, seq: &[u32]) -> Rules {
+    let blank = options.suppress_blank && seq.is_empty();
+    if !options.timestamps {
+        return Rules { banned: vec![], blank, timestamp_rule: false };
+    }
+    let (tb, eot, nt, v) = (ids.timestamp_begin, ids.end_of_text, ids.no_timestamps, vocab);
+    let is_ts = |t: u32| t >= tb;
+    let Some(&last) = seq.last() else {
+        // The first token is a timestamp of at most max_initial_timestamp.
+        let max_index = (options.max_initial_timestamp / ids.timestamp_step).round() as u32;
+        let after = tb.saturating_add(max_index).saturating_add(1).min(v);
+        return Rules { banned: vec![(0, tb), (after, v)], blank, timestamp_rule: false };
+    };
+    if is_ts(last) {
+        // The token before the first one counts as a timestamp: a lone first timestamp
+        // opens nothing.
+        let penultimate = if seq.len() >= 2 { seq[seq.len() - 2] } else { last };
+        if is_ts(penultimate) {
+            // A closed pair: text or end of text next.
+            Rules { banned: vec![(nt, v)], blank, timestamp_rule: false }
+        } else {
+            // A timestamp after text closes the segment: no text, and no earlier time.
+            Rules { banned: vec![(0, eot), (nt, last)], blank, timestamp_rule: true }
+        }
+    } else {
+        // After text, timestamps must be later than the latest one.
+        let latest = seq.iter().rev().find(|&&t| is_ts(t)).map_or(nt + 1, |&t| t + 1);
+        Rules { banned: vec![(nt, latest)], blank, timestamp_rule: true }
+    }
+}
+
+/// Greedy without a temperature, else a draw at it with `noise`.
+fn mode(temperature: Option<f32>, noise: &[f32]) -> Sampling<'_> {
+    match temperature {
+        None => Sampling::Greedy,
+        Some(temperature) => Sampling::Temperature { temperature, noise },
+    }
+}
+
+/// Fills `noise` with standard Gumbel draws `-ln(-ln(u))`, `u` uniform in (0, 1).
+fn gumbel(noise: &mut [f32], rng: &mut StdRng) {
+    for n in noise {
+        let u: f64 = rng.random_range(f64::MIN_POSITIVE..1.0);
+        *n = -(-u.ln()).ln() as f32;
+    }
+}
+
+/// The sampling noise generator of a transcription.
+pub(crate) fn noise_rng(seed: u64) -> StdRng {
+    StdRng::seed_from_u64(seed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// tiny.en's ids: end of text 50256, `<|notimestamps|>` 50362, `<|0.00|>` 50363, 51864 ids.
+    fn ids() -> SpecialIds {
+        SpecialIds {
+            end_of_text: 50256,
+            start_of_transcript: 50257,
+            translate: 50357,
+            transcribe: 50358,
+            start_of_lm: Some(50359),
+            start_of_prev: 50360,
+            no_speech: 50361,
+            no_timestamps: 50362,
+            timestamp_begin: 50363,
+            timestamp_count: 1501,
+            timestamp_step: 0.02,
+        }
+    }
+
+    fn rules(options: &TranscribeOptions, seq: &[u32]) -> Rules {
+        step_rules(&ids(), options, 51864, seq)
+    }
+
+    #[test]
+    fn timestamp_rules_follow_the_reference() {
+        let o = TranscribeOptions::default();
+        let r = |banned: &[(u32, u32)], blank, timestamp_rule| Rules { banned: banned.to_vec(), blank, timestamp_rule };
+        // First step: only <|0.00|>..<|1.00|> (50363..=50413); blank banned; no mass rule.
+        assert_eq!(rules(&o, &[]), r(&[(0, 50363), (50414, 51864)], true, false));
+        // After the first timestamp: it counts as a closed pair, so text or end of text.
+        assert_eq!(rules(&o, &[50363]), r(&[(50362, 51864)], false, false));
+        // After text: <|notimestamps|> and timestamps up to the latest (50363) banned.
+        assert_eq!(rules(&o, &[50363, 11]), r(&[(50362, 50364)], false, true));
+        // A timestamp after text: no text; no earlier timestamp (equal allowed).
+        assert_eq!(rules(&o, &[50363, 11, 50400]), r(&[(0, 50256), (50362, 50400)], false, true));
+        // A closed pair: text or end of text.
+        assert_eq!(rules(&o, &[50363, 11, 50400, 50400]), r(&[(50362, 51864)], false, false));
+        // Text after a pair: timestamps after the latest.
+        assert_eq!(rules(&o, &[50363, 11, 50400, 50400, 12]), r(&[(50362, 50401)], false, true));
+    }
+
+    #[test]
+    fn without_timestamps_only_blank_rules_apply() {
+        let o = TranscribeOptions { timestamps: false, ..TranscribeOptions::default() };
+        assert_eq!(rules(&o, &[]), Rules { banned: vec![], blank: true, timestamp_rule: false });
+        assert_eq!(rules(&o, &[11]), Rules { banned: vec![], blank: false, timestamp_rule: false });
+        let o = TranscribeOptions { timestamps: false, suppress_blank: false, ..TranscribeOptions::default() };
+        assert_eq!(rules(&o, &[]), Rules::default());
+    }
+
+    #[test]
+    fn max_initial_timestamp_sets_the_first_step_range() {
+        let o = TranscribeOptions { max_initial_timestamp: 0.0, ..TranscribeOptions::default() };
+        assert_eq!(rules(&o, &[]).banned, [(0, 50363), (50364, 51864)]);
+        let o = TranscribeOptions { max_initial_timestamp: 100.0, ..TranscribeOptions::default() };
+        assert_eq!(rules(&o, &[]).banned, [(0, 50363), (51864, 51864)]);
+    }
+}

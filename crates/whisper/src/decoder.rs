@@ -1,0 +1,169 @@
+//! The decoder graphs: `S` token positions in, the next token (chosen on the device) out.
+//!
+//! One builder makes both kinds the decoding loop runs:
+//! - the **step** graph (`S = 1`): one token at runtime position `offset`, compiled once and
+//!   run for every generated token;
+//! - **prefill** graphs (`S` > 1): a whole prompt at once from position 0, padded to `S`;
+//!   runtime scalar `last` says which row is the prompt's last token (whose logits choose the
+//!   first generated token) and `sot` which row holds `<|startoftranscript|>` (whose logits
+//!   give the no-speech probability, output [`NO_SPEECH_PROB`]).
+//!
+//! Each layer appends its keys and values to its self-attention cache, a persistent
+//! `[H, n_text_ctx, dh]` buffer, at `offset`, and attends over the whole cache with a mask
+//! that hides positions after each query's own (rows of padding write keys past the prompt,
+//! which the next steps overwrite before any query can see them). Cross-attention reads the
+//! keys and values the encoder graph wrote for the current window.
+
+use crate::encoder::{cross_key, cross_type, cross_value};
+use crate::error::{Error, Result};
+use crate::layers::{Builder, MASKED, ModelWeights, f32_type};
+use crate::select::{Selection, select_token};
+use crate::weights::{EMBED_TOKENS, PROJ_OUT, decoder_layer};
+use susurrus_core::ir::{DType, Graph, NodeId, TensorType};
+use susurrus_core::ops::CmpKind;
+
+/// Input: the token ids `[S]` (u32).
+pub const TOKENS: &str = "tokens";
+/// Runtime scalar: the position of the first token.
+pub const OFFSET: &str = "offset";
+/// Runtime scalar of prefill graphs: the row of the prompt's last token.
+pub const LAST: &str = "last";
+/// Runtime scalar of prefill graphs: the row of `<|startoftranscript|>`.
+pub const SOT: &str = "sot";
+/// Output of prefill graphs: the probability of the no-speech token at the `sot` row, `[1, 1]`.
+pub const NO_SPEECH_PROB: &str = "no_speech_prob";
+
+/// The persistent buffer of decoder layer `layer`'s self-attention keys `[H, n_text_ctx, dh]`.
+pub fn self_key(layer: usize) -> String {
+    format!("self_k.{layer}")
+}
+
+/// The persistent buffer of decoder layer `layer`'s self-attention values.
+pub fn self_value(layer: usize) -> String {
+    format!("self_v.{layer}")
+}
+
+/// What a decoder graph is built for.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DecoderSpec {
+    /// Token positions per run: 1 for the step graph, the padded prompt length for prefill.
+    pub positions: usize,
+    /// The no-speech token, whose probability prefill graphs output.
+    pub no_speech: Option<u32>,
+    pub selection: Selection,
+}
+
+/// Builds a decoder graph of `model` (unoptimised).
+pub fn decoder_graph(model: &ModelWeights, spec: &DecoderSpec) -> Result<Graph> {
+    let c = model.config.clone();
+    let s = spec.positions;
+    if s == 0 || s > c.n_text_ctx {
+        return Err(Error::bad_argument(format!("a decoder graph needs 1 to {} positions, not {s}", c.n_text_ctx)));
+    }
+    let name = if s == 1 { "whisper_decoder_step".to_string() } else { format!("whisper_prefill_{s}") };
+    let mut b = Builder::new(&name, model);
+    let tokens = b.g.input(TOKENS, TensorType::new(DType::U32, [s]))?;
+    let offset = b.g.scalar(OFFSET);
+    let offset_value = b.g.read_scalar(offset)?;
+
+    let embed = b.param(EMBED_TOKENS)?;
+    let x = b.g.gather(embed, tokens)?;
+    let x = b.widen(x)?;
+    let rows = b.iota(&[s])?;
+    let positions = b.g.add(rows, offset_value)?;
+    let pos_table = b.param("model.decoder.embed_positions.weight")?;
+    let pos = b.g.gather(pos_table, positions)?;
+    let mut x = b.g.add(x, pos)?;
+
+    // Query row i sits at position offset + i and sees cache slots j <= offset + i.
+    let slots = b.iota(&[1, c.n_text_ctx])?;
+    let query_rows = b.iota(&[s, 1])?;
+    let query_pos = b.g.add(query_rows, offset_value)?;
+    let visible = b.g.compare(CmpKind::Le, slots, query_pos)?;
+    let zero = b.f32_const(0.0);
+    let masked = b.f32_const(MASKED);
+    let mask = b.g.select(visible, zero, masked)?;
+
+    for i in 0..c.decoder_layers {
+        x = decoder_block(&mut b, model, i, x, mask, offset)?;
+    }
+    let x = b.layer_norm("model.decoder.layer_norm", x)?;
+
+    let proj = if model.weights.contains_key(PROJ_OUT) { PROJ_OUT } else { EMBED_TOKENS };
+    let proj = b.param(proj)?;
+    let logits_of = |b: &mut Builder, row: NodeId| -> Result<NodeId> {
+        let logits = b.g.matmul_t(row, proj)?;
+        b.widen(logits)
+    };
+    let last_row = if s == 1 {
+        x
+    } else {
+        let last = b.g.scalar(LAST);
+        let last = b.g.read_scalar(last)?;
+        let last = b.g.reshape(last, [1])?;
+        b.g.gather(x, last)?
+    };
+    if let Some(no_speech) = spec.no_speech {
+        if s == 1 {
+            return Err(Error::bad_argument("the no-speech probability comes from prefill graphs only"));
+        }
+        let sot = b.g.scalar(SOT);
+        let sot = b.g.read_scalar(sot)?;
+        let sot = b.g.reshape(sot, [1])?;
+        let sot_row = b.g.gather(x, sot)?;
+        let logits = logits_of(&mut b, sot_row)?;
+        let probs = b.g.softmax(logits)?;
+        let id = no_speech as usize;
+        if id >= c.n_vocab {
+            return Err(Error::bad_argument(format!("no-speech token {id} is outside the vocabulary")));
+        }
+        let p = b.g.slice(probs, 1, id, id + 1)?;
+        b.g.output(NO_SPEECH_PROB, p)?;
+    }
+    let logits = logits_of(&mut b, last_row)?;
+    select_token(&mut b, logits, &spec.selection)?;
+    Ok(b.g)
+}
+
+/// One pre-norm decoder layer: masked self-attention over the cache, cross-attention over
+/// the window, MLP; each with a residual.
+fn decoder_block(
+    b: &mut Builder,
+    model: &ModelWeights,
+    i: usize,
+    x: NodeId,
+    mask: NodeId,
+    offset: susurrus_core::ir::ScalarId,
+) -> Result<NodeId> {
+    let c = &model.config;
+    let heads = c.decoder_heads;
+    let cache = f32_type(&[heads, c.n_text_ctx, c.decoder_head_dim()]);
+
+    let h = b.layer_norm(&decoder_layer(i, "self_attn_layer_norm"), x)?;
+    let q = b.linear(&decoder_layer(i, "self_attn.q_proj"), h, true)?;
+    let k = b.linear(&decoder_layer(i, "self_attn.k_proj"), h, false)?;
+    let v = b.linear(&decoder_layer(i, "self_attn.v_proj"), h, true)?;
+    let (q, k, v) = (b.split_heads(q, heads)?, b.split_heads(k, heads)?, b.split_heads(v, heads)?);
+    let k_cache = b.g.state(&self_key(i), cache.clone())?;
+    let k_cache = b.g.kv_write(k_cache, k, 1, offset)?;
+    let v_cache = b.g.state(&self_value(i), cache)?;
+    let v_cache = b.g.kv_write(v_cache, v, 1, offset)?;
+    let a = b.attention(q, k_cache, v_cache, Some(mask))?;
+    let a = b.merge_heads(a)?;
+    let a = b.linear(&decoder_layer(i, "self_attn.out_proj"), a, true)?;
+    let x = b.g.add(x, a)?;
+
+    let h = b.layer_norm(&decoder_layer(i, "encoder_attn_layer_norm"), x)?;
+    let q = b.linear(&decoder_layer(i, "encoder_attn.q_proj"), h, true)?;
+    let q = b.split_heads(q, heads)?;
+    let k = b.g.state(&cross_key(i), cross_type(model))?;
+    let v = b.g.state(&cross_value(i), cross_type(model))?;
+    let a = b.attention(q, k, v, None)?;
+    let a = b.merge_heads(a)?;
+    let a = b.linear(&decoder_layer(i, "encoder_attn.out_proj"), a, true)?;
+    let x = b.g.add(x, a)?;
+
+    let h = b.layer_norm(&decoder_layer(i, "final_layer_norm"), x)?;
+    let m = b.mlp(&format!("model.decoder.layers.{i}"), h)?;
+    Ok(b.g.add(x, m)?)
+}

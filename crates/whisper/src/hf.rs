@@ -1,0 +1,525 @@
+//! Reader of Hugging Face Whisper models (`model.safetensors`, `config.json` and, when present,
+//! `generation_config.json`).
+//!
+//! A safetensors file is a `u64` header length, a JSON header `{name: {dtype, shape,
+//! data_offsets}}` and the data section. The header is parsed here rather than by the
+//! `safetensors` crate so that every error can name the tensor and the absolute byte offset.
+//! The tensor names are already the canonical ones (`WhisperModel` checkpoints, saved without
+//! the `model.` prefix, get it added).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use half::bf16;
+use serde::Deserialize;
+
+use crate::config::{GenerationConfig, LAYER_NORM_EPS, WhisperConfig};
+use crate::error::Result;
+use crate::weights::{Parts, WhisperWeights, model_error};
+use susurrus_core::ir::{DType, TensorType};
+use susurrus_core::tensor::Tensor;
+
+/// Bytes of the header-length prefix.
+const LEN_BYTES: usize = 8;
+
+/// One tensor of a safetensors file, its data borrowed from the file.
+#[derive(Clone, Debug)]
+pub struct SafeTensor<'a> {
+    pub name: String,
+    /// `F32`, `F16` or `BF16` (the float types a Whisper checkpoint uses).
+    pub dtype: String,
+    pub dims: Vec<usize>,
+    /// Absolute byte offset of the data in the file.
+    pub offset: usize,
+    pub data: &'a [u8],
+}
+
+impl SafeTensor<'_> {
+    /// The tensor: f16 stays f16, f32 stays f32, bf16 widens exactly to f32.
+    fn to_tensor(&self, file: &str) -> Result<Tensor> {
+        let made = match self.dtype.as_str() {
+            "F32" => Tensor::from_bytes(&TensorType::new(DType::F32, self.dims.clone()), self.data),
+            "F16" => Tensor::from_bytes(&TensorType::new(DType::F16, self.dims.clone()), self.data),
+            _ => {
+                let values = self.data.chunks_exact(2).map(|c| bf16::from_le_bytes([c[0], c[1]]).to_f32()).collect();
+                Tensor::f32(self.dims.clone(), values)
+            }
+        };
+        made.map_err(|e| model_error(file, format!("{}: {e}", self.describe())))
+    }
+
+    fn describe(&self) -> String {
+        format!("tensor {} (data at byte {})", self.name, self.offset)
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HeaderEntry {
+    dtype: String,
+    shape: Vec<usize>,
+    data_offsets: [usize; 2],
+}
+
+/// Parses a safetensors file; `file` names it in errors. Tensors must be F32, F16 or BF16,
+/// lie inside the data section and cover it exactly, without gaps or overlaps, so a truncated
+/// or padded file is an error.
+pub fn parse_safetensors<'a>(bytes: &'a [u8], file: &str) -> Result<Vec<SafeTensor<'a>>> {
+    let len_bytes: [u8; LEN_BYTES] = bytes
+        .get(..LEN_BYTES)
+        .and_then(|b| b.try_into().ok())
+        .ok_or_else(|| model_error(file, format!("{} bytes are too few for the 8-byte header length", bytes.len())))?;
+    let header_len = u64::from_le_bytes(len_bytes);
+    let data_start = usize::try_from(header_len).ok().and_then(|n| n.checked_add(LEN_BYTES));
+    let Some(header) = data_start.and_then(|end| bytes.get(LEN_BYTES..end)) else {
+        return Err(model_error(
+            file,
+            format!("header length {header_len} at byte 0 runs past the end of the file ({} bytes)", bytes.len()),
+        ));
+    };
+    let data_start = LEN_BYTES + header.len();
+    let header = std::str::from_utf8(header)
+        .map_err(|e| model_error(file, format!("the header is not UTF-8 at byte {}", LEN_BYTES + e.valid_up_to())))?;
+    let entries: BTreeMap<String, serde_json::Value> = serde_json::from_str(header)
+        .map_err(|e| model_error(file, format!("bad header JSON (bytes 8..{data_start}): {e}")))?;
+    let data = bytes.get(data_start..).unwrap_or_default();
+    let mut tensors = Vec::new();
+    for (name, value) in entries {
+        if name == "__metadata__" {
+            continue;
+        }
+        let entry: HeaderEntry = serde_json::from_value(value)
+            .map_err(|e| model_error(file, format!("header entry of tensor {name}: {e}")))?;
+        if !matches!(entry.dtype.as_str(), "F32" | "F16" | "BF16") {
+            return Err(model_error(
+                file,
+                format!("tensor {name}: dtype {} is not supported (F32, F16, BF16)", entry.dtype),
+            ));
+        }
+        let size = if entry.dtype == "F32" { 4 } else { 2 };
+        let [begin, end] = entry.data_offsets;
+        let Some(slice) = data.get(begin..end) else {
+            return Err(model_error(
+                file,
+                format!(
+                    "tensor {name}: data_offsets [{begin}, {end}] lie outside the data section (bytes {data_start}..{})",
+                    bytes.len()
+                ),
+            ));
+        };
+        if entry.shape.iter().try_fold(size, |acc: usize, &d| acc.checked_mul(d)) != Some(slice.len()) {
+            return Err(model_error(
+                file,
+                format!(
+                    "tensor {name} (data at byte {}): {} bytes do not match shape {:?} of {}",
+                    data_start + begin,
+                    slice.len(),
+                    entry.shape,
+                    entry.dtype
+                ),
+            ));
+        }
+        tensors.push(SafeTensor {
+            name,
+            dtype: entry.dtype,
+            dims: entry.shape,
+            offset: data_start + begin,
+            data: slice,
+        });
+    }
+    tensors.sort_by_key(|t| (t.offset, t.data.len()));
+    let mut covered = data_start;
+    for t in &tensors {
+        if t.offset != covered {
+            return Err(model_error(
+                file,
+                format!("{} does not start where the previous tensor ends (byte {covered})", t.describe()),
+            ));
+        }
+        covered += t.data.len();
+    }
+    if covered != bytes.len() {
+        return Err(model_error(
+            file,
+            format!("{} bytes after the last tensor, from byte {covered}", bytes.len() - covered),
+        ));
+    }
+    Ok(tensors)
+}
+
+/// The model settings of a Hugging Face `config.json`; the sizes are optional because the
+/// shapes carry them, but where stated they must agree.
+#[derive(Deserialize)]
+struct HfConfig {
+    model_type: Option<String>,
+    encoder_attention_heads: usize,
+    decoder_attention_heads: usize,
+    d_model: Option<usize>,
+    encoder_layers: Option<usize>,
+    decoder_layers: Option<usize>,
+    encoder_ffn_dim: Option<usize>,
+    decoder_ffn_dim: Option<usize>,
+    vocab_size: Option<usize>,
+    num_mel_bins: Option<usize>,
+    max_source_positions: Option<usize>,
+    max_target_positions: Option<usize>,
+    activation_function: Option<String>,
+    scale_embedding: Option<bool>,
+    #[serde(flatten)]
+    generation: HfGeneration,
+}
+
+/// Generation settings, found in `config.json` (older checkpoints) and `generation_config.json`.
+#[derive(Deserialize, Default)]
+struct HfGeneration {
+    suppress_tokens: Option<Vec<u32>>,
+    begin_suppress_tokens: Option<Vec<u32>>,
+    alignment_heads: Option<Vec<(usize, usize)>>,
+    lang_to_id: Option<BTreeMap<String, u32>>,
+}
+
+impl HfGeneration {
+    /// Fills `g` with what this file states.
+    fn apply(self, g: &mut GenerationConfig) {
+        if let Some(v) = self.suppress_tokens {
+            g.suppress_ids = v;
+        }
+        if let Some(v) = self.begin_suppress_tokens {
+            g.suppress_ids_begin = v;
+        }
+        if let Some(v) = self.alignment_heads {
+            g.alignment_heads = v;
+        }
+        if let Some(langs) = self.lang_to_id {
+            let mut ids: Vec<u32> = langs.into_values().collect();
+            ids.sort_unstable();
+            g.lang_ids = ids;
+        }
+    }
+}
+
+/// Loads a Hugging Face Whisper model from the bytes of `model.safetensors` and `config.json`
+/// (the browser's path; [`load_hf_dir`] reads a folder).
+pub fn load_hf(safetensors: &[u8], config_json: &[u8]) -> Result<WhisperWeights> {
+    load_named(safetensors, "model.safetensors", config_json, "config.json", None)
+}
+
+/// Like [`load_hf`], with `generation_config.json` (alignment heads, languages, suppressed
+/// tokens), which overrides the same settings in `config.json`.
+pub fn load_hf_with_generation(
+    safetensors: &[u8],
+    config_json: &[u8],
+    generation_config_json: &[u8],
+) -> Result<WhisperWeights> {
+    let generation = Some((generation_config_json, "generation_config.json"));
+    load_named(safetensors, "model.safetensors", config_json, "config.json", generation)
+}
+
+/// Loads `model.safetensors`, `config.json` and, if present, `generation_config.json` from a
+/// Hugging Face model folder.
+pub fn load_hf_dir(dir: &Path) -> Result<WhisperWeights> {
+    let path = |name: &str| (dir.join(name), dir.join(name).display().to_string());
+    let read = |(path, name): &(std::path::PathBuf, String)| {
+        std::fs::read(path).map_err(|e| model_error(name, format!("cannot read: {e}")))
+    };
+    let (model, config, generation) = (path("model.safetensors"), path("config.json"), path("generation_config.json"));
+    let generation_bytes = if generation.0.exists() { Some(read(&generation)?) } else { None };
+    load_named(
+        &read(&model)?,
+        &model.1,
+        &read(&config)?,
+        &config.1,
+        generation_bytes.as_deref().map(|b| (b, generation.1.as_str())),
+    )
+}
+
+/// The canonical name of a checkpoint tensor (`WhisperModel` saves without `model.`).
+fn canonical(name: &str) -> String {
+    if name.starts_with("encoder.") || name.starts_with("decoder.") {
+        format!("model.{name}")
+    } else {
+        name.to_string()
+    }
+}
+
+fn load_named(
+    safetensors: &[u8],
+    model_file: &str,
+    config_json: &[u8],
+    config_file: &str,
+    generation_json: Option<(&[u8], &str)>,
+) -> Result<WhisperWeights> {
+    let json: HfConfig =
+        serde_json::from_slice(config_json).map_err(|e| model_error(config_file, format!("bad JSON: {e}")))?;
+    if let Some(kind) = json.model_type.as_deref().filter(|&k| k != "whisper") {
+        return Err(model_error(config_file, format!("model_type is {kind:?}, not \"whisper\"")));
+    }
+    if let Some(f) = json.activation_function.as_deref().filter(|&f| f != "gelu") {
+        return Err(model_error(config_file, format!("activation_function is {f:?}: Whisper needs \"gelu\"")));
+    }
+    if json.scale_embedding == Some(true) {
+        return Err(model_error(config_file, "scale_embedding is true: Whisper's embeddings are unscaled"));
+    }
+    let mut generation = GenerationConfig::default();
+    json.generation.apply(&mut generation);
+    if let Some((bytes, file)) = generation_json {
+        let extra: HfGeneration =
+            serde_json::from_slice(bytes).map_err(|e| model_error(file, format!("bad JSON: {e}")))?;
+        extra.apply(&mut generation);
+    }
+
+    let mut parts = Parts::new(model_file, |_| None);
+    for t in parse_safetensors(safetensors, model_file)? {
+        parts.insert(canonical(&t.name), t.to_tensor(model_file)?, t.describe())?;
+    }
+    let config = WhisperConfig::derive(
+        &parts,
+        json.encoder_attention_heads,
+        json.decoder_attention_heads,
+        LAYER_NORM_EPS,
+        generation,
+    )?;
+    let stated = [
+        ("d_model", json.d_model, config.d_model),
+        ("encoder_layers", json.encoder_layers, config.encoder_layers),
+        ("decoder_layers", json.decoder_layers, config.decoder_layers),
+        ("encoder_ffn_dim", json.encoder_ffn_dim, config.encoder_ffn),
+        ("decoder_ffn_dim", json.decoder_ffn_dim, config.decoder_ffn),
+        ("vocab_size", json.vocab_size, config.n_vocab),
+        ("num_mel_bins", json.num_mel_bins, config.n_mels),
+        ("max_source_positions", json.max_source_positions, config.n_audio_ctx),
+        ("max_target_positions", json.max_target_positions, config.n_text_ctx),
+    ];
+    for (key, said, found) in stated {
+        if let Some(said) = said.filter(|&s| s != found) {
+            return Err(model_error(config_file, format!("{key} is {said} but {model_file}'s tensors give {found}")));
+        }
+    }
+    config.validate(config_file)?;
+    parts.finish(config)
+}
+
+#[cfg(test)]
+pub(crate) mod writer {
+    use crate::weights::WhisperWeights;
+
+    /// A safetensors file of the stored tensors of `w`, each in its own dtype.
+    pub fn safetensors(w: &WhisperWeights) -> Vec<u8> {
+        let views: Vec<(String, Vec<u8>, Vec<usize>, safetensors::Dtype)> = w
+            .tensors()
+            .iter()
+            .map(|(name, t)| {
+                let dtype = if t.dtype() == susurrus_core::ir::DType::F16 {
+                    safetensors::Dtype::F16
+                } else {
+                    safetensors::Dtype::F32
+                };
+                (name.clone(), t.to_bytes(), t.shape().dims().to_vec(), dtype)
+            })
+            .collect();
+        let views = views.iter().map(|(name, bytes, dims, dtype)| {
+            (name.as_str(), safetensors::tensor::TensorView::new(*dtype, dims.clone(), bytes).unwrap())
+        });
+        safetensors::serialize(views, None).unwrap()
+    }
+
+    /// A Hugging Face `config.json` for `w`.
+    pub fn config_json(w: &WhisperWeights) -> Vec<u8> {
+        let c = w.config();
+        serde_json::json!({
+            "model_type": "whisper",
+            "d_model": c.d_model,
+            "encoder_layers": c.encoder_layers,
+            "decoder_layers": c.decoder_layers,
+            "encoder_attention_heads": c.encoder_heads,
+            "decoder_attention_heads": c.decoder_heads,
+            "encoder_ffn_dim": c.encoder_ffn,
+            "decoder_ffn_dim": c.decoder_ffn,
+            "vocab_size": c.n_vocab,
+            "num_mel_bins": c.n_mels,
+            "max_source_positions": c.n_audio_ctx,
+            "max_target_positions": c.n_text_ctx,
+            "activation_function": "gelu",
+            "scale_embedding": false,
+            "suppress_tokens": c.generation.suppress_ids,
+            "begin_suppress_tokens": c.generation.suppress_ids_begin,
+            "alignment_heads": c.generation.alignment_heads,
+        })
+        .to_string()
+        .into_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::writer::{config_json, safetensors};
+    use super::*;
+    use crate::weights::testing::{multilingual_config, small_config};
+    use crate::weights::{EMBED_TOKENS, PROJ_OUT};
+
+    fn small(dtype: DType) -> WhisperWeights {
+        crate::weights::testing::random(small_config(), dtype, 11)
+    }
+
+    fn err(model: &[u8], config: &[u8]) -> String {
+        load_hf(model, config).unwrap_err().to_string()
+    }
+
+    /// Edits the header JSON of a safetensors file and rebuilds the length prefix.
+    fn with_header(bytes: &[u8], edit: impl FnOnce(&mut serde_json::Value)) -> Vec<u8> {
+        let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+        let mut header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + n]).unwrap();
+        edit(&mut header);
+        let text = header.to_string();
+        let mut out = (text.len() as u64).to_le_bytes().to_vec();
+        out.extend(text.as_bytes());
+        out.extend(&bytes[8 + n..]);
+        out
+    }
+
+    #[test]
+    fn written_models_load_back_equal() {
+        let multi = crate::weights::testing::random(multilingual_config(), DType::F16, 5);
+        for w in [small(DType::F16), small(DType::F32), multi] {
+            let (bytes, config) = (safetensors(&w), config_json(&w));
+            // The languages are only in generation_config.json.
+            let back = load_hf(&bytes, &config).unwrap();
+            let mut without_langs = w.config().clone();
+            without_langs.generation.lang_ids.clear();
+            assert_eq!(back.config(), &without_langs);
+            assert_eq!((back.tensors(), back.aliases()), (w.tensors(), w.aliases()));
+            let langs = &w.config().generation.lang_ids;
+            let lang_to_id: BTreeMap<String, u32> = langs.iter().map(|&id| (format!("<|{id}|>"), id)).collect();
+            let generation = serde_json::json!({ "lang_to_id": lang_to_id }).to_string();
+            assert_eq!(load_hf_with_generation(&bytes, &config, generation.as_bytes()).unwrap(), w);
+        }
+    }
+
+    #[test]
+    fn model_prefix_and_stored_projection() {
+        let w = small(DType::F32);
+        let bytes = safetensors(&w);
+        let unprefixed = with_header(&bytes, |h| {
+            let map = h.as_object_mut().unwrap();
+            let names: Vec<String> = map.keys().cloned().collect();
+            for name in names {
+                let entry = map.remove(&name).unwrap();
+                map.insert(name.strip_prefix("model.").map_or(name.clone(), str::to_string), entry);
+            }
+        });
+        assert_eq!(load_hf(&unprefixed, &config_json(&w)).unwrap(), w);
+
+        // A separately stored projection (same shape as the embedding) is kept as a tensor.
+        let mut tensors = w.tensors().clone();
+        tensors.insert(PROJ_OUT.into(), w.get(EMBED_TOKENS).unwrap().clone());
+        let views: Vec<_> = tensors.iter().map(|(n, t)| (n.clone(), t.to_bytes(), t.shape().dims().to_vec())).collect();
+        let file = safetensors::serialize(
+            views.iter().map(|(n, b, d)| {
+                (n.as_str(), safetensors::tensor::TensorView::new(safetensors::Dtype::F32, d.clone(), b).unwrap())
+            }),
+            None,
+        )
+        .unwrap();
+        let back = load_hf(&file, &config_json(&w)).unwrap();
+        assert!(back.aliases().is_empty());
+        assert_eq!(back.get(PROJ_OUT).unwrap(), w.get(EMBED_TOKENS).unwrap());
+    }
+
+    #[test]
+    fn errors_name_file_tensor_and_offset() {
+        let w = small(DType::F16);
+        let (bytes, config) = (safetensors(&w), config_json(&w));
+        assert_eq!(err(&bytes[..5], &config), "model.safetensors: 5 bytes are too few for the 8-byte header length");
+        let mut long = bytes.clone();
+        long[5] = 1;
+        assert_eq!(
+            err(&long, &config),
+            format!(
+                "model.safetensors: header length {} at byte 0 runs past the end of the file ({} bytes)",
+                u64::from_le_bytes(long[..8].try_into().unwrap()),
+                bytes.len()
+            )
+        );
+        let bf = with_header(&bytes, |h| h["model.encoder.conv1.bias"]["dtype"] = "I16".into());
+        assert_eq!(
+            err(&bf, &config),
+            "model.safetensors: tensor model.encoder.conv1.bias: dtype I16 is not supported (F32, F16, BF16)"
+        );
+        let shape = with_header(&bytes, |h| h["model.encoder.conv1.bias"]["shape"] = serde_json::json!([4]));
+        let msg = err(&shape, &config);
+        assert!(msg.starts_with("model.safetensors: tensor model.encoder.conv1.bias (data at byte "), "{msg}");
+        assert!(msg.ends_with("): 16 bytes do not match shape [4] of F16"), "{msg}");
+        let missing = with_header(&bytes, |h| {
+            let entry = h.as_object_mut().unwrap().remove("model.decoder.layers.1.fc2.bias").unwrap();
+            h["model.decoder.layers.1.fc3.bias"] = entry;
+        });
+        assert_eq!(err(&missing, &config), "model.safetensors: missing tensor model.decoder.layers.1.fc2.bias");
+        let mut trailing = bytes.clone();
+        trailing.extend([0, 0]);
+        assert_eq!(
+            err(&trailing, &config),
+            format!("model.safetensors: 2 bytes after the last tensor, from byte {}", bytes.len())
+        );
+        let cut = &bytes[..bytes.len() - 2];
+        assert!(err(cut, &config).contains("lie outside the data section"));
+
+        let json = |edit: fn(&mut serde_json::Value)| {
+            let mut v: serde_json::Value = serde_json::from_slice(&config).unwrap();
+            edit(&mut v);
+            v.to_string().into_bytes()
+        };
+        assert_eq!(
+            err(&bytes, &json(|v| v["d_model"] = 16.into())),
+            "config.json: d_model is 16 but model.safetensors's tensors give 8"
+        );
+        assert_eq!(
+            err(&bytes, &json(|v| v["max_target_positions"] = 448.into())),
+            "config.json: max_target_positions is 448 but model.safetensors's tensors give 5"
+        );
+        assert_eq!(
+            err(&bytes, &json(|v| v["activation_function"] = "relu".into())),
+            "config.json: activation_function is \"relu\": Whisper needs \"gelu\""
+        );
+        assert_eq!(
+            err(&bytes, &json(|v| v["decoder_attention_heads"] = 3.into())),
+            "config.json: decoder heads 3 do not divide d_model 8"
+        );
+        assert!(
+            err(
+                &bytes,
+                &json(|v| {
+                    v.as_object_mut().unwrap().remove("encoder_attention_heads");
+                })
+            )
+            .starts_with("config.json: bad JSON: missing field `encoder_attention_heads`")
+        );
+        assert_eq!(
+            err(&bytes, &json(|v| v["model_type"] = "bart".into())),
+            "config.json: model_type is \"bart\", not \"whisper\""
+        );
+    }
+
+    #[test]
+    fn every_truncation_is_an_error() {
+        let w = small(DType::F16);
+        let (bytes, config) = (safetensors(&w), config_json(&w));
+        assert!(load_hf(&bytes, &config).is_ok());
+        for len in 0..bytes.len() {
+            assert!(load_hf(&bytes[..len], &config).is_err(), "prefix of {len} bytes loaded");
+        }
+    }
+
+    #[test]
+    fn header_bit_flips_are_errors() {
+        let w = small(DType::F16);
+        let (bytes, config) = (safetensors(&w), config_json(&w));
+        let header_end = 8 + u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+        for at in 0..header_end {
+            for bit in 0..8 {
+                let mut bad = bytes.clone();
+                bad[at] ^= 1 << bit;
+                assert!(load_hf(&bad, &config).is_err(), "flipping bit {bit} of byte {at} still loads");
+            }
+        }
+    }
+}

@@ -1,0 +1,30 @@
+//! Whisper on the Susurrus graph compiler, in pipeline order: config -> weights (loaders) ->
+//! tokenizer -> log-mel -> encoder and decoder graphs -> one linked program -> decoding ->
+//! transcription. Graph builders call the core's IR builder only: nothing here names a
+//! backend.
+
+pub mod config;
+pub mod convert;
+pub mod ct2;
+pub mod decode;
+pub mod decoder;
+pub mod demo;
+pub mod encoder;
+pub mod error;
+pub mod files;
+pub mod hf;
+pub mod layers;
+pub mod mel;
+pub mod model;
+pub mod options;
+pub mod program;
+pub mod select;
+pub mod subtitles;
+pub mod tokenizer;
+pub mod transcribe;
+pub mod weights;
+
+pub use error::{Error, Result};
+pub use model::Whisper;
+pub use options::{Task, TranscribeOptions};
+pub use transcribe::{Event, Segment, Transcript};

@@ -1,0 +1,156 @@
+//! [`Whisper`]: a loaded model compiled on a backend, ready to transcribe. What the web and
+//! native crates hold.
+
+use std::path::Path;
+
+use crate::config::WhisperConfig;
+use crate::error::{Error, Result};
+use crate::layers::ModelWeights;
+use crate::mel::LogMel;
+use crate::options::TranscribeOptions;
+use crate::program::{Program, ProgramSpec, Sampling};
+use crate::select::{Rules, Selection};
+use crate::tokenizer::Tokenizer;
+use crate::weights::{WhisperWeights, load_dir};
+use susurrus_core::exec::Backend;
+
+/// A Whisper model on a backend.
+pub struct Whisper {
+    pub(crate) program: Program,
+    pub(crate) tokenizer: Tokenizer,
+    pub(crate) config: WhisperConfig,
+    pub(crate) mel: LogMel,
+    model: ModelWeights,
+    backend: Box<dyn Backend>,
+    spec: ProgramSpec,
+}
+
+impl Whisper {
+    /// Compiles `weights` on `backend` with the model's default token settings.
+    pub async fn new(backend: Box<dyn Backend>, weights: &WhisperWeights, tokenizer: Tokenizer) -> Result<Whisper> {
+        let config = weights.config().clone();
+        if tokenizer.vocab_size() != config.n_vocab {
+            return Err(Error::Model {
+                file: "tokenizer".into(),
+                msg: format!(
+                    "the vocabulary has {} ids but the model's embedding has {} rows",
+                    tokenizer.vocab_size(),
+                    config.n_vocab
+                ),
+            });
+        }
+        let model = ModelWeights::new(weights)?;
+        let spec = ProgramSpec {
+            selection: default_selection(&config, &tokenizer, &TranscribeOptions::default())?,
+            no_speech: tokenizer.special_ids().no_speech,
+        };
+        let program = Program::compile(backend.as_ref(), &model, &spec).await?;
+        let mel = LogMel::new(config.n_mels)?;
+        Ok(Whisper { program, tokenizer, config, mel, model, backend, spec })
+    }
+
+    /// Loads a model folder (CTranslate2 or Hugging Face layout) and compiles it.
+    pub async fn load_dir(backend: Box<dyn Backend>, dir: &Path) -> Result<Whisper> {
+        let weights = load_dir(dir)?;
+        let tokenizer = Tokenizer::from_model_dir(dir)?;
+        Whisper::new(backend, &weights, tokenizer).await
+    }
+
+    pub fn config(&self) -> &WhisperConfig {
+        &self.config
+    }
+
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.tokenizer
+    }
+
+    /// The backend's name (`cpu`, `wgpu`, ...).
+    pub fn backend_name(&self) -> &str {
+        self.program.backend()
+    }
+
+    /// The compiled program, to run its pieces directly (benchmarks time the encoder and a
+    /// decoder step this way). A transcription afterwards starts over, as always.
+    pub fn program_mut(&mut self) -> &mut Program {
+        &mut self.program
+    }
+
+    /// The log-mel front end of this model.
+    pub fn log_mel(&self) -> &LogMel {
+        &self.mel
+    }
+
+    /// Recompiles when `options` ask for other always-suppressed tokens than the program
+    /// was built with.
+    pub(crate) async fn prepare_selection(&mut self, options: &TranscribeOptions) -> Result<()> {
+        let selection = default_selection(&self.config, &self.tokenizer, options)?;
+        if selection != self.spec.selection {
+            let spec = ProgramSpec { selection, no_speech: self.spec.no_speech };
+            self.program = Program::compile(self.backend.as_ref(), &self.model, &spec).await?;
+            self.spec = spec;
+        }
+        Ok(())
+    }
+
+    /// The language the options fix: English on English-only models (another language is an
+    /// error), the given one on multilingual models (checked), `None` when it is to be detected.
+    pub(crate) fn fixed_language(&self, options: &TranscribeOptions) -> Result<Option<String>> {
+        if !self.config.is_multilingual() {
+            return match options.language.as_deref() {
+                None | Some("en") => Ok(Some("en".into())),
+                Some(other) => Err(Error::bad_option(format!("language '{other}': this model is English-only"))),
+            };
+        }
+        match &options.language {
+            Some(l) if self.tokenizer.language_id(l).is_some() => Ok(Some(l.clone())),
+            Some(l) => Err(Error::bad_option(format!("language '{l}' is not one this model knows"))),
+            None => Ok(None),
+        }
+    }
+
+    /// The most likely language token after `<|startoftranscript|>` on the window the encoder
+    /// last ran on (the reference detects on the first window).
+    pub(crate) async fn detect_language(&mut self) -> Result<String> {
+        let langs = self.tokenizer.languages();
+        let (lo, hi) = match (langs.iter().map(|l| l.1).min(), langs.iter().map(|l| l.1).max()) {
+            (Some(lo), Some(hi)) => (lo, hi + 1),
+            _ => return Err(Error::Model { file: "tokenizer".into(), msg: "no language tokens".into() }),
+        };
+        let rules =
+            Rules { banned: vec![(0, lo), (hi, self.config.n_vocab as u32)], blank: false, timestamp_rule: false };
+        let sot = self.tokenizer.special_ids().start_of_transcript;
+        let choice = self.program.prefill(&[sot], 0, &rules, Sampling::Greedy).await?;
+        langs
+            .iter()
+            .find(|l| l.1 == choice.token)
+            .map(|l| l.0.clone())
+            .ok_or_else(|| Error::backend(format!("language detection chose token {}", choice.token)))
+    }
+}
+
+/// The tokens a transcription never produces and those it never starts with.
+fn default_selection(config: &WhisperConfig, tokenizer: &Tokenizer, options: &TranscribeOptions) -> Result<Selection> {
+    let ids = tokenizer.special_ids();
+    let mut suppress = match &options.suppress_tokens {
+        Some(list) => list.clone(),
+        None => config.generation.suppress_ids.clone(),
+    };
+    suppress.extend([ids.transcribe, ids.translate, ids.start_of_transcript, ids.start_of_prev, ids.no_speech]);
+    suppress.extend(ids.start_of_lm);
+    suppress.sort_unstable();
+    suppress.dedup();
+    if let Some(&bad) = suppress.iter().find(|&&t| t as usize >= config.n_vocab) {
+        return Err(Error::bad_option(format!(
+            "suppress_tokens: {bad} is outside the vocabulary of {}",
+            config.n_vocab
+        )));
+    }
+    let blank = if config.generation.suppress_ids_begin.is_empty() {
+        let mut blank = tokenizer.encode(" ").unwrap_or_default();
+        blank.push(ids.end_of_text);
+        blank
+    } else {
+        config.generation.suppress_ids_begin.clone()
+    };
+    Ok(Selection { suppress, blank, timestamp_begin: ids.timestamp_begin })
+}

@@ -1,0 +1,295 @@
+//! Long-form transcription: the seek loop over 30 s windows, segments between timestamp
+//! pairs, the previous text as prompt, the no-speech skip — the reference `transcribe()`.
+//!
+//! The whole recording's log-mel is computed once (with 160 zero samples appended, as the
+//! reference does), then windows of up to 3000 frames are cut at `seek` and zero-padded.
+//! After a window, `seek` moves to the last closed timestamp pair (the text after it is
+//! decoded again with the next window) or past the whole window.
+
+use std::ops::ControlFlow;
+
+use crate::Whisper;
+use crate::decode::{Decoded, WindowDecoder, noise_rng};
+use crate::error::{Error, Result};
+use crate::mel::HOP_LENGTH;
+use crate::options::{Task, TranscribeOptions};
+use crate::tokenizer::SpecialTokens;
+use susurrus_core::tensor::Tensor;
+
+/// Samples per second of the audio Whisper takes.
+pub const SAMPLE_RATE: usize = 16000;
+/// Zero samples the reference appends before computing the log-mel.
+const TAIL_PADDING: usize = 160;
+/// Mel frames per encoder position (the encoder's second convolution has stride 2).
+const INPUT_STRIDE: usize = 2;
+
+/// A piece of the transcript between two timestamps.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Segment {
+    /// Start and end in seconds from the start of the audio.
+    pub start: f64,
+    pub end: f64,
+    pub text: String,
+    /// The segment's tokens, its timestamp tokens included.
+    pub tokens: Vec<u32>,
+    /// The window's average token log-probability.
+    pub avg_logprob: f64,
+    /// The window's probability of no speech.
+    pub no_speech_prob: f32,
+    /// The temperature the window was decoded at.
+    pub temperature: f32,
+    /// The window's text compression ratio.
+    pub compression_ratio: f64,
+    /// The mel frame the window started at.
+    pub seek: usize,
+}
+
+/// The result of a transcription.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Transcript {
+    pub segments: Vec<Segment>,
+    /// The segments' texts joined.
+    pub text: String,
+    /// The language code decoded in.
+    pub language: String,
+    /// Seconds of audio.
+    pub duration: f64,
+}
+
+/// What a transcription reports while it runs.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Event<'a> {
+    /// A segment was decoded.
+    Segment(&'a Segment),
+    /// Seconds of audio done out of the total.
+    Progress { done: f64, total: f64 },
+}
+
+/// Checks the audio: any length (empty gives an empty transcript), finite samples only.
+fn check_audio(pcm: &[f32]) -> Result<()> {
+    if let Some(i) = pcm.iter().position(|s| !s.is_finite()) {
+        return Err(Error::BadAudio(format!(
+            "sample {i} ({:.3} s) is {}; audio must be finite numbers",
+            i as f64 / SAMPLE_RATE as f64,
+            pcm[i]
+        )));
+    }
+    Ok(())
+}
+
+/// Frames `start..start + len` of `mel [n_mels, frames]`, zero-padded to `window` frames.
+fn window(mel: &Tensor, start: usize, len: usize, window: usize) -> Result<Tensor> {
+    let dims = mel.shape().dims();
+    let (n_mels, frames) = (dims[0], dims[1]);
+    let data = mel.to_f32_cow();
+    let mut out = vec![0.0f32; n_mels * window];
+    let len = len.min(window).min(frames.saturating_sub(start));
+    for m in 0..n_mels {
+        out[m * window..m * window + len].copy_from_slice(&data[m * frames + start..m * frames + start + len]);
+    }
+    Ok(Tensor::f32([n_mels, window], out)?)
+}
+
+impl Whisper {
+    /// Transcribes 16 kHz mono samples. `on_event` sees each segment as soon as it is decoded
+    /// and the progress after every window; returning `ControlFlow::Break` from it stops the
+    /// work with [`Error::CANCELLED`] (the model stays usable).
+    pub async fn transcribe(
+        &mut self,
+        pcm: &[f32],
+        options: &TranscribeOptions,
+        on_event: &mut dyn FnMut(Event) -> ControlFlow<()>,
+    ) -> Result<Transcript> {
+        options.validate()?;
+        check_audio(pcm)?;
+        let duration = pcm.len() as f64 / SAMPLE_RATE as f64;
+        let ids = self.tokenizer.special_ids().clone();
+        self.prepare_selection(options).await?;
+
+        let mut padded = pcm.to_vec();
+        padded.extend(std::iter::repeat_n(0.0, TAIL_PADDING));
+        let mel = self.mel.compute(&padded)?;
+        let content_frames = pcm.len() / HOP_LENGTH;
+        let n_frames = self.config.n_frames();
+        let frame_seconds = HOP_LENGTH as f64 / SAMPLE_RATE as f64;
+        let time_precision = ids.timestamp_step as f64;
+
+        let mut all_tokens: Vec<u32> = Vec::new();
+        if let Some(prompt) = &options.initial_prompt {
+            let ids = self.tokenizer.encode(&format!(" {}", prompt.trim()));
+            all_tokens.extend(ids.map_err(|e| Error::bad_option(format!("initial_prompt: {e}")))?);
+        }
+        let mut prompt_reset_since = 0;
+        let mut language = self.fixed_language(options)?;
+        let mut segments: Vec<Segment> = Vec::new();
+        let mut rng = noise_rng(options.seed);
+        let vocab = self.config.n_vocab as u32;
+
+        let mut seek = 0;
+        while seek < content_frames {
+            let time_offset = seek as f64 * frame_seconds;
+            let segment_size = n_frames.min(content_frames - seek);
+            let segment_duration = segment_size as f64 * frame_seconds;
+            let mel_window = window(&mel, seek, segment_size, n_frames)?;
+            self.program.encode(&mel_window, false).await?;
+
+            let lang = match &language {
+                Some(l) => l.clone(),
+                None => {
+                    let l = self.detect_language().await?;
+                    language = Some(l.clone());
+                    l
+                }
+            };
+            let sot_sequence = self.sot_sequence(&lang, options.task)?;
+            let previous = &all_tokens[prompt_reset_since..];
+            let mut prompt = Vec::new();
+            if !previous.is_empty() {
+                prompt.push(ids.start_of_prev);
+                let keep = self.config.n_text_ctx / 2 - 1;
+                prompt.extend_from_slice(&previous[previous.len().saturating_sub(keep)..]);
+            }
+            let sot = prompt.len();
+            prompt.extend_from_slice(&sot_sequence);
+            if !options.timestamps {
+                prompt.push(ids.no_timestamps);
+            }
+
+            let decoder = WindowDecoder { ids: &ids, tokenizer: &self.tokenizer, options, vocab };
+            let result = decoder.decode_with_fallback(&mut self.program, &prompt, sot, &mut rng).await?;
+            let skip = options.no_speech_threshold.is_some_and(|th| result.no_speech_prob > th)
+                && !options.log_prob_threshold.is_some_and(|th| result.avg_logprob > th as f64);
+            if skip {
+                seek += segment_size;
+                self.progress(on_event, seek, content_frames, frame_seconds)?;
+                continue;
+            }
+
+            let window_seek = seek;
+            let (pieces, next_seek) = split_segments(
+                &result.tokens,
+                ids.timestamp_begin,
+                seek,
+                segment_size,
+                segment_duration,
+                time_offset,
+                time_precision,
+            );
+            seek = next_seek;
+            for (start, end, tokens) in pieces {
+                let text_ids: Vec<u32> = tokens.iter().copied().filter(|&t| t < ids.end_of_text).collect();
+                let text = self.tokenizer.decode(&text_ids, SpecialTokens::Skip)?;
+                if start == end || text.trim().is_empty() {
+                    continue;
+                }
+                all_tokens.extend_from_slice(&tokens);
+                let segment = segment_of(&result, start, end, text, tokens, window_seek);
+                if on_event(Event::Segment(&segment)).is_break() {
+                    return Err(Error::CANCELLED);
+                }
+                segments.push(segment);
+            }
+            if !options.condition_on_previous_text || result.temperature > options.prompt_reset_on_temperature {
+                prompt_reset_since = all_tokens.len();
+            }
+            self.progress(on_event, seek, content_frames, frame_seconds)?;
+        }
+        let text = segments.iter().map(|s| s.text.as_str()).collect();
+        // Without audio to detect from, a multilingual model's transcript is English.
+        let language = language.unwrap_or_else(|| "en".to_string());
+        Ok(Transcript { segments, text, language, duration })
+    }
+
+    fn progress(
+        &self,
+        on_event: &mut dyn FnMut(Event) -> ControlFlow<()>,
+        seek: usize,
+        content_frames: usize,
+        frame_seconds: f64,
+    ) -> Result<()> {
+        let done = seek.min(content_frames) as f64 * frame_seconds;
+        let total = content_frames as f64 * frame_seconds;
+        if on_event(Event::Progress { done, total }).is_break() {
+            return Err(Error::CANCELLED);
+        }
+        Ok(())
+    }
+
+    /// `<|startoftranscript|>`, then on multilingual models the language and task tokens.
+    fn sot_sequence(&self, language: &str, task: Task) -> Result<Vec<u32>> {
+        let ids = self.tokenizer.special_ids();
+        let mut seq = vec![ids.start_of_transcript];
+        if self.config.is_multilingual() {
+            let lang = self
+                .tokenizer
+                .language_id(language)
+                .ok_or_else(|| Error::bad_option(format!("language '{language}' is not one this model knows")))?;
+            seq.push(lang);
+            seq.push(match task {
+                Task::Transcribe => ids.transcribe,
+                Task::Translate => ids.translate,
+            });
+        }
+        Ok(seq)
+    }
+}
+
+fn segment_of(result: &Decoded, start: f64, end: f64, text: String, tokens: Vec<u32>, seek: usize) -> Segment {
+    Segment {
+        start,
+        end,
+        text,
+        tokens,
+        avg_logprob: result.avg_logprob,
+        no_speech_prob: result.no_speech_prob,
+        temperature: result.temperature,
+        compression_ratio: result.compression_ratio,
+        seek,
+    }
+}
+
+/// Cuts a window's tokens into `(start, end, tokens)` pieces at consecutive timestamp pairs
+/// and returns them with the next seek (in frames).
+fn split_segments(
+    tokens: &[u32],
+    tb: u32,
+    seek: usize,
+    segment_size: usize,
+    segment_duration: f64,
+    time_offset: f64,
+    precision: f64,
+) -> (Vec<(f64, f64, Vec<u32>)>, usize) {
+    let is_ts = |t: u32| t >= tb;
+    let n = tokens.len();
+    let single_ending = n >= 2 && !is_ts(tokens[n - 2]) && is_ts(tokens[n - 1]);
+    let consecutive: Vec<usize> = (1..n).filter(|&i| is_ts(tokens[i]) && is_ts(tokens[i - 1])).collect();
+    let time = |t: u32| time_offset + (i64::from(t) - i64::from(tb)) as f64 * precision;
+    let mut pieces = Vec::new();
+    if !consecutive.is_empty() {
+        let mut slices = consecutive;
+        if single_ending {
+            slices.push(n);
+        }
+        let mut last = 0;
+        for &c in &slices {
+            let piece = &tokens[last..c];
+            pieces.push((time(piece[0]), time(piece[piece.len() - 1]), piece.to_vec()));
+            last = c;
+        }
+        let next = if single_ending {
+            seek + segment_size
+        } else {
+            seek + tokens[last - 1].saturating_sub(tb) as usize * INPUT_STRIDE
+        };
+        (pieces, next)
+    } else {
+        let mut duration = segment_duration;
+        if let Some(&t) = tokens.iter().rev().find(|&&t| is_ts(t)) {
+            if t != tb {
+                duration = (t - tb) as f64 * precision;
+            }
+        }
+        pieces.push((time_offset, time_offset + duration, tokens.to_vec()));
+        (pieces, seek + segment_size)
+    }
+}

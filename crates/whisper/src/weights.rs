@@ -1,0 +1,426 @@
+//! The loaded Whisper model: its config and every weight under one canonical name.
+//!
+//! Both readers ([`super::ct2`], [`super::hf`]) end here, so the graph builders see one naming
+//! whatever the file format. The canonical names are Hugging Face's
+//! (`WhisperForConditionalGeneration`): `model.encoder.conv1.weight`,
+//! `model.encoder.layers.{i}.self_attn.q_proj.weight`, `model.decoder.embed_tokens.weight`, ...
+//! ([`layout`] lists them all). They were chosen because they keep Q, K and V apart and drop
+//! the key bias, which Whisper does not have; CTranslate2's fused tensors are split on load.
+//! The output projection `proj_out.weight` is tied to the token embedding: it is an alias
+//! unless a file stores it as a tensor of its own.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use crate::config::WhisperConfig;
+use crate::error::{Error, Result};
+use susurrus_core::ir::{DType, TensorType};
+use susurrus_core::tensor::{Tensor, TensorData};
+
+/// The output projection (logits = x · proj_outᵀ).
+pub const PROJ_OUT: &str = "proj_out.weight";
+/// The token embedding, which the output projection is tied to.
+pub const EMBED_TOKENS: &str = "model.decoder.embed_tokens.weight";
+/// Prefix of every encoder layer's tensors: `model.encoder.layers.{i}.`.
+pub const ENCODER_LAYERS: &str = "model.encoder.layers.";
+/// Prefix of every decoder layer's tensors: `model.decoder.layers.{i}.`.
+pub const DECODER_LAYERS: &str = "model.decoder.layers.";
+
+/// The name of tensor `suffix` (e.g. `fc1.weight`) of encoder layer `i`.
+pub fn encoder_layer(i: usize, suffix: &str) -> String {
+    format!("{ENCODER_LAYERS}{i}.{suffix}")
+}
+
+/// The name of tensor `suffix` (e.g. `encoder_attn.k_proj.weight`) of decoder layer `i`.
+pub fn decoder_layer(i: usize, suffix: &str) -> String {
+    format!("{DECODER_LAYERS}{i}.{suffix}")
+}
+
+/// A Whisper model: its dimensions and its weights (f16 or f32, as the file stored them).
+#[derive(Clone, Debug, PartialEq)]
+pub struct WhisperWeights {
+    config: WhisperConfig,
+    tensors: BTreeMap<String, Tensor>,
+    aliases: BTreeMap<String, String>,
+}
+
+impl WhisperWeights {
+    pub fn config(&self) -> &WhisperConfig {
+        &self.config
+    }
+
+    /// The tensor called `name`, following aliases (`proj_out.weight` gives the embedding).
+    pub fn get(&self, name: &str) -> Result<&Tensor> {
+        let target = self.aliases.get(name).map_or(name, String::as_str);
+        self.tensors.get(target).ok_or_else(|| Error::bad_argument(format!("the Whisper model has no tensor {name}")))
+    }
+
+    /// Every stored tensor by canonical name (aliases not included).
+    pub fn tensors(&self) -> &BTreeMap<String, Tensor> {
+        &self.tensors
+    }
+
+    /// Alias name -> the stored tensor it stands for.
+    pub fn aliases(&self) -> &BTreeMap<String, String> {
+        &self.aliases
+    }
+
+    /// A model of `config` whose every tensor (in [`layout`] order) is made by `make` from its
+    /// type: what tests and benchmarks use for model sizes that exist nowhere as files (the
+    /// test kit fills them with seeded random values).
+    pub fn from_fn(config: WhisperConfig, dtype: DType, mut make: impl FnMut(&TensorType) -> Tensor) -> Result<Self> {
+        config.validate("random model")?;
+        let tensors =
+            layout(&config).into_iter().map(|(name, dims)| (name, make(&TensorType::new(dtype, dims)))).collect();
+        let aliases = BTreeMap::from([(PROJ_OUT.to_string(), EMBED_TOKENS.to_string())]);
+        Ok(WhisperWeights { config, tensors, aliases })
+    }
+}
+
+/// Loads a model folder of either format: CTranslate2 (`model.bin`) or Hugging Face
+/// (`model.safetensors`).
+pub fn load_dir(dir: &Path) -> Result<WhisperWeights> {
+    if dir.join("model.bin").is_file() {
+        super::ct2::load_ct2_dir(dir)
+    } else if dir.join("model.safetensors").is_file() {
+        super::hf::load_hf_dir(dir)
+    } else {
+        Err(model_error(
+            &dir.display().to_string(),
+            "no model.bin (CTranslate2) or model.safetensors (Hugging Face) here",
+        ))
+    }
+}
+
+/// Every tensor a model of `config` holds, canonical name and shape, in model order
+/// (`proj_out.weight` excluded: it is tied to the embedding unless a file says otherwise).
+pub fn layout(config: &WhisperConfig) -> Vec<(String, Vec<usize>)> {
+    let d = config.d_model;
+    let mut out: Vec<(String, Vec<usize>)> = Vec::new();
+    let mut add = |name: String, dims: &[usize]| out.push((name, dims.to_vec()));
+    let linear = |add: &mut dyn FnMut(String, &[usize]), name: String, rows: usize, cols: usize, bias: bool| {
+        add(format!("{name}.weight"), &[rows, cols]);
+        if bias {
+            add(format!("{name}.bias"), &[rows]);
+        }
+    };
+    let norm = |add: &mut dyn FnMut(String, &[usize]), name: String| {
+        add(format!("{name}.weight"), &[d]);
+        add(format!("{name}.bias"), &[d]);
+    };
+    let attention = |add: &mut dyn FnMut(String, &[usize]), prefix: String| {
+        linear(add, format!("{prefix}.q_proj"), d, d, true);
+        linear(add, format!("{prefix}.k_proj"), d, d, false);
+        linear(add, format!("{prefix}.v_proj"), d, d, true);
+        linear(add, format!("{prefix}.out_proj"), d, d, true);
+    };
+
+    add("model.encoder.conv1.weight".into(), &[d, config.n_mels, 3]);
+    add("model.encoder.conv1.bias".into(), &[d]);
+    add("model.encoder.conv2.weight".into(), &[d, d, 3]);
+    add("model.encoder.conv2.bias".into(), &[d]);
+    add("model.encoder.embed_positions.weight".into(), &[config.n_audio_ctx, d]);
+    for i in 0..config.encoder_layers {
+        attention(&mut add, encoder_layer(i, "self_attn"));
+        norm(&mut add, encoder_layer(i, "self_attn_layer_norm"));
+        linear(&mut add, encoder_layer(i, "fc1"), config.encoder_ffn, d, true);
+        linear(&mut add, encoder_layer(i, "fc2"), d, config.encoder_ffn, true);
+        norm(&mut add, encoder_layer(i, "final_layer_norm"));
+    }
+    norm(&mut add, "model.encoder.layer_norm".into());
+
+    add(EMBED_TOKENS.into(), &[config.n_vocab, d]);
+    add("model.decoder.embed_positions.weight".into(), &[config.n_text_ctx, d]);
+    for i in 0..config.decoder_layers {
+        attention(&mut add, decoder_layer(i, "self_attn"));
+        norm(&mut add, decoder_layer(i, "self_attn_layer_norm"));
+        attention(&mut add, decoder_layer(i, "encoder_attn"));
+        norm(&mut add, decoder_layer(i, "encoder_attn_layer_norm"));
+        linear(&mut add, decoder_layer(i, "fc1"), config.decoder_ffn, d, true);
+        linear(&mut add, decoder_layer(i, "fc2"), d, config.decoder_ffn, true);
+        norm(&mut add, decoder_layer(i, "final_layer_norm"));
+    }
+    norm(&mut add, "model.decoder.layer_norm".into());
+    out
+}
+
+/// An error about a model file.
+pub(crate) fn model_error(file: &str, msg: impl Into<String>) -> Error {
+    Error::Model { file: file.to_string(), msg: msg.into() }
+}
+
+/// What a reader found in a file, under canonical names, before it is checked against the
+/// config: the tensors, where each came from (for error messages) and the aliases.
+pub(crate) struct Parts {
+    pub file: String,
+    tensors: BTreeMap<String, Tensor>,
+    origins: BTreeMap<String, String>,
+    aliases: BTreeMap<String, String>,
+    /// The file's own name for a canonical tensor, to say what is missing in its terms.
+    source_name: fn(&str) -> Option<String>,
+}
+
+impl Parts {
+    pub fn new(file: &str, source_name: fn(&str) -> Option<String>) -> Self {
+        Parts {
+            file: file.to_string(),
+            tensors: BTreeMap::new(),
+            origins: BTreeMap::new(),
+            aliases: BTreeMap::new(),
+            source_name,
+        }
+    }
+
+    /// Adds tensor `name`; `origin` says where it is in the file ("variable X at byte N").
+    pub fn insert(&mut self, name: String, tensor: Tensor, origin: String) -> Result<()> {
+        if let Some(first) = self.origins.get(&name) {
+            return Err(model_error(
+                &self.file,
+                format!("{origin} gives tensor {name} a second time (first: {first})"),
+            ));
+        }
+        self.origins.insert(name.clone(), origin);
+        self.tensors.insert(name, tensor);
+        Ok(())
+    }
+
+    /// Records that `alias` names the same tensor as `target`.
+    pub fn alias(&mut self, alias: String, target: String, origin: &str) -> Result<()> {
+        if alias != PROJ_OUT || target != EMBED_TOKENS {
+            return Err(model_error(
+                &self.file,
+                format!("{origin}: unexpected alias {alias} -> {target} (only {PROJ_OUT} -> {EMBED_TOKENS} is known)"),
+            ));
+        }
+        if self.aliases.insert(alias.clone(), target).is_some() {
+            return Err(model_error(&self.file, format!("{origin}: alias {alias} is defined twice")));
+        }
+        Ok(())
+    }
+
+    /// The shape of tensor `name`, or an error saying it is missing.
+    pub fn dims(&self, name: &str) -> Result<&[usize]> {
+        self.tensors.get(name).map(|t| t.shape().dims()).ok_or_else(|| self.missing(name))
+    }
+
+    /// Where tensor `name` came from, for messages.
+    pub fn origin<'a>(&'a self, name: &'a str) -> &'a str {
+        self.origins.get(name).map_or(name, String::as_str)
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.tensors.keys().map(String::as_str)
+    }
+
+    fn missing(&self, name: &str) -> Error {
+        let msg = match (self.source_name)(name) {
+            Some(source) => format!("missing {source} (for tensor {name})"),
+            None => format!("missing tensor {name}"),
+        };
+        model_error(&self.file, msg)
+    }
+
+    /// Checks every tensor against the layout of `config` (presence, shape, no extras) and
+    /// ties the output projection to the embedding when the file did not store it.
+    pub fn finish(mut self, config: WhisperConfig) -> Result<WhisperWeights> {
+        config.validate(&self.file)?;
+        let mut expected = layout(&config);
+        if !self.aliases.contains_key(PROJ_OUT) {
+            if self.tensors.contains_key(PROJ_OUT) {
+                expected.push((PROJ_OUT.to_string(), vec![config.n_vocab, config.d_model]));
+            } else {
+                self.aliases.insert(PROJ_OUT.to_string(), EMBED_TOKENS.to_string());
+            }
+        } else if self.tensors.contains_key(PROJ_OUT) {
+            return Err(model_error(
+                &self.file,
+                format!("{} and an alias both define {PROJ_OUT}", self.origin(PROJ_OUT)),
+            ));
+        }
+        for (name, dims) in &expected {
+            let got = self.dims(name)?;
+            if got != dims.as_slice() {
+                return Err(model_error(
+                    &self.file,
+                    format!("{} has shape {got:?}, the model's config needs {dims:?}", self.origin(name)),
+                ));
+            }
+        }
+        if self.tensors.len() != expected.len() {
+            let known: std::collections::BTreeSet<&str> = expected.iter().map(|(n, _)| n.as_str()).collect();
+            if let Some(extra) = self.names().find(|n| !known.contains(n)) {
+                return Err(model_error(&self.file, format!("unexpected tensor {extra} ({})", self.origin(extra))));
+            }
+        }
+        Ok(WhisperWeights { config, tensors: self.tensors, aliases: self.aliases })
+    }
+}
+
+/// Splits `t` into `k` equal parts along its first axis (a fused Q|K|V weight into Q, K and
+/// V), or `None` when the rows do not divide evenly.
+pub(crate) fn split_rows(t: &Tensor, k: usize) -> Option<Vec<Tensor>> {
+    let dims = t.shape().dims();
+    let rows = *dims.first()?;
+    let chunk = t.numel().checked_div(k)?;
+    if rows % k != 0 || chunk == 0 {
+        return None;
+    }
+    let mut shape = dims.to_vec();
+    shape[0] = rows / k;
+    let parts: Vec<TensorData> = match t.data() {
+        TensorData::F32(v) => v.chunks(chunk).map(|c| TensorData::F32(c.to_vec())).collect(),
+        TensorData::F16(v) => v.chunks(chunk).map(|c| TensorData::F16(c.to_vec())).collect(),
+        TensorData::I32(_) | TensorData::U32(_) => return None,
+    };
+    parts.into_iter().map(|data| Tensor::new(shape.clone(), data).ok()).collect()
+}
+
+/// Test support shared by the loader tests: the real model and small configs.
+#[cfg(test)]
+pub(crate) mod testing {
+    use std::path::PathBuf;
+    use std::sync::OnceLock;
+
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+    use susurrus_core::ir::DType;
+    use susurrus_core::tensor::Tensor;
+
+    use super::WhisperWeights;
+    use crate::config::{GenerationConfig, WhisperConfig};
+
+    /// A model of `config` with seeded weights of `dtype`, uniform in [-0.5, 0.5), for unit
+    /// tests of the loaders at any size.
+    pub fn random(config: WhisperConfig, dtype: DType, seed: u64) -> WhisperWeights {
+        let mut rng = StdRng::seed_from_u64(seed);
+        WhisperWeights::from_fn(config, dtype, |ty| {
+            let values = (0..ty.numel()).map(|_| rng.random_range(-0.5f32..0.5)).collect();
+            Tensor::from_f32(ty.dtype, ty.shape.clone(), values).expect("one value per element")
+        })
+        .expect("test configs are valid")
+    }
+
+    /// The folder of the real tiny.en model, fetched (once, cached) by scripts/fetch-model.sh.
+    pub fn tiny_en_dir() -> PathBuf {
+        static DIR: OnceLock<PathBuf> = OnceLock::new();
+        DIR.get_or_init(|| {
+            let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+            let out = std::process::Command::new(root.join("scripts/fetch-model.sh"))
+                .current_dir(&root)
+                .output()
+                .expect("scripts/fetch-model.sh runs");
+            assert!(out.status.success(), "fetch-model.sh failed: {}", String::from_utf8_lossy(&out.stderr));
+            let stdout = String::from_utf8(out.stdout).expect("the printed path is UTF-8");
+            PathBuf::from(stdout.lines().last().expect("fetch-model.sh prints the folder").trim())
+        })
+        .clone()
+    }
+
+    /// A tiny English-only config (2 heads, 1 + 2 layers) for fast tests.
+    pub fn small_config() -> WhisperConfig {
+        WhisperConfig {
+            n_mels: 4,
+            n_audio_ctx: 6,
+            n_text_ctx: 5,
+            d_model: 8,
+            encoder_layers: 1,
+            decoder_layers: 2,
+            encoder_heads: 2,
+            decoder_heads: 2,
+            encoder_ffn: 16,
+            decoder_ffn: 12,
+            n_vocab: 20,
+            layer_norm_eps: 1e-5,
+            generation: GenerationConfig {
+                suppress_ids: vec![1, 3],
+                suppress_ids_begin: vec![7, 19],
+                lang_ids: vec![],
+                alignment_heads: vec![(1, 0), (1, 1)],
+            },
+        }
+    }
+
+    /// A multilingual config with 128 mels (like large-v3, scaled down; 51866 tokens).
+    pub fn multilingual_config() -> WhisperConfig {
+        WhisperConfig {
+            n_mels: 128,
+            n_audio_ctx: 4,
+            n_text_ctx: 3,
+            d_model: 12,
+            encoder_layers: 2,
+            decoder_layers: 1,
+            encoder_heads: 3,
+            decoder_heads: 4,
+            encoder_ffn: 24,
+            decoder_ffn: 24,
+            n_vocab: 51866,
+            layer_norm_eps: 1e-5,
+            generation: GenerationConfig {
+                suppress_ids: vec![1, 2, 7],
+                suppress_ids_begin: vec![220, 50257],
+                lang_ids: vec![50259, 50260, 50261],
+                alignment_heads: vec![(0, 3)],
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::small_config;
+    use super::*;
+
+    #[test]
+    fn layout_counts_and_shapes() {
+        let config = small_config();
+        let names = layout(&config);
+        // 5 encoder globals + 2 final norm; per encoder layer: 4 attention linears (7 tensors),
+        // 2 norms (4), fc1/fc2 (4) = 15; decoder: 2 globals + 2 final norm; per layer 7 + 2 + 7
+        // + 2 + 4 + 2 = 24.
+        assert_eq!(names.len(), 5 + 15 + 2 + 2 + 2 * 24 + 2);
+        let find = |n: &str| names.iter().find(|(name, _)| name == n).map(|(_, d)| d.clone());
+        assert_eq!(find("model.encoder.conv1.weight"), Some(vec![8, 4, 3]));
+        assert_eq!(find("model.encoder.layers.0.fc2.weight"), Some(vec![8, 16]));
+        assert_eq!(find("model.decoder.layers.1.fc1.weight"), Some(vec![12, 8]));
+        assert_eq!(find("model.decoder.layers.1.encoder_attn.k_proj.weight"), Some(vec![8, 8]));
+        assert_eq!(find("model.decoder.layers.1.encoder_attn.k_proj.bias"), None);
+        assert_eq!(find("model.decoder.embed_positions.weight"), Some(vec![5, 8]));
+    }
+
+    #[test]
+    fn random_model_resolves_the_tied_projection() {
+        let w = crate::weights::testing::random(small_config(), DType::F16, 1);
+        assert_eq!(w.get(PROJ_OUT).unwrap(), w.get(EMBED_TOKENS).unwrap());
+        assert_eq!(w.get("model.encoder.layer_norm.bias").unwrap().dtype(), DType::F16);
+        let err = w.get("model.encoder.layers.1.fc1.weight").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "bad run argument: the Whisper model has no tensor model.encoder.layers.1.fc1.weight"
+        );
+    }
+
+    #[test]
+    fn load_dir_picks_the_format() {
+        let ct2 = load_dir(&testing::tiny_en_dir()).unwrap();
+        assert_eq!(ct2.config().d_model, 384);
+        let empty = std::env::temp_dir().join(format!("susurrus-empty-model-{}", std::process::id()));
+        std::fs::create_dir_all(&empty).unwrap();
+        let err = load_dir(&empty).unwrap_err().to_string();
+        std::fs::remove_dir(&empty).unwrap();
+        assert_eq!(
+            err,
+            format!("{}: no model.bin (CTranslate2) or model.safetensors (Hugging Face) here", empty.display())
+        );
+    }
+
+    #[test]
+    fn split_rows_takes_consecutive_row_blocks() {
+        let t = Tensor::f32([6, 2], (0..12).map(|v| v as f32).collect()).unwrap();
+        let parts = split_rows(&t, 3).unwrap();
+        assert_eq!(parts[0], Tensor::f32([2, 2], vec![0.0, 1.0, 2.0, 3.0]).unwrap());
+        assert_eq!(parts[2], Tensor::f32([2, 2], vec![8.0, 9.0, 10.0, 11.0]).unwrap());
+        assert!(split_rows(&t, 4).is_none());
+        assert!(split_rows(&Tensor::f32([0, 2], vec![]).unwrap(), 2).is_none());
+        assert!(split_rows(&Tensor::scalar_f32(1.0), 1).is_none());
+    }
+}

@@ -1,0 +1,124 @@
+//! The transcription API's behaviour at its edges, with the real tiny.en model on the CPU
+//! executor: empty and non-finite audio, bad options, cancellation (the model stays usable),
+//! events.
+
+use susurrus_testkit::golden;
+
+use std::ops::ControlFlow;
+
+use susurrus_whisper::Error;
+use susurrus_whisper::{Event, TranscribeOptions, Whisper};
+
+fn whisper() -> Whisper {
+    pollster::block_on(Whisper::load_dir(Box::new(golden::cpu()), &golden::model_dir())).unwrap()
+}
+
+fn run(w: &mut Whisper, pcm: &[f32], options: &TranscribeOptions) -> Result<susurrus_whisper::Transcript, Error> {
+    pollster::block_on(w.transcribe(pcm, options, &mut |_| ControlFlow::Continue(())))
+}
+
+fn reference_tokens(clip: &str) -> Vec<Vec<u32>> {
+    golden::fixture(clip)["runs"][0]["segments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["tokens"].as_array().unwrap().iter().map(|t| t.as_u64().unwrap() as u32).collect())
+        .collect()
+}
+
+#[test]
+fn empty_and_tiny_audio_give_empty_transcripts() {
+    let mut w = whisper();
+    for len in [0, 1, 159] {
+        let t = run(&mut w, &vec![0.0; len], &TranscribeOptions::default()).unwrap();
+        assert!(t.segments.is_empty() && t.text.is_empty(), "{len} samples: {t:?}");
+        assert_eq!(t.language, "en");
+        assert_eq!(t.duration, len as f64 / 16000.0);
+    }
+}
+
+#[test]
+fn non_finite_audio_is_an_error_naming_the_sample() {
+    let mut w = whisper();
+    let mut pcm = vec![0.0f32; 32000];
+    pcm[16000] = f32::NAN;
+    let err = run(&mut w, &pcm, &TranscribeOptions::default()).unwrap_err();
+    assert_eq!(err.to_string(), "bad audio: sample 16000 (1.000 s) is NaN; audio must be finite numbers");
+    pcm[16000] = 0.0;
+    pcm[5] = f32::NEG_INFINITY;
+    let err = run(&mut w, &pcm, &TranscribeOptions::default()).unwrap_err();
+    assert_eq!(err.to_string(), "bad audio: sample 5 (0.000 s) is -inf; audio must be finite numbers");
+}
+
+#[test]
+fn bad_options_are_errors() {
+    let mut w = whisper();
+    let pcm = vec![0.0f32; 1600];
+    let cases = [
+        (
+            TranscribeOptions { temperatures: vec![], ..Default::default() },
+            "invalid option: temperatures: at least one temperature is needed",
+        ),
+        (
+            TranscribeOptions { temperatures: vec![0.0, f32::NAN], ..Default::default() },
+            "invalid option: temperatures: NaN is not a finite value >= 0",
+        ),
+        (TranscribeOptions { best_of: 0, ..Default::default() }, "invalid option: best_of must be at least 1"),
+        (
+            TranscribeOptions { language: Some("de".into()), ..Default::default() },
+            "invalid option: language 'de': this model is English-only",
+        ),
+        (
+            TranscribeOptions { suppress_tokens: Some(vec![60000]), ..Default::default() },
+            "invalid option: suppress_tokens: 60000 is outside the vocabulary of 51864",
+        ),
+    ];
+    for (options, want) in cases {
+        let pcm = if options.language.is_some() { vec![0.1f32; 16000] } else { pcm.clone() };
+        assert_eq!(run(&mut w, &pcm, &options).unwrap_err().to_string(), want);
+    }
+}
+
+#[test]
+fn cancelling_stops_with_an_error_and_the_model_stays_usable() {
+    let mut w = whisper();
+    let record = golden::fixture("short_3");
+    let pcm = golden::read_wav(record["audio"]["file"].as_str().unwrap());
+    let mut seen = 0;
+    let err = pollster::block_on(w.transcribe(&pcm, &TranscribeOptions::default(), &mut |e| {
+        if let Event::Segment(_) = e {
+            seen += 1;
+            return ControlFlow::Break(());
+        }
+        ControlFlow::Continue(())
+    }))
+    .unwrap_err();
+    assert!(err.is_cancelled(), "{err}");
+    assert_eq!(seen, 1);
+    let t = run(&mut w, &pcm, &TranscribeOptions::default()).unwrap();
+    let tokens: Vec<Vec<u32>> = t.segments.iter().map(|s| s.tokens.clone()).collect();
+    assert_eq!(tokens, reference_tokens("short_3"));
+}
+
+#[test]
+fn progress_reaches_the_end_and_segments_stream_in_order() {
+    let mut w = whisper();
+    let record = golden::fixture("short_3");
+    let pcm = golden::read_wav(record["audio"]["file"].as_str().unwrap());
+    let mut events = Vec::new();
+    let t = pollster::block_on(w.transcribe(&pcm, &TranscribeOptions::default(), &mut |e| {
+        events.push(match e {
+            Event::Segment(s) => format!("segment {:.2}", s.start),
+            Event::Progress { done, total } => format!("progress {done:.2}/{total:.2}"),
+        });
+        ControlFlow::Continue(())
+    }))
+    .unwrap();
+    let total = pcm.len() / 160;
+    let want_total = format!("{:.2}", total as f64 / 100.0);
+    assert_eq!(events.last().unwrap(), &format!("progress {want_total}/{want_total}"));
+    let starts: Vec<String> = t.segments.iter().map(|s| format!("segment {:.2}", s.start)).collect();
+    let streamed: Vec<String> = events.iter().filter(|e| e.starts_with("segment")).cloned().collect();
+    assert_eq!(streamed, starts);
+    assert!(events.iter().filter(|e| e.starts_with("progress")).count() >= 2, "{events:?}");
+}
