@@ -6,10 +6,10 @@ use std::collections::{HashMap, HashSet};
 
 use susurrus_core::exec::cpu::CpuBackend;
 use susurrus_core::exec::wgpu::{WgpuBackend, WgpuOptions};
-use susurrus_core::exec::{Backend, BoxFuture, Executable, Weights, check_supported};
+use susurrus_core::exec::{Backend, BoxFuture, Executable, Weights};
 use susurrus_core::ops::{BinaryKind, CmpKind, Op, OpTag, ReduceKind, UnaryKind};
 use susurrus_core::plan::Plan;
-use susurrus_core::{DType, Tensor};
+use susurrus_core::{DType, Error, Tensor};
 use susurrus_testkit::{CaseReport, OpCase, Tolerance, check_backend, op_cases, summary_table};
 
 const SEEDS: [u64; 4] = [0, 1, 2, 3];
@@ -129,9 +129,6 @@ impl Backend for Corrupting {
     fn name(&self) -> &'static str {
         "corrupting-cpu"
     }
-    fn supports(&self, op: &Op) -> bool {
-        CpuBackend::new().supports(op)
-    }
     fn compile_linked<'a>(
         &'a self,
         plans: Vec<&'a Plan>,
@@ -234,17 +231,15 @@ impl Backend for NoMatmul {
     fn name(&self) -> &'static str {
         "no-matmul"
     }
-    fn supports(&self, op: &Op) -> bool {
-        !matches!(op, Op::MatMul(_))
-    }
     fn compile_linked<'a>(
         &'a self,
         plans: Vec<&'a Plan>,
         weights: &'a Weights,
     ) -> BoxFuture<'a, Vec<Box<dyn Executable>>> {
         Box::pin(async move {
-            for plan in &plans {
-                check_supported(self, plan)?;
+            let matmul = plans.iter().flat_map(|p| p.graph.nodes()).find(|n| matches!(n.op, Op::MatMul(_)));
+            if let Some(node) = matmul {
+                return Err(Error::Unsupported { op: node.op.name().to_string(), backend: self.name().to_string() });
             }
             CpuBackend::new().compile_linked(plans, weights).await
         })

@@ -10,7 +10,6 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 use susurrus_core::exec::{Backend, BoxFuture, Executable, Weights};
-use susurrus_core::ops::Op;
 use susurrus_core::plan::{Plan, plan_with};
 use susurrus_core::{Error, Result};
 use susurrus_native::cuda::layout::{Bases, ProgramLayout};
@@ -107,9 +106,6 @@ struct Recorder {
 impl Backend for Recorder {
     fn name(&self) -> &'static str {
         "cuda-lowering"
-    }
-    fn supports(&self, _op: &Op) -> bool {
-        true
     }
     fn compile_linked<'a>(
         &'a self,

@@ -16,7 +16,6 @@ use std::rc::Rc;
 use susurrus_core::error::{Error, Result};
 use susurrus_core::exec::cpu::StepHook;
 use susurrus_core::exec::{Backend, BoxFuture, Executable, Weights};
-use susurrus_core::ops::Op;
 use susurrus_core::plan::Plan;
 use susurrus_core::tensor::Tensor;
 use web_sys::AbortSignal;
@@ -84,10 +83,6 @@ impl Paced {
 impl Backend for Paced {
     fn name(&self) -> &'static str {
         self.inner.name()
-    }
-
-    fn supports(&self, op: &Op) -> bool {
-        self.inner.supports(op)
     }
 
     fn compile_linked<'a>(

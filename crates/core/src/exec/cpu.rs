@@ -13,7 +13,7 @@ use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 use std::sync::Arc;
 
-use super::{Backend, BoxFuture, Executable, Weights, check_run_args, check_supported, linked_states, supplied_weight};
+use super::{Backend, BoxFuture, Executable, Weights, check_run_args, linked_states, supplied_weight};
 use crate::error::{Error, Result};
 use crate::ir::{DType, NodeId, TensorType};
 use crate::ops::{EvalCtx, Op};
@@ -54,10 +54,6 @@ impl Backend for CpuBackend {
         "cpu"
     }
 
-    fn supports(&self, _op: &Op) -> bool {
-        true
-    }
-
     fn compile_linked<'a>(
         &'a self,
         plans: Vec<&'a Plan>,
@@ -85,7 +81,6 @@ impl CpuBackend {
         shared: &Shared,
         widened: &mut HashMap<String, Arc<Tensor>>,
     ) -> Result<Box<dyn Executable>> {
-        check_supported(self, plan)?;
         let mut own_weights = HashMap::new();
         let mut consts = HashMap::new();
         let mut state_names = Vec::new();

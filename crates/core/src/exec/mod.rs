@@ -1,10 +1,11 @@
 //! Backends: compile a [`Plan`](crate::plan::Plan) once, run it many times.
 //!
-//! The trait is small on purpose. A backend says which ops it supports and compiles a plan
-//! into an [`Executable`] that holds the uploaded weights, the arena and the persistent
-//! buffers. `run` returns a future of only the outputs asked for: in the browser GPU readback
+//! The trait is small on purpose. A backend compiles a plan into an [`Executable`] that holds
+//! the uploaded weights, the arena and the persistent buffers; every backend lowers every op
+//! (its lowering is an exhaustive match), and what one cannot run at some size is an error
+//! naming the op when the plan compiles. `run` returns a future of only the outputs asked for: in the browser GPU readback
 //! is asynchronous, natively callers block on it (e.g. with `pollster`). Nothing here has a
-//! default that silently does nothing; an op a backend lacks is an [`Error::Unsupported`].
+//! default that silently does nothing.
 
 pub mod cpu;
 pub mod wgpu;
@@ -28,14 +29,12 @@ pub type Weights = HashMap<String, Tensor>;
 pub trait Backend {
     /// Short name for messages and tables (`cpu`, `wgpu`, ...).
     fn name(&self) -> &'static str;
-    /// True when this backend has a kernel for `op`.
-    fn supports(&self, op: &Op) -> bool;
     /// Prepares `plans` to run as one program: uploads weights and constants, allocates each
     /// plan's arena and the persistent buffers. The executables (one per plan, in order)
     /// share the weights, uploaded once, and the persistent buffers, by name: what one
     /// writes the next reads (an encoder graph fills the cross-attention keys that the
-    /// decoder graphs read). Fails with [`Error::Unsupported`] naming the first op without a
-    /// kernel, or with [`Error::BadArgument`] when a weight is missing or mistyped, or when
+    /// decoder graphs read). Fails with an error naming the op when one cannot run as
+    /// planned (a limit of the device), or with [`Error::BadArgument`] when a weight is missing or mistyped, or when
     /// two plans declare one persistent buffer with different types.
     fn compile_linked<'a>(
         &'a self,
@@ -146,14 +145,4 @@ pub fn check_run_args(
                 .ok_or_else(|| Error::BadArgument(format!("graph '{}' has no output '{name}'", graph.name())))
         })
         .collect()
-}
-
-/// The first op of `plan` that `backend` lacks, as an [`Error::Unsupported`].
-pub fn check_supported(backend: &dyn Backend, plan: &Plan) -> Result<()> {
-    for node in plan.graph.nodes() {
-        if !backend.supports(&node.op) {
-            return Err(Error::Unsupported { op: node.op.name().to_string(), backend: backend.name().to_string() });
-        }
-    }
-    Ok(())
 }

@@ -101,11 +101,6 @@ impl Backend for FastCpuBackend {
         "cpu"
     }
 
-    /// Every op: the ones without a fast kernel run their reference evaluation.
-    fn supports(&self, _op: &Op) -> bool {
-        true
-    }
-
     fn compile_linked<'a>(
         &'a self,
         plans: Vec<&'a Plan>,

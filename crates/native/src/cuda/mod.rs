@@ -30,18 +30,11 @@ pub use device::{CudaBackend, CudaOptions};
 pub use lower::Precision;
 
 use susurrus_core::exec::{Backend, BoxFuture, Executable, Weights};
-use susurrus_core::ops::Op;
 use susurrus_core::plan::Plan;
 
 impl Backend for CudaBackend {
     fn name(&self) -> &'static str {
         "cuda"
-    }
-
-    /// Every op the IR has: each lowers to kernels or products (limits, such as ranks above
-    /// 8, are errors naming the op when a plan compiles).
-    fn supports(&self, _op: &Op) -> bool {
-        true
     }
 
     fn compile_linked<'a>(

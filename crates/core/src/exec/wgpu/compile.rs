@@ -10,7 +10,7 @@ use super::device::{PipelineCache, WgpuBackend};
 use super::kernel::{BindingKind, Elem, MAX_RUNTIME_SCALARS, PipelineKey, module_source};
 use super::lower::{KernelCtx, Lowering, lower};
 use crate::error::{Error, Result};
-use crate::exec::{Executable, Weights, check_supported, linked_states};
+use crate::exec::{Executable, Weights, linked_states};
 use crate::ir::{DType, Graph, NodeId, TensorType};
 use crate::ops::Op;
 use crate::plan::{Plan, Storage, plan_with};
@@ -124,7 +124,6 @@ async fn compile(
     shared: &mut Shared,
 ) -> Result<Box<dyn Executable>> {
     backend.check_alive()?;
-    check_supported(backend, plan)?;
     let options = backend.plan_options();
     let replanned;
     let plan = if plan.options == options {

@@ -5,10 +5,8 @@ use std::sync::{Arc, Mutex};
 
 use super::compile::compile_linked;
 use super::kernel::{BindingKind, PipelineKey};
-use super::lower::lower_supported;
 use crate::error::{Error, Result};
 use crate::exec::{Backend, BoxFuture, Executable, Weights};
-use crate::ops::Op;
 use crate::plan::{Plan, PlanOptions};
 
 /// Choices made when the device is created.
@@ -195,10 +193,6 @@ impl Backend for WgpuBackend {
             (false, true) => "wgpu-gpu-kernels",
             (false, false) => "wgpu",
         }
-    }
-
-    fn supports(&self, op: &Op) -> bool {
-        lower_supported(op)
     }
 
     fn compile_linked<'a>(

@@ -33,9 +33,3 @@ pub enum Lowering {
 pub(super) fn lower(op: &Op, ctx: &KernelCtx) -> Result<Lowering> {
     op.kernel(ctx)
 }
-
-/// Every registered op has a kernel; limits (such as bindings per dispatch) are checked when
-/// a plan is compiled, with an error naming the op.
-pub(super) fn lower_supported(_op: &Op) -> bool {
-    true
-}
