@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# The main job on a fresh machine: installs what is missing (scripts/setup.sh), fetches
-# Whisper tiny.en once (scripts/fetch-model.sh), builds the `susurrus` command and transcribes
+# The main job on a fresh machine: fetches Whisper tiny.en once (scripts/fetch-model.sh),
+# builds the `susurrus` command and transcribes
 # the bundled sample (samples/sample.wav, our own espeak-ng speech) on the fastest backend
 # here, then says how to open the web demo (scripts/serve.sh). Extra arguments go to `susurrus transcribe`
-# (e.g. `--format srt`, `--backend wgpu`).
+# (e.g. `--format srt`, `--backend wgpu`). It installs only what that needs: the test tools
+# (Chromium, wasm tools, NVRTC, ...) are scripts/setup.sh's, run by scripts/test.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-./scripts/setup.sh
 # The Vulkan loader (probed by --backend auto) wants a private runtime folder.
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-${HOME}/.cache/susurrus/xdg}"
 mkdir -p -m 700 "$XDG_RUNTIME_DIR"

@@ -1,8 +1,18 @@
 #!/usr/bin/env bash
 # Prepares a fresh machine (Debian, rustup toolchain) for building and testing Susurrus.
 # Idempotent: installs only what is missing and prints nothing when there is nothing to do.
-# Tools built from crates.io go to ~/.cache/susurrus/tools (put its bin/ on PATH, as
-# scripts/test.sh does).
+#
+#   scripts/setup.sh [PART...]    PART: rust system node nvrtc (default: all of them)
+#
+# - rust:   the rustfmt and clippy components, the wasm32 and aarch64-apple-darwin targets,
+#           wasm-pack and wasm-bindgen-cli (built from crates.io: minutes of CPU, once)
+# - system: Debian packages: Mesa's software Vulkan driver (lavapipe) for the native GPU tests,
+#           Chromium and its WebDriver for the browser tests, Node.js and npm
+# - node:   TypeScript and playwright-core for the web package and its browser tests
+# - nvrtc:  NVIDIA's NVRTC library, for compiling the CUDA kernels in the host-side tests
+# The parts other than rust are mostly downloads: scripts/test.sh runs them in the
+# background while the compiler works. Tools built from crates.io go to
+# ~/.cache/susurrus/tools (put its bin/ on PATH, as scripts/test.sh does).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,41 +20,47 @@ cache="${HOME}/.cache/susurrus"
 tools="${cache}/tools"
 mkdir -p "$cache" "$tools"
 
-# Debian packages: Mesa's software Vulkan driver (lavapipe) for the native GPU tests, Chromium
-# and its WebDriver for the browser tests.
-missing=()
-for pkg in mesa-vulkan-drivers libvulkan1 chromium chromium-driver; do
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
-done
-# Node.js and npm for the web package (kept when another Node.js is already installed).
-command -v npm >/dev/null || missing+=(nodejs npm)
-if ((${#missing[@]})); then
-  echo "setup: installing ${missing[*]}"
-  sudo_cmd=""
-  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
-  $sudo_cmd apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
-
-installed_components=$(rustup component list --installed)
-for component in rustfmt clippy; do
-  if ! grep -q "^${component}" <<<"$installed_components"; then
-    echo "setup: adding rustup component ${component}"
-    rustup component add "$component"
+setup_system() {
+  local missing=()
+  for pkg in mesa-vulkan-drivers libvulkan1 chromium chromium-driver; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+  done
+  # Node.js and npm for the web package (kept when another Node.js is already installed).
+  command -v npm >/dev/null || missing+=(nodejs npm)
+  if ((${#missing[@]})); then
+    echo "setup: installing ${missing[*]}"
+    local sudo_cmd=""
+    [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+    $sudo_cmd apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   fi
-done
+}
 
-# wasm32 for the browser package; aarch64-apple-darwin to check that the native crate (Metal)
-# keeps compiling for macOS.
-installed_targets=$(rustup target list --installed)
-for target in wasm32-unknown-unknown aarch64-apple-darwin; do
-  if ! grep -qx "$target" <<<"$installed_targets"; then
-    echo "setup: adding rustup target ${target}"
-    rustup target add "$target"
-  fi
-done
+setup_rust() {
+  local installed_components installed_targets
+  installed_components=$(rustup component list --installed)
+  for component in rustfmt clippy; do
+    if ! grep -q "^${component}" <<<"$installed_components"; then
+      echo "setup: adding rustup component ${component}"
+      rustup component add "$component"
+    fi
+  done
+  # wasm32 for the browser package; aarch64-apple-darwin to check that the native crate (Metal)
+  # keeps compiling for macOS.
+  installed_targets=$(rustup target list --installed)
+  for target in wasm32-unknown-unknown aarch64-apple-darwin; do
+    if ! grep -qx "$target" <<<"$installed_targets"; then
+      echo "setup: adding rustup target ${target}"
+      rustup target add "$target"
+    fi
+  done
+  # wasm-pack drives the browser tests; wasm-bindgen-cli must match the wasm-bindgen in Cargo.lock.
+  install_tool wasm-pack 0.15.1 wasm-pack --locked
+  local bindgen_version
+  bindgen_version=$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/[^0-9.]/, ""); print; exit }' Cargo.lock)
+  install_tool wasm-bindgen-cli "$bindgen_version" wasm-bindgen
+}
 
-# wasm-pack drives the browser tests; wasm-bindgen-cli must match the wasm-bindgen in Cargo.lock.
 install_tool() { # crate version binary [--locked]
   local crate=$1 version=$2 binary=$3
   shift 3
@@ -54,46 +70,59 @@ install_tool() { # crate version binary [--locked]
   echo "setup: installing ${crate} ${version} (a few minutes, once)"
   cargo install --quiet --root "$tools" "$@" "${crate}" --version "${version}" --force
 }
-install_tool wasm-pack 0.15.1 wasm-pack --locked
-bindgen_version=$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/[^0-9.]/, ""); print; exit }' Cargo.lock)
-install_tool wasm-bindgen-cli "$bindgen_version" wasm-bindgen
 
 # Node tools for the web package and its browser tests: tsc compiles the package's client
 # and checks its types; playwright-core drives Debian's Chromium (never a downloaded browser).
-npm_dir="${cache}/npm"
-npm_tools=(typescript@5.9.3 playwright-core@1.65.1)
-npm_have() { # name@version
-  local name=${1%@*} version=${1##*@}
-  [ -f "${npm_dir}/node_modules/${name}/package.json" ] &&
-    grep -q "\"version\": \"${version}\"" "${npm_dir}/node_modules/${name}/package.json"
+setup_node() {
+  local npm_dir="${cache}/npm"
+  local npm_tools=(typescript@5.9.3 playwright-core@1.65.1)
+  npm_have() { # name@version
+    local name=${1%@*} version=${1##*@}
+    [ -f "${npm_dir}/node_modules/${name}/package.json" ] &&
+      grep -q "\"version\": \"${version}\"" "${npm_dir}/node_modules/${name}/package.json"
+  }
+  for tool in "${npm_tools[@]}"; do
+    if ! npm_have "$tool"; then
+      echo "setup: installing ${npm_tools[*]} into ${npm_dir}"
+      mkdir -p "$npm_dir"
+      [ -f "${npm_dir}/package.json" ] || echo '{"private": true}' >"${npm_dir}/package.json"
+      (cd "$npm_dir" && npm install --silent --no-audit --no-fund "${npm_tools[@]}")
+      break
+    fi
+  done
 }
-for tool in "${npm_tools[@]}"; do
-  if ! npm_have "$tool"; then
-    echo "setup: installing ${npm_tools[*]} into ${npm_dir}"
-    mkdir -p "$npm_dir"
-    [ -f "${npm_dir}/package.json" ] || echo '{"private": true}' >"${npm_dir}/package.json"
-    (cd "$npm_dir" && npm install --silent --no-audit --no-fund "${npm_tools[@]}")
-    break
-  fi
-done
 
 # NVRTC, CUDA's runtime compiler (from NVIDIA's PyPI wheel; a CPU library, no GPU needed): the
 # host-side CUDA tests compile the whole kernel module with it. scripts/test.sh puts its folder
 # on LD_LIBRARY_PATH.
-nvrtc_version=13.0.88
-nvrtc_dir="${cache}/nvrtc/${nvrtc_version}"
-if [ ! -f "${nvrtc_dir}/lib/libnvrtc.so.13" ]; then
-  echo "setup: installing NVRTC ${nvrtc_version} into ${nvrtc_dir} (90 MB download, once)"
-  downloads="${cache}/downloads"
-  mkdir -p "$downloads"
-  python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
-    --platform manylinux_2_28_x86_64 --platform manylinux2010_x86_64 \
-    -d "$downloads" "nvidia-cuda-nvrtc==${nvrtc_version}"
-  unpacked=$(mktemp -d)
-  python3 -m zipfile -e "$downloads"/nvidia_cuda_nvrtc-"${nvrtc_version}"-*.whl "$unpacked"
-  rm -rf "${nvrtc_dir}.partial"
-  mkdir -p "${nvrtc_dir}.partial"
-  cp -r "${unpacked}/nvidia/cu13/lib" "${nvrtc_dir}.partial/lib"
-  rm -rf "$unpacked"
-  mv "${nvrtc_dir}.partial" "$nvrtc_dir"
-fi
+setup_nvrtc() {
+  local nvrtc_version=13.0.88
+  local nvrtc_dir="${cache}/nvrtc/${nvrtc_version}"
+  if [ ! -f "${nvrtc_dir}/lib/libnvrtc.so.13" ]; then
+    echo "setup: installing NVRTC ${nvrtc_version} into ${nvrtc_dir} (90 MB download, once)"
+    local downloads="${cache}/downloads" unpacked
+    mkdir -p "$downloads"
+    python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+      --platform manylinux_2_28_x86_64 --platform manylinux2010_x86_64 \
+      -d "$downloads" "nvidia-cuda-nvrtc==${nvrtc_version}"
+    unpacked=$(mktemp -d)
+    python3 -m zipfile -e "$downloads"/nvidia_cuda_nvrtc-"${nvrtc_version}"-*.whl "$unpacked"
+    rm -rf "${nvrtc_dir}.partial"
+    mkdir -p "${nvrtc_dir}.partial"
+    cp -r "${unpacked}/nvidia/cu13/lib" "${nvrtc_dir}.partial/lib"
+    rm -rf "$unpacked"
+    mv "${nvrtc_dir}.partial" "$nvrtc_dir"
+  fi
+}
+
+parts=("$@")
+((${#parts[@]})) || parts=(system rust node nvrtc)
+for part in "${parts[@]}"; do
+  case "$part" in
+    system | rust | node | nvrtc) "setup_${part}" ;;
+    *)
+      echo "setup: unknown part '${part}' (rust, system, node, nvrtc)" >&2
+      exit 2
+      ;;
+  esac
+done

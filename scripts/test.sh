@@ -1,14 +1,11 @@
 #!/usr/bin/env bash
 # The project's one test command: formatting, lints, every native test (the GPU ones on Mesa
 # lavapipe), the wasm build, the browser suite (WebGPU in headless Chromium) and the
-# end-to-end browser tests of the demo page and the npm package.
+# end-to-end browser tests of the demo page and the npm package. Prints each stage's
+# duration as it ends and a table of all of them at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-step() { printf '\n== %s ==\n' "$*"; }
-
-step setup
-./scripts/setup.sh
 export PATH="${HOME}/.cache/susurrus/tools/bin:${PATH}"
 # NVRTC for the host-side CUDA tests (installed by setup.sh; no GPU needed).
 export LD_LIBRARY_PATH="${HOME}/.cache/susurrus/nvrtc/13.0.88/lib${LD_LIBRARY_PATH:+:${LD_LIBRARY_PATH}}"
@@ -16,24 +13,56 @@ export LD_LIBRARY_PATH="${HOME}/.cache/susurrus/nvrtc/13.0.88/lib${LD_LIBRARY_PA
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-${HOME}/.cache/susurrus/xdg}"
 mkdir -p -m 700 "$XDG_RUNTIME_DIR"
 
-step "cargo fmt --all --check"
-cargo fmt --all --check
+started=$(date +%s)
+timings=()
+# stage NAME COMMAND...: runs COMMAND under a heading and records how long it took.
+stage() {
+  local name=$1 t0
+  shift
+  printf '\n== %s ==\n' "$name"
+  t0=$(date +%s)
+  "$@"
+  timings+=("$(printf '%6d s  %s' $(($(date +%s) - t0)) "$name")")
+  printf -- '-- %s: %d s\n' "$name" $(($(date +%s) - t0))
+}
+report() {
+  printf '\n== stage durations ==\n'
+  printf '%s\n' "${timings[@]}"
+  printf '%6d s  total\n' $(($(date +%s) - started))
+}
+trap report EXIT
 
-step "cargo clippy --workspace --all-targets -- -D warnings"
-cargo clippy --workspace --all-targets -- -D warnings
-cargo clippy -p susurrus-web --target wasm32-unknown-unknown --all-targets -- -D warnings
+# Downloads (Debian packages, npm tools, NVRTC, the model) go on in the background while the
+# compiler works in the foreground; the tests wait for them.
+downloads_log="${HOME}/.cache/susurrus/downloads.log"
+mkdir -p "$(dirname "$downloads_log")"
+(./scripts/setup.sh system node nvrtc && ./scripts/fetch-model.sh) >"$downloads_log" 2>&1 &
+downloads=$!
+wait_for_downloads() {
+  if ! wait "$downloads"; then
+    cat "$downloads_log" >&2
+    echo "test: setting up the system packages, npm tools, NVRTC or the model failed" >&2
+    return 1
+  fi
+  grep -v '^/' "$downloads_log" || true
+}
 
-step "cargo check -p susurrus-native --target aarch64-apple-darwin (macOS, Metal)"
-cargo check -p susurrus-native --target aarch64-apple-darwin
+stage "setup: rust components, targets and tools" ./scripts/setup.sh rust
+stage "cargo fmt --all --check" cargo fmt --all --check
+stage "cargo clippy --workspace --all-targets (native, wasm32)" \
+  bash -c 'cargo clippy --workspace --all-targets -- -D warnings &&
+    cargo clippy -p susurrus-web --target wasm32-unknown-unknown --all-targets -- -D warnings'
+stage "cargo check -p susurrus-native --target aarch64-apple-darwin (macOS, Metal)" \
+  cargo check -p susurrus-native --target aarch64-apple-darwin
+stage "cargo test --workspace: build" cargo test --workspace --no-run
+stage "setup: system packages, npm tools, NVRTC, the model (background)" wait_for_downloads
+stage "cargo test --workspace" cargo test --workspace
+# The browser suite builds in release, sharing the wasm dependencies with the package build
+# of the end-to-end tests.
+stage "browser: wasm-pack test --release --headless --chrome (crates/web)" \
+  bash -c 'cd crates/web && WASM_BINDGEN_TEST_TIMEOUT=900 wasm-pack test --mode no-install --release \
+    --headless --chrome --chromedriver /usr/bin/chromedriver'
+stage "browser end to end: the demo page and the npm package with the real model (tests/e2e)" \
+  ./tests/e2e/run.sh
 
-step "cargo test --workspace"
-cargo test --workspace
-
-step "browser: wasm-pack test --headless --chrome (crates/web)"
-(cd crates/web && WASM_BINDGEN_TEST_TIMEOUT=900 wasm-pack test --mode no-install --headless --chrome \
-  --chromedriver /usr/bin/chromedriver)
-
-step "browser end to end: the demo page and the npm package with the real model (tests/e2e)"
-./tests/e2e/run.sh
-
-step "all passed"
+printf '\n== all passed ==\n'

@@ -39,13 +39,13 @@ fn every_op_case_matches_the_reference() {
 #[test]
 #[ignore = "needs an NVIDIA GPU: scripts/test-cuda.sh runs it"]
 fn golden_transcripts_match_reference_with_f16_products() {
-    golden::transcripts_match_reference(Box::new(backend(Precision::F16)));
+    golden::transcripts_match_reference(Box::new(backend(Precision::F16)), &golden::CLIPS);
 }
 
 #[test]
 #[ignore = "needs an NVIDIA GPU: scripts/test-cuda.sh runs it"]
 fn golden_transcripts_match_reference_with_f32_products() {
-    golden::transcripts_match_reference(Box::new(backend(Precision::F32)));
+    golden::transcripts_match_reference(Box::new(backend(Precision::F32)), &golden::CLIPS);
 }
 
 /// `y = concat(x, x) + position`: the first run launches step by step, later ones replay the

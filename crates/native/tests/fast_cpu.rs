@@ -39,5 +39,5 @@ fn zero_threads_is_refused() {
 
 #[test]
 fn golden_transcripts_match_reference() {
-    golden::transcripts_match_reference(Box::new(FastCpuBackend::new(None).unwrap()));
+    golden::transcripts_match_reference(Box::new(FastCpuBackend::new(None).unwrap()), &golden::CLIPS);
 }
