@@ -11,12 +11,11 @@ use rand::Rng;
 use super::gather::{infer_values, take};
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
-use crate::exec::Weights;
 use crate::exec::wgpu::{KernelCtx, KernelSpec, Lowering};
 use crate::harness::Tolerance;
 use crate::harness::cases::{BUDGET, CaseGen, ty};
 use crate::ir::{DType, Graph, NodeId, ScalarId, TensorType};
-use crate::tensor::Tensor;
+use crate::tensor::{Tensor, Weights};
 
 crate::kernel_params! {
     /// The value's element count, its extent `len` along the axis, the buffer's extent `cap`

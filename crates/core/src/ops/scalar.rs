@@ -8,12 +8,11 @@ use rand::Rng;
 use super::CmpKind;
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
-use crate::exec::Weights;
 use crate::exec::wgpu::{KernelCtx, KernelSpec, Lowering};
 use crate::harness::Tolerance;
 use crate::harness::cases::{CaseGen, ODD};
 use crate::ir::{DType, Graph, ScalarId, Shape, TensorType};
-use crate::tensor::Tensor;
+use crate::tensor::{Tensor, Weights};
 
 crate::kernel_params! {
     /// Which runtime scalar a `scalar` kernel reads.
