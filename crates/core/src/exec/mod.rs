@@ -7,6 +7,7 @@
 //! default that silently does nothing; an op a backend lacks is an [`Error::Unsupported`].
 
 pub mod cpu;
+pub mod index;
 pub mod wgpu;
 
 use std::collections::HashMap;

@@ -10,5 +10,5 @@ mod verify;
 pub use dtype::{DType, TensorType};
 pub use eval::{Evaluation, evaluate};
 pub use graph::{Graph, Node, NodeId, ScalarId};
-pub use shape::Shape;
+pub use shape::{Shape, broadcast_offset};
 pub use verify::verify;

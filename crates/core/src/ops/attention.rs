@@ -7,13 +7,12 @@ use rand::Rng;
 
 use super::cpu_kernels::{Mat, gemm, par_chunks};
 use super::gather::infer_values;
-use super::matmul::broadcast_offset;
 use super::{EvalCtx, Memory, OpKind};
 use crate::error::{Error, Result};
 use crate::exec::wgpu::{KernelCtx, KernelSpec, Lowering, grid, pack_dims};
 use crate::harness::Tolerance;
 use crate::harness::cases::{CaseGen, ODD, ty};
-use crate::ir::{DType, Graph, Shape, TensorType};
+use crate::ir::{DType, Graph, Shape, TensorType, broadcast_offset};
 use crate::tensor::Tensor;
 
 /// How scores are masked before the softmax.

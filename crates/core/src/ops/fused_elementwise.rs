@@ -12,6 +12,7 @@ use super::binary::{broadcast_indices, gather_f32};
 use super::cpu_kernels::par_chunks;
 use super::{BinaryKind, EvalCtx, Memory, OpKind, UnaryKind};
 use crate::error::{Error, Result};
+use crate::exec::index::coalesce;
 use crate::exec::wgpu::{KernelCtx, KernelSpec, Lowering, pack_dims};
 use crate::harness::Dist;
 use crate::harness::cases::{BUDGET, CHAIN, CaseGen, ODD, SIZES, ty};
@@ -49,29 +50,6 @@ crate::kernel_params! {
         pub t11: vec4u,
         pub n: u32,
     }
-}
-
-/// The output dimensions and per-input strides with size-1 axes dropped and neighbouring axes
-/// merged wherever every input walks them as one (outer stride = inner stride * inner size;
-/// broadcast axes, stride 0, merge with broadcast axes). The offsets stay the same and each
-/// thread splits its index into fewer coordinates: inputs of the output's own shape coalesce
-/// to one axis of stride 1.
-pub fn coalesce(dims: &[usize], strides: &[Vec<usize>]) -> (Vec<usize>, Vec<Vec<usize>>) {
-    // Each kept axis: its size and every input's stride along it.
-    let mut axes: Vec<(usize, Vec<usize>)> = Vec::new();
-    for (d, &size) in dims.iter().enumerate().filter(|&(_, &size)| size != 1) {
-        let along: Vec<usize> = strides.iter().map(|s| s[d]).collect();
-        match axes.last_mut() {
-            Some((outer, outer_strides)) if outer_strides.iter().zip(&along).all(|(&o, &s)| o == s * size) => {
-                *outer *= size;
-                *outer_strides = along;
-            }
-            _ => axes.push((size, along)),
-        }
-    }
-    let merged_dims = axes.iter().map(|(size, _)| *size).collect();
-    let merged_strides = (0..strides.len()).map(|k| axes.iter().map(|(_, s)| s[k]).collect()).collect();
-    (merged_dims, merged_strides)
 }
 
 /// A `vec4u` component of the parameters in WGSL: word `w` of the fields `{field}0`, `{field}1`, ...
@@ -420,19 +398,6 @@ mod tests {
             err(vec![Instr::Input(0)], DType::F32, &[&f, &g]),
             "fused_elementwise: input f32[3] does not broadcast with [2]"
         );
-    }
-
-    #[test]
-    fn coalescing_merges_axes_every_input_walks_as_one() {
-        // Output [2,1,3,4]: x of the same shape, y [3,4] broadcast over the first axis, z
-        // [2,1,1,1]. The size-1 axis goes; axis 2 does not merge into axis 0 (y: 0 != 4 * 3);
-        // axis 3 merges into axis 2 (x and y: 4 = 1 * 4, z: 0 = 0 * 4).
-        let (dims, strides) = coalesce(&[2, 1, 3, 4], &[vec![12, 12, 4, 1], vec![0, 0, 4, 1], vec![1, 0, 0, 0]]);
-        assert_eq!(dims, [2, 12]);
-        assert_eq!(strides, [vec![12, 1], vec![0, 1], vec![1, 0]]);
-        // Inputs of the output's own shape: one axis. A scalar output: no axes.
-        assert_eq!(coalesce(&[2, 3, 4], &[vec![12, 4, 1], vec![12, 4, 1]]), (vec![24], vec![vec![1], vec![1]]));
-        assert_eq!(coalesce(&[1, 1], &[vec![0, 0]]), (vec![], vec![vec![]]));
     }
 
     #[test]

@@ -9,7 +9,7 @@ use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
 use crate::exec::wgpu::{KernelCtx, KernelSpec, Lowering, grid, pack_dims};
 use crate::harness::cases::{CaseGen, accumulate, ty};
-use crate::ir::{DType, Graph, NodeId, Shape, TensorType};
+use crate::ir::{DType, Graph, NodeId, Shape, TensorType, broadcast_offset};
 use crate::tensor::Tensor;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -40,18 +40,6 @@ pub(crate) fn matmul_type(op: &str, a: &TensorType, b: &TensorType, transpose_b:
     let mut dims = batch.0;
     dims.extend([m, n]);
     Ok(TensorType::new(a.dtype, Shape(dims)))
-}
-
-/// The flat offset, in units of `strides`, of element `linear` of a row-major tensor of shape
-/// `dims` read through broadcast `strides` (from [`Shape::broadcast_strides`]).
-pub fn broadcast_offset(linear: usize, dims: &[usize], strides: &[usize]) -> usize {
-    let mut rest = linear;
-    let mut offset = 0;
-    for (&d, &s) in dims.iter().zip(strides).rev() {
-        offset += (rest % d) * s;
-        rest /= d;
-    }
-    offset
 }
 
 /// `a x b` (or `a x b^T`) in f32, row-major with shape `out`, which [`matmul_type`] derived
