@@ -4,10 +4,8 @@
 
 use rand::Rng;
 
-use super::unary::CountParams;
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::Result;
-use crate::exec::wgpu::{KernelCtx, KernelSpec, Lowering};
 use crate::harness::cases::{BUDGET, CaseGen, DTYPES, ty};
 use crate::harness::{Dist, Tolerance};
 use crate::ir::{DType, Graph, NodeId, TensorType};
@@ -42,26 +40,6 @@ impl OpKind for Cast {
     }
     fn memory(&self) -> Memory {
         Memory::InPlace
-    }
-    /// One thread per element; the conversion is one store statement chosen by the dtype pair
-    /// (kernels/cast.wgsl lists them).
-    fn kernel(&self, ctx: &KernelCtx) -> Result<Lowering> {
-        let n = ctx.output.numel();
-        let spec = KernelSpec::new("cast", include_str!("../../../../kernels/cast.wgsl"), &CountParams { n: n as u32 })
-            .define("STORE", cast_store(ctx.inputs[0].dtype, self.to))
-            .threads(n);
-        Ok(Lowering::Kernel(spec))
-    }
-}
-
-/// The WGSL statement storing element `i` of a `from` tensor converted to `to`.
-fn cast_store(from: DType, to: DType) -> &'static str {
-    match (from.is_float(), to) {
-        (_, DType::F32) => "st(i, ld0(i))",
-        (_, DType::F16) => "st_f16(i, ld0(i))",
-        (true, DType::I32) => "sti(i, f32_to_i32(ld0(i)))",
-        (true, DType::U32) => "stu(i, f32_to_u32(ld0(i)))",
-        (false, DType::I32 | DType::U32) => "stw(i, ldw0(i))",
     }
 }
 

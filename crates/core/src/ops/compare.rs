@@ -1,9 +1,8 @@
 //! Comparisons with broadcasting; the result is a u32 mask of 0 and 1.
 
-use super::binary::{BroadcastParams, broadcast_indices, broadcast_same_dtype, compute_type, gather_f32, gather_i64};
+use super::binary::{broadcast_indices, broadcast_same_dtype, gather_f32, gather_i64};
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::Result;
-use crate::exec::wgpu::{KernelCtx, KernelSpec, Lowering};
 use crate::harness::cases::{BUDGET, CaseGen, ODD, SIZES, ty};
 use crate::harness::{Dist, Tolerance};
 use crate::ir::{DType, Graph, NodeId, TensorType};
@@ -45,20 +44,6 @@ impl CmpKind {
             CmpKind::Ge => "ge",
         }
     }
-
-    /// The WGSL boolean expression of the comparison of `a` and `b` (any compute type). `ne`
-    /// is written as `!(a == b)` so a NaN operand makes it true, as IEEE (and [`Self::holds`])
-    /// says, whichever ordered or unordered instruction a compiler picks for `!=`.
-    pub fn wgsl(self, a: &str, b: &str) -> String {
-        match self {
-            CmpKind::Eq => format!("({a} == {b})"),
-            CmpKind::Ne => format!("!({a} == {b})"),
-            CmpKind::Lt => format!("({a} < {b})"),
-            CmpKind::Le => format!("({a} <= {b})"),
-            CmpKind::Gt => format!("({a} > {b})"),
-            CmpKind::Ge => format!("({a} >= {b})"),
-        }
-    }
 }
 
 /// `a <kind> b` elementwise, as u32 0/1.
@@ -96,20 +81,6 @@ impl OpKind for Compare {
     }
     fn memory(&self) -> Memory {
         Memory::Fresh
-    }
-    /// One thread per output element; the operands are loaded in their own dtype's compute
-    /// type (the output is always u32), so integers above 2^24 compare exactly.
-    fn kernel(&self, ctx: &KernelCtx) -> Result<Lowering> {
-        let (t, load, _) = compute_type(ctx.inputs[0].dtype);
-        let n = ctx.output.numel();
-        let spec =
-            KernelSpec::new("compare", include_str!("../../../../kernels/compare.wgsl"), &BroadcastParams::new(ctx))
-                .define("T", t)
-                .define("LOAD0", format!("{load}0"))
-                .define("LOAD1", format!("{load}1"))
-                .define("EXPR", self.kind.wgsl("a", "b"))
-                .threads(n);
-        Ok(Lowering::Kernel(spec))
     }
 }
 

@@ -1,13 +1,12 @@
 //! Gather rows of a table (embedding lookup): `table [V, D...]`, `ids [N...]` (i32 or u32)
 //! -> `[N..., D...]`. An id outside `0..V` is a run-time error in the reference; a GPU kernel
-//! cannot raise one, so the wgpu kernel clamps such an id to the nearest row (`0` or `V - 1`).
+//! cannot raise one, so GPU backends clamp such an id to the nearest row (`0` or `V - 1`).
 //!
 //! This file also holds `take`, the exact element copy that every data-movement op
 //! (gather, permute, slice, concat, KV-cache write) reduces to in its reference.
 
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
-use crate::exec::wgpu::{KernelCtx, KernelSpec, Lowering};
 use crate::harness::cases::{CaseGen, ty};
 use crate::harness::{Dist, Tolerance};
 use crate::ir::{DType, Graph, NodeId, Shape, TensorType};
@@ -111,41 +110,6 @@ impl OpKind for Gather {
     fn memory(&self) -> Memory {
         Memory::Fresh
     }
-    /// Ids are clamped into `0..V` (see the module docs). A table with no rows has nothing to
-    /// clamp to: every lookup in it would fail, so the plan is rejected here.
-    fn kernel(&self, ctx: &KernelCtx) -> Result<Lowering> {
-        let (table, ids) = (ctx.inputs[0], ctx.inputs[1]);
-        let rows = table.shape.dims()[0];
-        let n = ctx.output.numel();
-        if rows == 0 && n > 0 {
-            return Err(Error::Unsupported {
-                op: format!("gather from the empty table {table}"),
-                backend: "wgpu".into(),
-            });
-        }
-        let id = match ids.dtype {
-            DType::I32 => "u32(clamp(ldi1(k), 0, i32(p.rows) - 1))",
-            _ => "min(ldu1(k), p.rows - 1u)",
-        };
-        let params = GatherParams {
-            n: n as u32,
-            rows: rows as u32,
-            row_len: table.shape.dims()[1..].iter().product::<usize>() as u32,
-        };
-        let spec = KernelSpec::new("gather", include_str!("../../../../kernels/gather.wgsl"), &params)
-            .define("ID", id)
-            .threads(n);
-        Ok(Lowering::Kernel(spec))
-    }
-}
-
-crate::kernel_params! {
-    /// Output elements, table rows and words per row.
-    pub struct GatherParams {
-        pub n: u32,
-        pub rows: u32,
-        pub row_len: u32,
-    }
 }
 
 impl Graph {
@@ -218,15 +182,6 @@ mod tests {
             let err = eval_op(Gather, &[&table, &ids]).unwrap_err();
             assert_eq!(err.to_string(), format!("gather failed at run time: {msg} for a table of 3 rows"));
         }
-    }
-
-    #[test]
-    fn wgpu_rejects_an_empty_table() {
-        let (table, ids) = (TensorType::new(DType::F32, [0, 4]), TensorType::new(DType::I32, [2]));
-        let output = TensorType::new(DType::F32, [2, 4]);
-        let ctx = KernelCtx { inputs: &[&table, &ids], output: &output, f16: false, cpu: false };
-        let err = Gather.kernel(&ctx).unwrap_err();
-        assert_eq!(err.to_string(), "gather from the empty table f32[0,4] is not supported by the wgpu backend");
     }
 
     #[test]

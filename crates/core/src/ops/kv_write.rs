@@ -11,26 +11,10 @@ use rand::Rng;
 use super::gather::{infer_values, take};
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
-use crate::exec::wgpu::{KernelCtx, KernelSpec, Lowering};
 use crate::harness::Tolerance;
 use crate::harness::cases::{BUDGET, CaseGen, ty};
 use crate::ir::{DType, Graph, NodeId, ScalarId, TensorType};
 use crate::tensor::{Tensor, Weights};
-
-crate::kernel_params! {
-    /// The value's element count, its extent `len` along the axis, the buffer's extent `cap`
-    /// there, the product `inner` of the dimensions after the axis, and the offset's scalar.
-    pub struct KvWriteParams {
-        pub n: u32,
-        pub len: u32,
-        pub cap: u32,
-        pub inner: u32,
-        pub scalar: u32,
-    }
-}
-
-/// The `scalar` parameter of a write without an offset scalar (kernels/kv_write.wgsl).
-const NO_OFFSET: u32 = u32::MAX;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct KvWrite {
@@ -105,24 +89,6 @@ impl OpKind for KvWrite {
     }
     fn memory(&self) -> Memory {
         Memory::Alias
-    }
-    /// One thread per element of `value`. The buffer (input 0) shares the output's storage,
-    /// so the executor binds it once, as the output, and only the value's rows are written.
-    /// Unlike the CPU reference, a write past the capacity cannot fail on the GPU: it writes
-    /// nothing and leaves the buffer unchanged (see kernels/kv_write.wgsl).
-    fn kernel(&self, ctx: &KernelCtx) -> Result<Lowering> {
-        let value = ctx.inputs[1];
-        let dims = ctx.output.shape.dims();
-        let params = KvWriteParams {
-            n: value.numel() as u32,
-            len: value.shape.dims()[self.axis] as u32,
-            cap: dims[self.axis] as u32,
-            inner: dims[self.axis + 1..].iter().product::<usize>() as u32,
-            scalar: self.offset.map_or(NO_OFFSET, |s| s.0),
-        };
-        let spec = KernelSpec::new("kv_write", include_str!("../../../../kernels/kv_write.wgsl"), &params)
-            .threads(value.numel());
-        Ok(Lowering::Kernel(spec))
     }
 }
 

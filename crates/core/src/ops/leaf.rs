@@ -8,7 +8,6 @@ use std::sync::Arc;
 
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
-use crate::exec::wgpu::{KernelCtx, Lowering};
 use crate::ir::TensorType;
 use crate::tensor::Tensor;
 
@@ -74,9 +73,6 @@ impl OpKind for Input {
     fn memory(&self) -> Memory {
         Memory::Fresh
     }
-    fn kernel(&self, _ctx: &KernelCtx) -> Result<Lowering> {
-        Ok(Lowering::Nothing)
-    }
 }
 
 impl OpKind for Param {
@@ -95,9 +91,6 @@ impl OpKind for Param {
     }
     fn memory(&self) -> Memory {
         Memory::Fresh
-    }
-    fn kernel(&self, _ctx: &KernelCtx) -> Result<Lowering> {
-        Ok(Lowering::Nothing)
     }
 }
 
@@ -125,9 +118,6 @@ impl OpKind for State {
     fn memory(&self) -> Memory {
         Memory::Fresh
     }
-    fn kernel(&self, _ctx: &KernelCtx) -> Result<Lowering> {
-        Ok(Lowering::Nothing)
-    }
 }
 
 impl OpKind for Const {
@@ -152,8 +142,5 @@ impl OpKind for Const {
     }
     fn memory(&self) -> Memory {
         Memory::Fresh
-    }
-    fn kernel(&self, _ctx: &KernelCtx) -> Result<Lowering> {
-        Ok(Lowering::Nothing)
     }
 }

@@ -4,13 +4,13 @@
 //! implementation, builder method (`impl Graph { fn <op>(..) }`), op harness cases
 //! (`harness_cases`) and tests. The `registry!` list below is the one place that names them
 //! all: it generates the [`Op`] enum, its dispatch and the list of harness case functions.
-//! Adding an op touches its file, its WGSL kernel and this list.
+//! Kernel choice belongs to each backend's lowering (`exec::wgpu::lower`, the CUDA lowering in
+//! the native crate), which matches on [`Op`] exhaustively; an op file names no backend.
 
 use std::collections::HashMap;
 use std::fmt;
 
 use crate::error::Result;
-use crate::exec::wgpu::{KernelCtx, Lowering};
 use crate::harness::cases::CaseGen;
 use crate::ir::TensorType;
 use crate::tensor::Tensor;
@@ -101,9 +101,6 @@ pub trait OpKind: Clone + fmt::Debug + PartialEq {
     fn eval(&self, inputs: &[&Tensor], ctx: &EvalCtx) -> Result<Tensor>;
     /// Storage sharing the planner may use.
     fn memory(&self) -> Memory;
-    /// How the op runs on wgpu: a kernel from `kernels/` with its parameters, or nothing for
-    /// values that are already in place (leaves, views).
-    fn kernel(&self, ctx: &KernelCtx) -> Result<Lowering>;
 }
 
 /// Generates [`Op`], its dispatch, and the list of harness case functions from the registry.
@@ -153,9 +150,6 @@ macro_rules! registry {
             }
             pub fn memory(&self) -> Memory {
                 match self { $(Op::$variant(o) => o.memory(),)* }
-            }
-            pub fn kernel(&self, ctx: &KernelCtx) -> Result<Lowering> {
-                match self { $(Op::$variant(o) => o.kernel(ctx),)* }
             }
             /// The registry entry (`Unary`, `MatMul`): one per variant, where [`Op::name`]
             /// tells kinds apart.

@@ -6,8 +6,6 @@ use rand::seq::SliceRandom;
 use super::gather::{infer_values, take};
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
-use crate::exec::index::collapse;
-use crate::exec::wgpu::{KernelCtx, KernelSpec, Lowering, pack_dims};
 use crate::harness::Tolerance;
 use crate::harness::cases::{BUDGET, CaseGen, DTYPES, ty};
 use crate::ir::{Graph, NodeId, Shape, TensorType, broadcast_offset};
@@ -47,36 +45,6 @@ impl OpKind for Permute {
     }
     fn memory(&self) -> Memory {
         Memory::Fresh
-    }
-    fn kernel(&self, ctx: &KernelCtx) -> Result<Lowering> {
-        let x = &ctx.inputs[0].shape;
-        let in_strides = x.strides();
-        let dims: Vec<usize> = self.perm.iter().map(|&p| x.dims()[p]).collect();
-        let strides: Vec<usize> = self.perm.iter().map(|&p| in_strides[p]).collect();
-        let (dims, strides) = collapse(&dims, &strides);
-        if dims.len() > 8 {
-            return Err(Error::Unsupported {
-                op: format!("permute of {} axes that cannot be merged", dims.len()),
-                backend: "wgpu (at most 8)".into(),
-            });
-        }
-        let n = ctx.output.numel();
-        let ([dims0, dims1], [strides0, strides1]) = (pack_dims(&dims), pack_dims(&strides));
-        let params = PermuteParams { dims0, dims1, strides0, strides1, n: n as u32, rank: dims.len() as u32 };
-        let spec = KernelSpec::new("permute", include_str!("../../../../kernels/permute.wgsl"), &params).threads(n);
-        Ok(Lowering::Kernel(spec))
-    }
-}
-
-crate::kernel_params! {
-    /// The output's dimensions and, for each output axis, the input stride it walks.
-    pub struct PermuteParams {
-        pub dims0: vec4u,
-        pub dims1: vec4u,
-        pub strides0: vec4u,
-        pub strides1: vec4u,
-        pub n: u32,
-        pub rank: u32,
     }
 }
 
@@ -152,24 +120,6 @@ mod tests {
         assert_eq!(y.dtype(), DType::F16);
         let v = x.to_f32();
         assert_eq!(y.to_f32(), vec![v[0], v[2], v[1], v[3]]);
-    }
-
-    #[test]
-    fn wgpu_takes_eight_axes_after_merging() {
-        let kernel = |dims: &[usize], perm: &[usize]| {
-            let x = TensorType::new(DType::F32, dims);
-            let op = Permute { perm: perm.to_vec() };
-            let output = op.infer(&[&x]).unwrap();
-            op.kernel(&KernelCtx { inputs: &[&x], output: &output, f16: false, cpu: false }).map(|_| ())
-        };
-        // Reversing nine axes of 2 leaves no neighbours contiguous; moving only the last of
-        // nine axes to the front is a 2-D transpose.
-        let err = kernel(&[2; 9], &[8, 7, 6, 5, 4, 3, 2, 1, 0]).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "permute of 9 axes that cannot be merged is not supported by the wgpu (at most 8) backend"
-        );
-        assert!(kernel(&[2; 9], &[8, 0, 1, 2, 3, 4, 5, 6, 7]).is_ok());
     }
 
     #[test]

@@ -6,7 +6,6 @@ use rand::seq::SliceRandom;
 use super::gather::infer_values;
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
-use crate::exec::wgpu::{KernelCtx, Lowering};
 use crate::harness::Tolerance;
 use crate::harness::cases::{BUDGET, CaseGen, DTYPES, ty};
 use crate::ir::{Graph, NodeId, Shape, TensorType};
@@ -41,9 +40,6 @@ impl OpKind for Reshape {
     }
     fn memory(&self) -> Memory {
         Memory::Alias
-    }
-    fn kernel(&self, _ctx: &KernelCtx) -> Result<Lowering> {
-        Ok(Lowering::Nothing)
     }
 }
 

@@ -6,10 +6,8 @@
 use rand::Rng;
 
 use super::cpu_kernels::par_chunks;
-use super::reduce::{AxisParams, axis_layout};
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
-use crate::exec::wgpu::{KernelCtx, KernelSpec, Lowering};
 use crate::harness::Dist;
 use crate::harness::cases::{BUDGET, CaseGen, ODD, SOFTMAX, ty};
 use crate::ir::{DType, Graph, NodeId, TensorType};
@@ -56,13 +54,6 @@ impl OpKind for Softmax {
     }
     fn memory(&self) -> Memory {
         Memory::Fresh
-    }
-    fn kernel(&self, ctx: &KernelCtx) -> Result<Lowering> {
-        let n = ctx.output.shape.last();
-        let split = (ctx.output.numel() / n, n, 1);
-        let spec =
-            KernelSpec::new("softmax", include_str!("../../../../kernels/softmax.wgsl"), &AxisParams::new(split));
-        Ok(Lowering::Kernel(axis_layout(spec, split)))
     }
 }
 
