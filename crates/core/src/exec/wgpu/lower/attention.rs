@@ -217,6 +217,20 @@ mod tests {
     }
 
     #[test]
+    fn cpu_adapters_take_the_cpu_kernel_where_its_loops_fit() {
+        let t = |dims: &[usize]| TensorType::new(DType::F32, dims);
+        let op = Attention { scale: 0.125, mask: MaskKind::None };
+        // Whisper's encoder self-attention: 6 heads of 1500 queries, 4 queries per invocation
+        // and 16 invocations per workgroup.
+        let spec = kernel_on(op.clone(), &[t(&[6, 1500, 64]), t(&[6, 1500, 64]), t(&[6, 1500, 64])], true).unwrap();
+        assert_eq!((spec.name, spec.workgroups), ("attention_cpu", [141, 1, 1]));
+        assert_eq!((define(&spec, "D"), define(&spec, "MASK"), define(&spec, "MASK_LOAD")), ("64", "0", "0.0"));
+        // 3000 keys would stop llvmpipe's loops early: the GPU kernel, 47 query blocks per head.
+        let spec = kernel_on(op, &[t(&[6, 1500, 64]), t(&[6, 3000, 64]), t(&[6, 3000, 64])], true).unwrap();
+        assert_eq!((spec.name, spec.workgroups), ("attention", [282, 1, 1]));
+    }
+
+    #[test]
     fn kernel_parameters_follow_the_shapes() {
         // Two batches of 3 heads, Sq = 33, Sk = 65, D = 64, Dv = 33, a key-padding mask
         // [2, 1, 1, 65]: its strides over the scores [2, 3, 33, 65] are [65, 0, 0, 1].

@@ -77,7 +77,7 @@ pub fn conv1d(op: &Conv1d, ctx: &KernelCtx) -> Result<Lowering> {
 mod tests {
     use super::*;
     use crate::exec::wgpu::KernelSpec;
-    use crate::exec::wgpu::lower::testing::{kernel_on, ty};
+    use crate::exec::wgpu::lower::testing::{define, kernel_on, params, ty};
     use crate::ir::DType;
 
     /// The conv1d kernel (stride `stride`, padding 1) of `x` and `w`, for a CPU adapter when `cpu`.
@@ -102,5 +102,30 @@ mod tests {
             "conv1d of f32[1,4194241] into f32[1,4194241] is not supported by the wgpu (at most 65535 tiles of 64 \
              positions or channels, or batch items) backend"
         );
+    }
+
+    #[test]
+    fn parameters_and_the_cpu_adapter_kernel() {
+        let spec = lower(&[384, 3000], &[384, 384, 3], 2, false).unwrap();
+        let want = Conv1dParams {
+            c_in: 384,
+            len: 3000,
+            c_out: 384,
+            out_len: 1500,
+            k: 3,
+            red: 1152,
+            stride: 2,
+            padding: 1,
+            dilation: 1,
+        };
+        assert_eq!((spec.name, params::<Conv1dParams>(&spec)), ("conv1d", want));
+        assert_eq!(define(&spec, "BIAS"), "0.0");
+        // On a CPU adapter: 188 x 48 blocks of 8 x 8, 64 per workgroup.
+        let spec = lower(&[384, 3000], &[384, 384, 3], 2, true).unwrap();
+        assert_eq!((spec.name, spec.workgroups), ("conv1d_cpu", [141, 1, 1]));
+        // A bias is input 2, read per output channel.
+        let conv = Conv1d { stride: 1, padding: 1, dilation: 1 };
+        let inputs = [ty(DType::F32, &[80, 30]), ty(DType::F16, &[8, 80, 3]), ty(DType::F16, &[8])];
+        assert_eq!(define(&kernel_on(conv, &inputs, false).unwrap(), "BIAS"), "ld2(co)");
     }
 }

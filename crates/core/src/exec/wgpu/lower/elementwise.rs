@@ -310,8 +310,63 @@ pub fn scalar(op: &ScalarRead, _ctx: &KernelCtx) -> Result<Lowering> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::exec::wgpu::lower::testing::kernel;
-    use crate::ir::TensorType;
+    use crate::exec::wgpu::lower::testing::{define, kernel, params, ty};
+    use crate::ir::{ScalarId, TensorType};
+
+    #[test]
+    fn one_thread_per_element_with_the_expression_filled_in() {
+        // 15 elements: one workgroup; 2^24 + 1 spill into a second grid row of workgroups.
+        let spec = kernel(Unary { kind: UnaryKind::Gelu }, &[ty(DType::F32, &[3, 5])]).unwrap();
+        assert_eq!((spec.name, spec.workgroups), ("unary", [1, 1, 1]));
+        assert_eq!(params::<CountParams>(&spec), CountParams { n: 15 });
+        assert_eq!(define(&spec, "EXPR"), "gelu_f32(x)");
+        let spec = kernel(Unary { kind: UnaryKind::Silu }, &[ty(DType::F16, &[(1 << 24) + 1])]).unwrap();
+        assert_eq!(spec.workgroups, [65535, 2, 1]);
+        assert_eq!(define(&spec, "EXPR"), "(x * sigmoid_f32(x))");
+    }
+
+    #[test]
+    fn binary_and_compare_compute_in_their_operands_type() {
+        // i32 [4,3] / [3]: exact integer division, the row broadcast with stride 0.
+        let spec = kernel(Binary { kind: BinaryKind::Div }, &[ty(DType::I32, &[4, 3]), ty(DType::I32, &[3])]).unwrap();
+        assert_eq!(spec.name, "binary");
+        let defines = ["T", "LOAD0", "LOAD1", "STORE", "EXPR"].map(|k| define(&spec, k));
+        assert_eq!(defines, ["i32", "ldi0", "ldi1", "sti", "(a / b)"]);
+        let p = params::<BroadcastParams>(&spec);
+        assert_eq!((p.dims0, p.a0, p.b0, p.c0, p.n, p.rank), ([4, 3, 0, 0], [3, 1, 0, 0], [0, 1, 0, 0], [0; 4], 12, 2));
+        // u32 comparisons load u32 and store a mask; `ne` holds for NaN.
+        let spec = kernel(Compare { kind: CmpKind::Ne }, &[ty(DType::U32, &[5]), ty(DType::U32, &[])]).unwrap();
+        assert_eq!(spec.name, "compare");
+        assert_eq!(["T", "LOAD0", "EXPR"].map(|k| define(&spec, k)), ["u32", "ldu0", "!(a == b)"]);
+        let spec = kernel(Compare { kind: CmpKind::Le }, &[ty(DType::F16, &[5]), ty(DType::F16, &[5])]).unwrap();
+        assert_eq!(["T", "LOAD1", "EXPR"].map(|k| define(&spec, k)), ["f32", "ld1", "(a <= b)"]);
+    }
+
+    #[test]
+    fn select_reads_all_three_operands_through_their_strides() {
+        // cond [3,1], a [3,4], b [4] -> [3,4].
+        let inputs = [ty(DType::U32, &[3, 1]), ty(DType::F32, &[3, 4]), ty(DType::F32, &[4])];
+        let spec = kernel(Select, &inputs).unwrap();
+        let p = params::<BroadcastParams>(&spec);
+        assert_eq!((spec.name, p.a0, p.b0, p.c0, p.n), ("select", [1, 0, 0, 0], [4, 1, 0, 0], [0, 1, 0, 0], 12));
+    }
+
+    #[test]
+    fn cast_stores_by_dtype_pair() {
+        let store = |from, to| define(&kernel(Cast { to }, &[ty(from, &[4])]).unwrap(), "STORE").to_string();
+        assert_eq!(store(DType::F16, DType::F32), "st(i, ld0(i))");
+        assert_eq!(store(DType::I32, DType::F16), "st_f16(i, ld0(i))");
+        assert_eq!(store(DType::F32, DType::I32), "sti(i, f32_to_i32(ld0(i)))");
+        assert_eq!(store(DType::F16, DType::U32), "stu(i, f32_to_u32(ld0(i)))");
+        assert_eq!(store(DType::I32, DType::U32), "stw(i, ldw0(i))");
+    }
+
+    #[test]
+    fn scalar_reads_take_the_index_as_a_parameter() {
+        let spec = kernel(ScalarRead { scalar: ScalarId(3) }, &[]).unwrap();
+        assert_eq!((spec.name, spec.workgroups, spec.defines.len()), ("scalar", [1, 1, 1], 0));
+        assert_eq!(params::<ScalarParams>(&spec), ScalarParams { index: 3 });
+    }
 
     #[test]
     fn generated_wgsl_reads_each_input_at_its_own_offset() {
@@ -327,6 +382,19 @@ mod tests {
             body_wgsl(&program),
             "    let v0 = ld1(o1);\n    let v1 = ld0(o0);\n    let v2 = (-v0);\n    let v3 = select(v0, v2, !(v1 == 0.0));\n"
         );
+    }
+
+    #[test]
+    fn fused_programs_get_coalesced_strides() {
+        // x [2,3,4] and y [3,4] broadcast over the first axis: y's axes merge into one of 12,
+        // x's too, but the first axis stays apart (y's stride there is 0).
+        let program = vec![Instr::Input(0), Instr::Input(1), Instr::Binary(BinaryKind::Mul, 0, 1)];
+        let op = FusedElementwise { program, dtype: DType::F16 };
+        let spec = kernel(op, &[ty(DType::F32, &[2, 3, 4]), ty(DType::F32, &[3, 4])]).unwrap();
+        let p = params::<FusedParams>(&spec);
+        assert_eq!((spec.name, p.dims0, p.t0, p.n), ("fused_elementwise", [2, 12, 0, 0], [12, 1, 0, 1], 24));
+        assert_eq!(define(&spec, "BODY"), "    let v0 = ld0(o0);\n    let v1 = ld1(o1);\n    let v2 = (v0 * v1);\n");
+        assert_eq!(define(&spec, "RESULT"), "v2");
     }
 
     /// The kernel's error for a program loading inputs of these shapes, or `None` if it has one.

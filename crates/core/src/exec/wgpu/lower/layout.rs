@@ -197,7 +197,17 @@ pub fn kv_write(op: &KvWrite, ctx: &KernelCtx) -> Result<Lowering> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::exec::wgpu::lower::testing::{kernel, ty};
+    use crate::exec::wgpu::lower::testing::{define, kernel, params, ty};
+    use crate::ir::ScalarId;
+
+    #[test]
+    fn permute_walks_the_merged_axes() {
+        // [2,3,4] -> perm [2,0,1]: the transpose of a [6, 4] matrix (see `collapse`).
+        let spec = kernel(Permute { perm: vec![2, 0, 1] }, &[ty(DType::F32, &[2, 3, 4])]).unwrap();
+        let p = params::<PermuteParams>(&spec);
+        assert_eq!((spec.name, spec.workgroups), ("permute", [1, 1, 1]));
+        assert_eq!((p.dims0, p.strides0, p.n, p.rank), ([4, 6, 0, 0], [1, 4, 0, 0], 24, 2));
+    }
 
     #[test]
     fn wgpu_takes_eight_axes_after_merging() {
@@ -212,6 +222,20 @@ mod tests {
             "permute of 9 axes that cannot be merged is not supported by the wgpu (at most 8) backend"
         );
         assert!(kernel(&[2; 9], &[8, 0, 1, 2, 3, 4, 5, 6, 7]).is_ok());
+    }
+
+    #[test]
+    fn slice_and_concat_copy_blocks_of_words() {
+        // Rows 1..3 of axis 1 of [2,4,3]: blocks of 6 words out of every 12, from word 3.
+        let spec = kernel(Slice { axis: 1, start: 1, end: 3 }, &[ty(DType::F16, &[2, 4, 3])]).unwrap();
+        assert_eq!(spec.name, "slice");
+        assert_eq!(params::<SliceParams>(&spec), SliceParams { n: 12, block: 6, in_block: 12, start: 3 });
+        // [2,1] ++ [2,3] ++ [2,2] along axis 1: blocks of 6 words, the parts 1, 3 and 2 long.
+        let parts = [ty(DType::I32, &[2, 1]), ty(DType::I32, &[2, 3]), ty(DType::I32, &[2, 2])];
+        let spec = kernel(Concat { axis: 1 }, &parts).unwrap();
+        let p = params::<ConcatParams>(&spec);
+        assert_eq!((spec.name, p.ends0, p.blocks0, p.n, p.block), ("concat", [1, 4, 6, 0], [1, 3, 2, 0], 12, 6));
+        assert_eq!(define(&spec, "PICK"), pick_chain(3));
     }
 
     #[test]
@@ -240,8 +264,29 @@ mod tests {
     }
 
     #[test]
+    fn gather_clamps_ids_in_their_own_type() {
+        let spec = kernel(Gather, &[ty(DType::F16, &[10, 4]), ty(DType::I32, &[3])]).unwrap();
+        assert_eq!(params::<GatherParams>(&spec), GatherParams { n: 12, rows: 10, row_len: 4 });
+        assert_eq!(define(&spec, "ID"), "u32(clamp(ldi1(k), 0, i32(p.rows) - 1))");
+        let spec = kernel(Gather, &[ty(DType::F32, &[10, 4, 2]), ty(DType::U32, &[2, 3])]).unwrap();
+        assert_eq!(params::<GatherParams>(&spec), GatherParams { n: 48, rows: 10, row_len: 8 });
+        assert_eq!(define(&spec, "ID"), "min(ldu1(k), p.rows - 1u)");
+    }
+
+    #[test]
     fn wgpu_rejects_an_empty_table() {
         let err = kernel(Gather, &[ty(DType::F32, &[0, 4]), ty(DType::I32, &[2])]).unwrap_err();
         assert_eq!(err.to_string(), "gather from the empty table f32[0,4] is not supported by the wgpu backend");
+    }
+
+    #[test]
+    fn kv_writes_take_the_offset_scalar_or_none() {
+        // A [2,1,4] value into a [2,8,4] cache along axis 1: one thread per value element.
+        let inputs = [ty(DType::F32, &[2, 8, 4]), ty(DType::F32, &[2, 1, 4])];
+        let spec = kernel(KvWrite { axis: 1, offset: Some(ScalarId(5)) }, &inputs).unwrap();
+        assert_eq!((spec.name, spec.workgroups), ("kv_write", [1, 1, 1]));
+        assert_eq!(params::<KvWriteParams>(&spec), KvWriteParams { n: 8, len: 1, cap: 8, inner: 4, scalar: 5 });
+        let spec = kernel(KvWrite { axis: 1, offset: None }, &inputs).unwrap();
+        assert_eq!(params::<KvWriteParams>(&spec).scalar, NO_OFFSET);
     }
 }

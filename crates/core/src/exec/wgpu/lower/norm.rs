@@ -37,3 +37,25 @@ pub fn add_layer_norm(op: &AddLayerNorm, ctx: &KernelCtx) -> Result<Lowering> {
     // The sum stays in f32 inside the kernel, as in the reference.
     Ok(Lowering::Kernel(norm_kernel(ctx, "(ld0(i) + ld1(i))", 2, op.eps)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exec::wgpu::lower::testing::{define, kernel, params, ty};
+    use crate::ir::DType;
+
+    #[test]
+    fn one_kernel_normalises_rows_of_one_input_or_of_a_sum() {
+        // Four rows of 384 (Whisper tiny's width): all 256 threads on a row.
+        let (gamma, beta) = (ty(DType::F16, &[384]), ty(DType::F32, &[384]));
+        let x = ty(DType::F32, &[2, 2, 384]);
+        let spec = kernel(LayerNorm { eps: 1e-5 }, &[x.clone(), gamma.clone(), beta.clone()]).unwrap();
+        assert_eq!((spec.name, spec.workgroups), ("layer_norm", [4, 1, 1]));
+        assert_eq!(params::<NormParams>(&spec), NormParams { n: 384, rows: 4, eps: 1e-5 });
+        assert_eq!(["LOAD_X", "GAMMA", "BETA", "LANES"].map(|k| define(&spec, k)), ["ld0(i)", "ld1", "ld2", "256u"]);
+        // The fused add reads x as the sum of inputs 0 and 1; gamma and beta move up by one.
+        let spec = kernel(AddLayerNorm { eps: 1e-6 }, &[x.clone(), x, gamma, beta]).unwrap();
+        assert_eq!((spec.name, params::<NormParams>(&spec).eps), ("layer_norm", 1e-6));
+        assert_eq!(["LOAD_X", "GAMMA", "BETA"].map(|k| define(&spec, k)), ["(ld0(i) + ld1(i))", "ld2", "ld3"]);
+    }
+}

@@ -98,6 +98,7 @@ pub fn softmax(_op: &Softmax, ctx: &KernelCtx) -> Result<Lowering> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::exec::wgpu::lower::testing::{define, kernel, params, ty};
 
     /// `(LANES, SLOTS, LANE_STRIDE, SLOT_STRIDE)` and the workgroups of an axis kernel.
     fn layout(split: (usize, usize, usize)) -> ([String; 4], [u32; 3]) {
@@ -119,5 +120,38 @@ mod tests {
         assert_eq!(layout((1, 3, 3)), (want(4, 64, 64, 1), [1, 1, 1]));
         // 2^24 + 256 single values: 65537 workgroups of 256 spill into a second grid row.
         assert_eq!(layout(((1 << 24) + 256, 1, 1)), (want(1, 256, 1, 1), [65535, 2, 1]));
+    }
+
+    #[test]
+    fn reductions_fold_runs_along_the_axis() {
+        // The mean of each row of [3,5]: 8 lanes per row, 32 rows per workgroup.
+        let spec = kernel(Reduce { kind: ReduceKind::Mean, axis: 1, keep_dim: false }, &[ty(DType::F32, &[3, 5])]);
+        let spec = spec.unwrap();
+        assert_eq!((spec.name, spec.workgroups), ("reduce", [1, 1, 1]));
+        assert_eq!(params::<AxisParams>(&spec), AxisParams { n: 5, inner: 1, outputs: 3 });
+        assert_eq!(
+            ["COMBINE", "INIT", "FINAL", "LANES"].map(|k| define(&spec, k)),
+            ["a + b", "0.0", "v / f32(p.n)", "8u"]
+        );
+        // The maximum down the columns starts from each run's first value.
+        let spec = kernel(Reduce { kind: ReduceKind::Max, axis: 0, keep_dim: true }, &[ty(DType::F16, &[3, 5])]);
+        let spec = spec.unwrap();
+        assert_eq!(params::<AxisParams>(&spec), AxisParams { n: 3, inner: 5, outputs: 5 });
+        assert_eq!(["COMBINE", "INIT", "FINAL"].map(|k| define(&spec, k)), ["max_nan(a, b)", "ld0(base)", "v"]);
+    }
+
+    #[test]
+    fn argmax_compares_in_the_input_type_and_softmax_takes_rows() {
+        let spec = kernel(Argmax { axis: 1 }, &[ty(DType::U32, &[2, 7, 3])]).unwrap();
+        assert_eq!(spec.name, "argmax");
+        assert_eq!(params::<AxisParams>(&spec), AxisParams { n: 7, inner: 3, outputs: 6 });
+        assert_eq!(["T", "LOAD", "GREATER"].map(|k| define(&spec, k)), ["u32", "ldu0", "a > b"]);
+        let spec = kernel(Argmax { axis: 0 }, &[ty(DType::F16, &[4])]).unwrap();
+        assert_eq!(["T", "LOAD"].map(|k| define(&spec, k)), ["f32", "ld0"]);
+        assert_eq!(define(&spec, "GREATER"), "(is_nan(a) && !is_nan(b)) || a > b");
+        let spec = kernel(Softmax, &[ty(DType::F32, &[2, 2, 9])]).unwrap();
+        assert_eq!(spec.name, "softmax");
+        assert_eq!(params::<AxisParams>(&spec), AxisParams { n: 9, inner: 1, outputs: 4 });
+        assert_eq!(define(&spec, "LANES"), "16u");
     }
 }
