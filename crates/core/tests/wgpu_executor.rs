@@ -1,6 +1,7 @@
 //! The wgpu executor beyond single ops: runs allocate nothing, runtime scalars change without
 //! recompiling, persistent buffers survive runs and read back, the arena splits into several
-//! buffers, bad arguments are errors, and a lost device is reported and survived.
+//! buffers, bad arguments are errors, and a lost device is reported and survived; and single
+//! ops at the edges of their value ranges.
 //! Runs on whatever adapter wgpu finds (Mesa lavapipe on the CI machine).
 
 use std::collections::HashMap;
@@ -175,4 +176,250 @@ fn a_lost_device_is_an_error_and_a_new_device_works() {
     let mut exe = block_on(fresh.compile(&p, &weights())).unwrap();
     let y = block_on(exe.run(&row([1.0; 4]), &at(0), &["y"])).unwrap();
     assert!(close(&y["y"].to_f32(), &[1.0f32.tanh(), (-1.0f32).tanh(), 0.5f32.tanh(), 2.0f32.tanh()]));
+}
+
+// Single ops at the edges the harness's value ranges never reach, against the reference
+// interpreter.
+
+/// Every dtype a tensor may have.
+const DTYPES: [DType; 4] = [DType::F32, DType::F16, DType::I32, DType::U32];
+
+/// Runs `g` on the wgpu backend with and without `shader-f16` (the same path twice where
+/// the adapter lacks it). For each backend: one map of every graph output per entry of
+/// `runs` (the runtime scalars of that run), all runs on one executable so persistent
+/// buffers carry over.
+fn on_wgpu(
+    g: &Graph,
+    weights: &HashMap<String, Tensor>,
+    inputs: &HashMap<String, Tensor>,
+    runs: &[&[(&str, u32)]],
+) -> Vec<Vec<HashMap<String, Tensor>>> {
+    let plan = plan(g.clone()).unwrap();
+    let names: Vec<&str> = g.outputs().iter().map(|(n, _)| n.as_str()).collect();
+    [true, false]
+        .into_iter()
+        .map(|allow_f16| {
+            block_on(async {
+                let backend =
+                    WgpuBackend::with_options(&WgpuOptions { allow_f16, ..WgpuOptions::default() }).await.unwrap();
+                let mut exe = backend.compile(&plan, weights).await.unwrap();
+                let mut results = Vec::new();
+                for run in runs {
+                    let scalars = run.iter().map(|&(k, v)| (k.to_string(), v)).collect();
+                    results.push(exe.run(inputs, &scalars, &names).await.unwrap());
+                }
+                results
+            })
+        })
+        .collect()
+}
+
+/// The reference interpreter's outputs of `g` with no persistent state or runtime scalars.
+fn reference(
+    g: &Graph,
+    inputs: &HashMap<String, Tensor>,
+    weights: &HashMap<String, Tensor>,
+) -> HashMap<String, Tensor> {
+    susurrus_core::ir::evaluate(g, inputs, weights, &HashMap::new(), &HashMap::new()).unwrap().outputs
+}
+
+#[test]
+fn cast_matches_the_reference_at_the_edges() {
+    // What the harness's value ranges never reach: saturation, NaN, infinities, f16
+    // overflow (65520 is the first value that rounds to infinity), f16 subnormals and
+    // integers beyond 2^24. Each input is cast to every other dtype; f16 also comes from
+    // a weight (packed or native f16 storage).
+    let floats = vec![
+        2.9,
+        -2.9,
+        3e9,
+        -3e9,
+        f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        -0.5,
+        2_147_483_520.0,
+        65519.0,
+        65520.0,
+        -1e6,
+        0.1,
+        1e-6,
+    ];
+    let halves = vec![65504.0, -7.75, 0.5, -0.0, f32::INFINITY];
+    let ints = vec![-1, i32::MIN, i32::MAX, 16_777_217, 2049, 0, 65519, 65520];
+    let uints = vec![u32::MAX, 1 << 31, 16_777_217, 2049, 0, 65519, 65520, 7];
+    let sources = [
+        ("f32", Tensor::f32([floats.len()], floats).unwrap()),
+        ("f16", Tensor::from_f32(DType::F16, [halves.len()], halves).unwrap()),
+        ("i32", Tensor::i32([ints.len()], ints).unwrap()),
+        ("u32", Tensor::u32([uints.len()], uints).unwrap()),
+    ];
+    let mut g = Graph::new("casts");
+    let mut inputs = HashMap::new();
+    let mut weights = HashMap::new();
+    for (name, t) in &sources {
+        let x = if *name == "f16" {
+            weights.insert(name.to_string(), t.clone());
+            g.param(name, t.ty()).unwrap()
+        } else {
+            inputs.insert(name.to_string(), t.clone());
+            g.input(name, t.ty()).unwrap()
+        };
+        for to in DTYPES.into_iter().filter(|&to| to != t.dtype()) {
+            let y = g.cast(x, to).unwrap();
+            g.output(&format!("{name} to {to}"), y).unwrap();
+        }
+    }
+    let want = reference(&g, &inputs, &weights);
+    for (backend, runs) in on_wgpu(&g, &weights, &inputs, &[&[]]).iter().enumerate() {
+        for (out, expected) in &want {
+            // Bytes, so NaNs compare equal to NaNs.
+            let got = &runs[0][out];
+            assert_eq!(got.to_bytes(), expected.to_bytes(), "backend {backend}, {out}: {got:?} != {expected:?}");
+        }
+    }
+}
+
+#[test]
+fn compare_treats_nan_and_large_integers_like_the_reference() {
+    use susurrus_core::ops::CmpKind;
+
+    // NaN against numbers and itself (only `ne` holds), and u32/i32 values 2^24 apart by
+    // one, which f32 could not tell apart.
+    let f = Tensor::f32([4], vec![f32::NAN, 1.0, f32::NAN, 2.0]).unwrap();
+    let g_ = Tensor::f32([4], vec![f32::NAN, f32::NAN, 1.0, 2.0]).unwrap();
+    let u = Tensor::u32([3], vec![(1 << 24) + 1, u32::MAX, 1 << 24]).unwrap();
+    let v = Tensor::u32([3], vec![1 << 24, u32::MAX - 1, 1 << 24]).unwrap();
+    let i = Tensor::i32([3], vec![-(1 << 24) - 1, i32::MIN, i32::MAX]).unwrap();
+    let j = Tensor::i32([3], vec![-(1 << 24), i32::MAX, i32::MAX - 1]).unwrap();
+    let pairs = [("f", &f, &g_), ("u", &u, &v), ("i", &i, &j)];
+    let mut g = Graph::new("compares");
+    let mut inputs = HashMap::new();
+    for (name, a, b) in pairs {
+        let x = g.input(&format!("{name}a"), a.ty()).unwrap();
+        let y = g.input(&format!("{name}b"), b.ty()).unwrap();
+        inputs.insert(format!("{name}a"), a.clone());
+        inputs.insert(format!("{name}b"), b.clone());
+        for kind in CmpKind::ALL {
+            let c = g.compare(kind, x, y).unwrap();
+            g.output(&format!("{name} {}", kind.name()), c).unwrap();
+        }
+    }
+    let want: HashMap<String, Vec<u32>> = reference(&g, &inputs, &HashMap::new())
+        .into_iter()
+        .map(|(out, t)| (out, t.as_u32().unwrap().to_vec()))
+        .collect();
+    assert_eq!(want["f ne"], [1, 1, 1, 0]);
+    assert_eq!(want["u gt"], [1, 1, 0]);
+    for runs in on_wgpu(&g, &HashMap::new(), &inputs, &[&[]]) {
+        for (out, expected) in &want {
+            assert_eq!(runs[0][out].as_u32(), Some(&expected[..]), "{out}");
+        }
+    }
+}
+
+#[test]
+fn fused_elementwise_matches_the_reference_at_high_rank_and_seven_inputs() {
+    // Rank 5 that no axes merge away (the dimensions spill into `dims1`), and seven inputs
+    // of seven shapes broadcast to [2,3,4]. Only additions, negation, max and where: exact
+    // in f32 whatever order or fused instructions a GPU compiler picks.
+    use Instr::{Binary as B, Input as In, Select as Sel, Unary as U};
+    use susurrus_core::ops::{BinaryKind, FusedElementwise, Instr, UnaryKind};
+    let values = |dims: &[usize], seed: usize| {
+        let n = dims.iter().product::<usize>();
+        Tensor::f32(dims, (0..n).map(|i| ((i * 7 + seed * 3) % 11) as f32 - 5.0).collect()).unwrap()
+    };
+    let cases: [(Vec<Vec<usize>>, Vec<Instr>); 2] = [
+        (
+            vec![vec![2, 1, 2, 1, 2], vec![3, 1, 3, 1]],
+            vec![In(0), In(1), B(BinaryKind::Add, 0, 1), U(UnaryKind::Neg, 2), B(BinaryKind::Max, 3, 1)],
+        ),
+        (
+            vec![vec![2, 3, 4], vec![3, 4], vec![4], vec![2, 1, 4], vec![2, 3, 1], vec![], vec![3, 1]],
+            vec![
+                In(0),
+                In(1),
+                In(2),
+                In(3),
+                In(4),
+                In(5),
+                In(6),
+                B(BinaryKind::Add, 0, 1),
+                B(BinaryKind::Add, 7, 2),
+                B(BinaryKind::Add, 8, 3),
+                B(BinaryKind::Add, 9, 4),
+                B(BinaryKind::Max, 10, 5),
+                U(UnaryKind::Neg, 11),
+                Sel(6, 11, 12),
+            ],
+        ),
+    ];
+    for (shapes, program) in cases {
+        let tensors: Vec<Tensor> = shapes.iter().enumerate().map(|(k, d)| values(d, k)).collect();
+        let mut g = Graph::new("fused");
+        let mut inputs = HashMap::new();
+        let mut ids = Vec::new();
+        for (k, t) in tensors.iter().enumerate() {
+            ids.push(g.input(&format!("in{k}"), t.ty()).unwrap());
+            inputs.insert(format!("in{k}"), t.clone());
+        }
+        let y = g.push(FusedElementwise { program, dtype: DType::F32 }, &ids).unwrap();
+        g.output("y", y).unwrap();
+        let want = reference(&g, &inputs, &HashMap::new()).remove("y").unwrap();
+        for runs in on_wgpu(&g, &HashMap::new(), &inputs, &[&[]]) {
+            assert_eq!(runs[0]["y"], want, "{shapes:?}");
+        }
+    }
+}
+
+/// Runs `table[ids]` on the wgpu f32 path (the adapter the op harness uses).
+fn gather_on_wgpu(ids: Tensor) -> Vec<f32> {
+    let mut g = Graph::new("gather");
+    let table = g.param("table", TensorType::new(DType::F32, [3, 2])).unwrap();
+    let id = g.input("ids", ids.ty()).unwrap();
+    let y = g.gather(table, id).unwrap();
+    g.output("y", y).unwrap();
+    let weights =
+        HashMap::from([("table".to_string(), Tensor::f32([3, 2], vec![0.0, 1.0, 10.0, 11.0, 20.0, 21.0]).unwrap())]);
+    let gpu = backend(WgpuOptions { allow_f16: false, ..WgpuOptions::default() });
+    let plan = plan(g).unwrap();
+    let mut exe = block_on(gpu.compile(&plan, &weights)).unwrap();
+    let inputs = HashMap::from([("ids".to_string(), ids)]);
+    block_on(exe.run(&inputs, &HashMap::new(), &["y"])).unwrap()["y"].to_f32()
+}
+
+#[test]
+fn gather_clamps_out_of_range_ids_to_the_nearest_row() {
+    // Rows: 0 -> [0, 1], 1 -> [10, 11], 2 -> [20, 21]. -5 reads row 0, 7 and 3 read row 2.
+    let got = gather_on_wgpu(Tensor::i32([4], vec![-5, 1, 7, 3]).unwrap());
+    assert_eq!(got, vec![0.0, 1.0, 10.0, 11.0, 20.0, 21.0, 20.0, 21.0]);
+    let got = gather_on_wgpu(Tensor::u32([3], vec![u32::MAX, 0, 2]).unwrap());
+    assert_eq!(got, vec![20.0, 21.0, 0.0, 1.0, 20.0, 21.0]);
+}
+
+#[test]
+fn kv_write_writes_at_the_offset_and_nothing_past_the_end() {
+    // A [2,4,3] cache written along axis 1 with a [2,2,3] value: at offset 1, then at
+    // offset 3, where 3 + 2 exceeds the capacity 4. The CPU reference fails that run; the
+    // kernel cannot fail, so it writes nothing and the cache keeps the first write.
+    let mut g = Graph::new("step");
+    let cache = g.state("cache", TensorType::new(DType::I32, [2, 4, 3])).unwrap();
+    let x = g.input("x", TensorType::new(DType::I32, [2, 2, 3])).unwrap();
+    let pos = g.scalar("pos");
+    let w = g.kv_write(cache, x, 1, pos).unwrap();
+    g.output("cache", w).unwrap();
+    let value = Tensor::i32([2, 2, 3], (1..=12).collect()).unwrap();
+    let inputs = HashMap::from([("x".to_string(), value.clone())]);
+    // The reference starts from a zeroed cache, as the executor does.
+    let write = |states: &HashMap<String, Tensor>, offset: u32| {
+        susurrus_core::ir::evaluate(&g, &inputs, &HashMap::new(), states, &at(offset))
+    };
+    let want = write(&HashMap::new(), 1).unwrap().outputs.remove("cache").unwrap();
+    // Rows 1..3 of each head hold the value's rows.
+    assert_eq!(want.as_i32().unwrap(), [0, 0, 0, 1, 2, 3, 4, 5, 6, 0, 0, 0, 0, 0, 0, 7, 8, 9, 10, 11, 12, 0, 0, 0]);
+    assert!(write(&HashMap::from([("cache".to_string(), want.clone())]), 3).is_err());
+    for runs in on_wgpu(&g, &HashMap::new(), &inputs, &[&[("pos", 1)], &[("pos", 3)]]) {
+        assert_eq!(runs[0]["cache"], want);
+        assert_eq!(runs[1]["cache"], want);
+    }
 }

@@ -8,6 +8,7 @@
 //! default that silently does nothing.
 
 pub mod cpu;
+pub mod index;
 pub mod wgpu;
 
 use std::collections::HashMap;
@@ -18,12 +19,10 @@ use crate::error::{Error, Result};
 use crate::ops::Op;
 use crate::plan::Plan;
 use crate::tensor::Tensor;
+pub use crate::tensor::Weights;
 
 /// A boxed future returned by executables (not `Send`: browser futures are not).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T>> + 'a>>;
-
-/// Weights by param name, supplied once at compile time.
-pub type Weights = HashMap<String, Tensor>;
 
 /// A device that can run plans.
 pub trait Backend {

@@ -1,10 +1,9 @@
 //! Fused residual add + layer norm: `layer_norm(a + b, gamma, beta)` for same-shaped `a`, `b`.
 //! Emitted by the fusion pass when the sum feeds only the norm.
 
-use super::layer_norm::{check_norm_params, norm_kernel, normalize_rows};
+use super::layer_norm::{check_norm_params, normalize_rows};
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
-use crate::exec::wgpu::{KernelCtx, Lowering};
 use crate::ir::TensorType;
 use crate::tensor::Tensor;
 
@@ -44,10 +43,6 @@ impl OpKind for AddLayerNorm {
     }
     fn memory(&self) -> Memory {
         Memory::Fresh
-    }
-    fn kernel(&self, ctx: &KernelCtx) -> Result<Lowering> {
-        // The sum stays in f32 inside the kernel, as in the reference.
-        Ok(Lowering::Kernel(norm_kernel(ctx, "(ld0(i) + ld1(i))", 2, self.eps)))
     }
 }
 

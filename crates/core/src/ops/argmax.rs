@@ -1,10 +1,9 @@
 //! Index of the largest value along an axis (the axis is removed), as u32. Ties pick the
 //! first index; NaN is treated as larger than every number.
 
-use super::reduce::{AxisParams, axis_layout, split_at_axis};
+use super::reduce::split_at_axis;
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
-use crate::exec::wgpu::{KernelCtx, KernelSpec, Lowering};
 use crate::ir::{DType, Graph, NodeId, Shape, TensorType};
 use crate::tensor::Tensor;
 
@@ -63,21 +62,6 @@ impl OpKind for Argmax {
     }
     fn memory(&self) -> Memory {
         Memory::Fresh
-    }
-    fn kernel(&self, ctx: &KernelCtx) -> Result<Lowering> {
-        let x = ctx.inputs[0];
-        let split = split_at_axis(&x.shape, self.axis);
-        // Integers compare in their own type: u32 and i32 values beyond 2^24 collide in f32.
-        let (t, load, greater) = match x.dtype {
-            DType::F32 | DType::F16 => ("f32", "ld0", "(is_nan(a) && !is_nan(b)) || a > b"),
-            DType::I32 => ("i32", "ldi0", "a > b"),
-            DType::U32 => ("u32", "ldu0", "a > b"),
-        };
-        let spec = KernelSpec::new("argmax", include_str!("../../../../kernels/argmax.wgsl"), &AxisParams::new(split))
-            .define("T", t)
-            .define("LOAD", load)
-            .define("GREATER", greater);
-        Ok(Lowering::Kernel(axis_layout(spec, split)))
     }
 }
 

@@ -5,8 +5,7 @@
 
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
-use crate::exec::wgpu::{KernelCtx, KernelSpec, Lowering, pack_dims};
-use crate::ir::{DType, Graph, NodeId, Shape, TensorType};
+use crate::ir::{Graph, NodeId, Shape, TensorType};
 use crate::tensor::Tensor;
 
 /// Which function a [`Binary`] applies.
@@ -32,18 +31,6 @@ impl BinaryKind {
             BinaryKind::Div => "div",
             BinaryKind::Max => "max",
             BinaryKind::Min => "min",
-        }
-    }
-
-    /// The WGSL expression of the function of `a` and `b` (any compute type).
-    pub fn wgsl(self, a: &str, b: &str) -> String {
-        match self {
-            BinaryKind::Add => format!("({a} + {b})"),
-            BinaryKind::Sub => format!("({a} - {b})"),
-            BinaryKind::Mul => format!("({a} * {b})"),
-            BinaryKind::Div => format!("({a} / {b})"),
-            BinaryKind::Max => format!("max({a}, {b})"),
-            BinaryKind::Min => format!("min({a}, {b})"),
         }
     }
 
@@ -79,44 +66,6 @@ pub(crate) fn gather_f32(t: &Tensor, idx: &[usize]) -> Vec<f32> {
 pub(crate) fn gather_i64(t: &Tensor, idx: &[usize]) -> Vec<i64> {
     let v = t.to_i64();
     idx.iter().map(|&i| v[i]).collect()
-}
-
-crate::kernel_params! {
-    /// Output dimensions and the broadcast strides of up to three inputs (`a`, `b`, `c`),
-    /// for kernels that read inputs of other shapes than their output.
-    pub struct BroadcastParams {
-        pub dims0: vec4u,
-        pub dims1: vec4u,
-        pub a0: vec4u,
-        pub a1: vec4u,
-        pub b0: vec4u,
-        pub b1: vec4u,
-        pub c0: vec4u,
-        pub c1: vec4u,
-        pub n: u32,
-        pub rank: u32,
-    }
-}
-
-impl BroadcastParams {
-    /// The output's dimensions and each input's strides read as the output's shape.
-    pub fn new(ctx: &KernelCtx) -> Self {
-        let out = &ctx.output.shape;
-        let strides =
-            |k: usize| ctx.inputs.get(k).map(|t| pack_dims(&t.shape.broadcast_strides(out))).unwrap_or_default();
-        let ([a0, a1], [b0, b1], [c0, c1]) = (strides(0), strides(1), strides(2));
-        let [dims0, dims1] = pack_dims(out.dims());
-        BroadcastParams { dims0, dims1, a0, a1, b0, b1, c0, c1, n: out.numel() as u32, rank: out.rank() as u32 }
-    }
-}
-
-/// WGSL compute type, load prefix and store function for values of `dtype`.
-pub(crate) fn compute_type(dtype: DType) -> (&'static str, &'static str, &'static str) {
-    match dtype {
-        DType::F32 | DType::F16 => ("f32", "ld", "st"),
-        DType::I32 => ("i32", "ldi", "sti"),
-        DType::U32 => ("u32", "ldu", "stu"),
-    }
 }
 
 /// Applies one [`BinaryKind`] to two broadcast-compatible tensors of the same dtype.
@@ -182,19 +131,6 @@ impl OpKind for Binary {
     }
     fn memory(&self) -> Memory {
         Memory::InPlace
-    }
-    fn kernel(&self, ctx: &KernelCtx) -> Result<Lowering> {
-        let (t, load, store) = compute_type(ctx.output.dtype);
-        let n = ctx.output.numel();
-        let spec =
-            KernelSpec::new("binary", include_str!("../../../../kernels/binary.wgsl"), &BroadcastParams::new(ctx))
-                .define("T", t)
-                .define("LOAD0", format!("{load}0"))
-                .define("LOAD1", format!("{load}1"))
-                .define("STORE", store)
-                .define("EXPR", self.kind.wgsl("a", "b"))
-                .threads(n);
-        Ok(Lowering::Kernel(spec))
     }
 }
 

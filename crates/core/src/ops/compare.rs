@@ -1,9 +1,8 @@
 //! Comparisons with broadcasting; the result is a u32 mask of 0 and 1.
 
-use super::binary::{BroadcastParams, broadcast_indices, broadcast_same_dtype, compute_type, gather_f32, gather_i64};
+use super::binary::{broadcast_indices, broadcast_same_dtype, gather_f32, gather_i64};
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::Result;
-use crate::exec::wgpu::{KernelCtx, KernelSpec, Lowering};
 use crate::ir::{DType, Graph, NodeId, TensorType};
 use crate::tensor::Tensor;
 
@@ -41,20 +40,6 @@ impl CmpKind {
             CmpKind::Le => "le",
             CmpKind::Gt => "gt",
             CmpKind::Ge => "ge",
-        }
-    }
-
-    /// The WGSL boolean expression of the comparison of `a` and `b` (any compute type). `ne`
-    /// is written as `!(a == b)` so a NaN operand makes it true, as IEEE (and [`Self::holds`])
-    /// says, whichever ordered or unordered instruction a compiler picks for `!=`.
-    pub fn wgsl(self, a: &str, b: &str) -> String {
-        match self {
-            CmpKind::Eq => format!("({a} == {b})"),
-            CmpKind::Ne => format!("!({a} == {b})"),
-            CmpKind::Lt => format!("({a} < {b})"),
-            CmpKind::Le => format!("({a} <= {b})"),
-            CmpKind::Gt => format!("({a} > {b})"),
-            CmpKind::Ge => format!("({a} >= {b})"),
         }
     }
 }
@@ -95,20 +80,6 @@ impl OpKind for Compare {
     fn memory(&self) -> Memory {
         Memory::Fresh
     }
-    /// One thread per output element; the operands are loaded in their own dtype's compute
-    /// type (the output is always u32), so integers above 2^24 compare exactly.
-    fn kernel(&self, ctx: &KernelCtx) -> Result<Lowering> {
-        let (t, load, _) = compute_type(ctx.inputs[0].dtype);
-        let n = ctx.output.numel();
-        let spec =
-            KernelSpec::new("compare", include_str!("../../../../kernels/compare.wgsl"), &BroadcastParams::new(ctx))
-                .define("T", t)
-                .define("LOAD0", format!("{load}0"))
-                .define("LOAD1", format!("{load}1"))
-                .define("EXPR", self.kind.wgsl("a", "b"))
-                .threads(n);
-        Ok(Lowering::Kernel(spec))
-    }
 }
 
 impl Graph {
@@ -121,10 +92,7 @@ impl Graph {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashMap;
-
     use super::*;
-    use crate::ops::cast::tests::on_wgpu;
     use crate::ops::testing::eval_op;
 
     fn mask(kind: CmpKind, a: &Tensor, b: &Tensor) -> Vec<u32> {
@@ -168,40 +136,5 @@ mod tests {
             "eq: operands have different dtypes: f32[4] and i32[4]"
         );
         assert_eq!(g.compare(CmpKind::Lt, a, c).unwrap_err().to_string(), "lt: shapes [4] and [3] do not broadcast");
-    }
-
-    #[test]
-    fn wgpu_compares_nan_and_large_integers_like_the_reference() {
-        // NaN against numbers and itself (only `ne` holds), and u32/i32 values 2^24 apart by
-        // one, which f32 could not tell apart.
-        let f = Tensor::f32([4], vec![f32::NAN, 1.0, f32::NAN, 2.0]).unwrap();
-        let g_ = Tensor::f32([4], vec![f32::NAN, f32::NAN, 1.0, 2.0]).unwrap();
-        let u = Tensor::u32([3], vec![(1 << 24) + 1, u32::MAX, 1 << 24]).unwrap();
-        let v = Tensor::u32([3], vec![1 << 24, u32::MAX - 1, 1 << 24]).unwrap();
-        let i = Tensor::i32([3], vec![-(1 << 24) - 1, i32::MIN, i32::MAX]).unwrap();
-        let j = Tensor::i32([3], vec![-(1 << 24), i32::MAX, i32::MAX - 1]).unwrap();
-        let pairs = [("f", &f, &g_), ("u", &u, &v), ("i", &i, &j)];
-        let mut g = Graph::new("compares");
-        let mut inputs = HashMap::new();
-        let mut want = HashMap::new();
-        for (name, a, b) in pairs {
-            let x = g.input(&format!("{name}a"), a.ty()).unwrap();
-            let y = g.input(&format!("{name}b"), b.ty()).unwrap();
-            inputs.insert(format!("{name}a"), a.clone());
-            inputs.insert(format!("{name}b"), b.clone());
-            for kind in CmpKind::ALL {
-                let out = format!("{name} {}", kind.name());
-                let c = g.compare(kind, x, y).unwrap();
-                g.output(&out, c).unwrap();
-                want.insert(out, mask(kind, a, b));
-            }
-        }
-        assert_eq!(want["f ne"], [1, 1, 1, 0]);
-        assert_eq!(want["u gt"], [1, 1, 0]);
-        for runs in on_wgpu(&g, &HashMap::new(), &inputs, &[&[]]) {
-            for (out, expected) in &want {
-                assert_eq!(runs[0][out].as_u32(), Some(&expected[..]), "{out}");
-            }
-        }
     }
 }

@@ -3,7 +3,6 @@
 use super::gather::{infer_values, take};
 use super::{EvalCtx, Memory, OpKind};
 use crate::error::{Error, Result};
-use crate::exec::wgpu::{KernelCtx, KernelSpec, Lowering, pack_dims};
 use crate::ir::{Graph, NodeId, Shape, TensorType};
 use crate::tensor::Tensor;
 
@@ -65,66 +64,6 @@ impl OpKind for Concat {
     fn memory(&self) -> Memory {
         Memory::Fresh
     }
-    fn kernel(&self, ctx: &KernelCtx) -> Result<Lowering> {
-        let parts = ctx.inputs.len();
-        if parts > MAX_PARTS {
-            return Err(Error::Unsupported {
-                op: format!("concat of {parts} inputs"),
-                backend: format!("wgpu (one dispatch binds at most {MAX_PARTS} inputs)"),
-            });
-        }
-        let dims = ctx.output.shape.dims();
-        let inner = dims[self.axis + 1..].iter().product::<usize>();
-        let blocks: Vec<usize> = ctx.inputs.iter().map(|t| t.shape.dims()[self.axis] * inner).collect();
-        let ends: Vec<usize> = blocks
-            .iter()
-            .scan(0, |end, b| {
-                *end += b;
-                Some(*end)
-            })
-            .collect();
-        let n = ctx.output.numel();
-        let ([ends0, ends1], [blocks0, blocks1]) = (pack_dims(&ends), pack_dims(&blocks));
-        let params =
-            ConcatParams { ends0, ends1, blocks0, blocks1, n: n as u32, block: (dims[self.axis] * inner) as u32 };
-        let spec = KernelSpec::new("concat", include_str!("../../../../kernels/concat.wgsl"), &params)
-            .define("PICK", pick_chain(parts))
-            .threads(n);
-        Ok(Lowering::Kernel(spec))
-    }
-}
-
-/// Most inputs of one concat dispatch: eight storage bindings, one of them the output.
-const MAX_PARTS: usize = 7;
-
-crate::kernel_params! {
-    /// Concat as words of `[outer, total, inner]` blocks of `block` words: input k's part of a
-    /// block is `blocks[k]` words ending at word `ends[k]`.
-    pub struct ConcatParams {
-        pub ends0: vec4u,
-        pub ends1: vec4u,
-        pub blocks0: vec4u,
-        pub blocks1: vec4u,
-        pub n: u32,
-        pub block: u32,
-    }
-}
-
-/// WGSL that sets `v` to the word at position `r` of output block `o`, read from the one of
-/// `parts` inputs whose part of the block holds `r`.
-fn pick_chain(parts: usize) -> String {
-    let field = |name: &str, k: usize| format!("p.{name}{}[{}]", k / 4, k % 4);
-    let mut chain = String::new();
-    for k in 0..parts {
-        let start = if k == 0 { String::new() } else { format!(" - {}", field("ends", k - 1)) };
-        let read = format!("v = ldw{k}(o * {} + r{start});", field("blocks", k));
-        if k + 1 == parts {
-            chain += &format!("{{ {read} }}");
-        } else {
-            chain += &format!("if (r < {}) {{ {read} }} else ", field("ends", k));
-        }
-    }
-    chain
 }
 
 impl Graph {
@@ -168,39 +107,6 @@ mod tests {
         assert_eq!(y.as_i32().unwrap(), [1, 2, 5, 6, 7, 8, 3, 4, 9, 10, 11, 12]);
         // A single part is a copy.
         assert_eq!(eval_op(Concat { axis: 2 }, &[&b]).unwrap(), b);
-    }
-
-    #[test]
-    fn pick_chain_reads_each_part_from_its_own_input() {
-        assert_eq!(pick_chain(1), "{ v = ldw0(o * p.blocks0[0] + r); }");
-        assert_eq!(
-            pick_chain(6),
-            "if (r < p.ends0[0]) { v = ldw0(o * p.blocks0[0] + r); } \
-             else if (r < p.ends0[1]) { v = ldw1(o * p.blocks0[1] + r - p.ends0[0]); } \
-             else if (r < p.ends0[2]) { v = ldw2(o * p.blocks0[2] + r - p.ends0[1]); } \
-             else if (r < p.ends0[3]) { v = ldw3(o * p.blocks0[3] + r - p.ends0[2]); } \
-             else if (r < p.ends1[0]) { v = ldw4(o * p.blocks1[0] + r - p.ends0[3]); } \
-             else { v = ldw5(o * p.blocks1[1] + r - p.ends1[0]); }"
-        );
-    }
-
-    #[test]
-    fn more_inputs_than_bindings_is_unsupported_on_wgpu() {
-        let part = TensorType::new(DType::F32, [2, 1]);
-        let inputs = vec![&part; 8];
-        let output = TensorType::new(DType::F32, [2, 8]);
-        let ctx = KernelCtx { inputs: &inputs, output: &output, f16: false, cpu: false };
-        let err = Concat { axis: 1 }.kernel(&ctx).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "concat of 8 inputs is not supported by the wgpu (one dispatch binds at most 7 inputs) backend"
-        );
-        let output = TensorType::new(DType::F32, [2, 7]);
-        assert!(
-            Concat { axis: 1 }
-                .kernel(&KernelCtx { inputs: &inputs[..7], output: &output, f16: false, cpu: false })
-                .is_ok()
-        );
     }
 
     #[test]

@@ -6,7 +6,6 @@ use super::cpu_kernels::{Mat, gemm_par};
 use super::gather::infer_values;
 use super::{EvalCtx, Memory, OpKind};
 use crate::error::{Error, Result};
-use crate::exec::wgpu::{KernelCtx, KernelSpec, Lowering, grid};
 use crate::ir::{Graph, NodeId, Shape, TensorType};
 use crate::tensor::Tensor;
 
@@ -106,74 +105,6 @@ impl OpKind for Conv1d {
     }
     fn memory(&self) -> Memory {
         Memory::Fresh
-    }
-    /// A tiled implicit matrix product (see `kernels/conv1d.wgsl`): one workgroup per
-    /// 64 output channels x 64 positions of one batch item; on CPU adapters a direct loop
-    /// with an 8 x 8 register tile per invocation (`kernels/conv1d_cpu.wgsl`).
-    fn kernel(&self, ctx: &KernelCtx) -> Result<Lowering> {
-        let (xs, ws, out) = (ctx.inputs[0].shape.dims(), ctx.inputs[1].shape.dims(), ctx.output.shape.dims());
-        let r = xs.len();
-        let (c_in, len, c_out, k) = (xs[r - 2], xs[r - 1], ws[0], ws[2]);
-        let out_len = out[out.len() - 1];
-        let batch = xs[..r - 2].iter().product::<usize>();
-        let groups = if ctx.cpu {
-            // One invocation per 8 channels x 8 positions, in workgroups of CPU_GROUP.
-            let [x, y, _] = grid((out_len.div_ceil(8) * c_out.div_ceil(8)).div_ceil(CPU_GROUP));
-            [x as usize, y as usize, batch]
-        } else {
-            [out_len.div_ceil(CONV_TILE), c_out.div_ceil(CONV_TILE), batch]
-        };
-        if groups.iter().any(|&g| g > MAX_GROUPS) {
-            return Err(Error::Unsupported {
-                op: format!("conv1d of {} into {}", ctx.inputs[0], ctx.output),
-                backend: format!(
-                    "wgpu (at most {MAX_GROUPS} tiles of {CONV_TILE} positions or channels, or batch items)"
-                ),
-            });
-        }
-        let params = Conv1dParams {
-            c_in: c_in as u32,
-            len: len as u32,
-            c_out: c_out as u32,
-            out_len: out_len as u32,
-            k: k as u32,
-            red: (c_in * k) as u32,
-            stride: self.stride as u32,
-            padding: self.padding as u32,
-            dilation: self.dilation as u32,
-        };
-        let bias = if ctx.inputs.len() == 3 { "ld2(co)" } else { "0.0" };
-        let spec = if ctx.cpu {
-            KernelSpec::new("conv1d_cpu", include_str!("../../../../kernels/conv1d_cpu.wgsl"), &params)
-        } else {
-            KernelSpec::new("conv1d", include_str!("../../../../kernels/conv1d.wgsl"), &params)
-        };
-        let spec = spec.define("BIAS", bias).groups(groups[0] as u32, groups[1] as u32, groups[2] as u32);
-        Ok(Lowering::Kernel(spec))
-    }
-}
-
-/// Invocations per workgroup of the CPU-adapter kernel (kernels/conv1d_cpu.wgsl).
-const CPU_GROUP: usize = 64;
-
-/// Output channels and positions of one workgroup's tile (`TILE` in the kernel).
-const CONV_TILE: usize = 64;
-
-/// Most workgroups along one dispatch dimension (WebGPU's default limit).
-const MAX_GROUPS: usize = 65535;
-
-crate::kernel_params! {
-    /// Sizes and settings of one convolution; `red` is the reduction length `c_in * k`.
-    pub struct Conv1dParams {
-        pub c_in: u32,
-        pub len: u32,
-        pub c_out: u32,
-        pub out_len: u32,
-        pub k: u32,
-        pub red: u32,
-        pub stride: u32,
-        pub padding: u32,
-        pub dilation: u32,
     }
 }
 
@@ -290,30 +221,6 @@ mod tests {
         let y = conv(1, 0, 1, &[&x, &w16, &bias]);
         assert_eq!(y.dtype(), DType::F32);
         assert_eq!(y.to_f32(), vec![13.0, 15.0, -11.0, -9.0, 12.0, 12.0, -10.0, -10.0]);
-    }
-
-    fn groups(x: &[usize], w: &[usize], stride: usize) -> Result<[u32; 3]> {
-        let conv = Conv1d { stride, padding: 1, dilation: 1 };
-        let (x, w) = (TensorType::new(DType::F32, x), TensorType::new(DType::F32, w));
-        let output = conv.infer(&[&x, &w])?;
-        match conv.kernel(&KernelCtx { inputs: &[&x, &w], output: &output, f16: false, cpu: false })? {
-            Lowering::Kernel(spec) => Ok(spec.workgroups),
-            Lowering::Nothing => panic!("conv1d lowered to nothing"),
-        }
-    }
-
-    #[test]
-    fn kernel_tiles_64_positions_by_64_channels_per_batch_item() {
-        // Whisper's conv2: 1500 positions -> 24 tiles, 384 channels -> 6 tiles.
-        assert_eq!(groups(&[384, 3000], &[384, 384, 3], 2).unwrap(), [24, 6, 1]);
-        assert_eq!(groups(&[3, 80, 3000], &[65, 80, 3], 1).unwrap(), [47, 2, 3]);
-        // 64 * 65535 + 1 positions need one tile more than a dispatch dimension holds.
-        let err = groups(&[1, 64 * 65535 + 1], &[1, 1, 3], 1).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "conv1d of f32[1,4194241] into f32[1,4194241] is not supported by the wgpu (at most 65535 tiles of 64 \
-             positions or channels, or batch items) backend"
-        );
     }
 
     #[test]

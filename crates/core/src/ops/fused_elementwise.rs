@@ -5,116 +5,13 @@
 //! rounded to `dtype`. Inputs of any dtype are read as f32 and broadcast to the output shape
 //! (the broadcast of all input shapes).
 
-use std::borrow::Cow;
-use std::fmt::Write;
-
 use super::binary::{broadcast_indices, gather_f32};
 use super::cpu_kernels::par_chunks;
 use super::{BinaryKind, EvalCtx, Memory, OpKind, UnaryKind};
 use crate::error::{Error, Result};
-use crate::exec::wgpu::{KernelCtx, KernelSpec, Lowering, pack_dims};
 use crate::ir::{DType, Shape, TensorType};
 use crate::tensor::Tensor;
-
-/// Most inputs one dispatch can read: it binds at most eight storage buffers, one of them the
-/// output.
-const MAX_INPUTS: usize = 7;
-/// Most output axes the kernel parameters hold (after coalescing).
-const MAX_RANK: usize = 8;
-/// Words of the stride table: `rank` strides per input, so 7 inputs up to rank 6 or 6 inputs
-/// up to rank 8.
-const STRIDE_WORDS: usize = 48;
-
-crate::kernel_params! {
-    /// Parameters of the fused kernel (see kernels/fused_elementwise.wgsl): the coalesced output
-    /// dimensions, the stride table (input k's stride along axis d at word k * rank + d) and
-    /// the element count. A flat table instead of a fixed number of strides per input lets up
-    /// to seven inputs of rank up to six share the 256-byte parameter slot.
-    pub struct FusedParams {
-        pub dims0: vec4u,
-        pub dims1: vec4u,
-        pub t0: vec4u,
-        pub t1: vec4u,
-        pub t2: vec4u,
-        pub t3: vec4u,
-        pub t4: vec4u,
-        pub t5: vec4u,
-        pub t6: vec4u,
-        pub t7: vec4u,
-        pub t8: vec4u,
-        pub t9: vec4u,
-        pub t10: vec4u,
-        pub t11: vec4u,
-        pub n: u32,
-    }
-}
-
-/// The output dimensions and per-input strides with size-1 axes dropped and neighbouring axes
-/// merged wherever every input walks them as one (outer stride = inner stride * inner size;
-/// broadcast axes, stride 0, merge with broadcast axes). The offsets stay the same and each
-/// thread splits its index into fewer coordinates: inputs of the output's own shape coalesce
-/// to one axis of stride 1.
-pub fn coalesce(dims: &[usize], strides: &[Vec<usize>]) -> (Vec<usize>, Vec<Vec<usize>>) {
-    // Each kept axis: its size and every input's stride along it.
-    let mut axes: Vec<(usize, Vec<usize>)> = Vec::new();
-    for (d, &size) in dims.iter().enumerate().filter(|&(_, &size)| size != 1) {
-        let along: Vec<usize> = strides.iter().map(|s| s[d]).collect();
-        match axes.last_mut() {
-            Some((outer, outer_strides)) if outer_strides.iter().zip(&along).all(|(&o, &s)| o == s * size) => {
-                *outer *= size;
-                *outer_strides = along;
-            }
-            _ => axes.push((size, along)),
-        }
-    }
-    let merged_dims = axes.iter().map(|(size, _)| *size).collect();
-    let merged_strides = (0..strides.len()).map(|k| axes.iter().map(|(_, s)| s[k]).collect()).collect();
-    (merged_dims, merged_strides)
-}
-
-/// A `vec4u` component of the parameters in WGSL: word `w` of the fields `{field}0`, `{field}1`, ...
-fn param_word(field: &str, w: usize) -> String {
-    format!("p.{field}{}[{}]", w / 4, w % 4)
-}
-
-/// WGSL statements that split the element index `i` into coordinates `x0..x{rank-1}` of the
-/// output (dimensions in `p.dims0`/`p.dims1`) and compute each input's offset `o{k}` from its
-/// row `k` of the stride table.
-fn offsets_wgsl(rank: usize, inputs: usize) -> String {
-    let mut s = String::new();
-    if rank > 0 {
-        let _ = writeln!(s, "    let e{} = i;", rank - 1);
-        for d in (1..rank).rev() {
-            let dim = param_word("dims", d);
-            let _ = writeln!(s, "    let x{d} = e{d} % {dim};\n    let e{} = e{d} / {dim};", d - 1);
-        }
-        s.push_str("    let x0 = e0;\n");
-    }
-    for k in 0..inputs {
-        let terms: Vec<String> = (0..rank).map(|d| format!("x{d} * {}", param_word("t", k * rank + d))).collect();
-        let offset = if terms.is_empty() { "0u".to_string() } else { terms.join(" + ") };
-        let _ = writeln!(s, "    let o{k} = {offset};");
-    }
-    s
-}
-
-/// WGSL statements computing the program: instruction `j` defines the f32 value `v{j}`.
-fn body_wgsl(program: &[Instr]) -> String {
-    let v = |j: u32| format!("v{j}");
-    let mut s = String::new();
-    for (j, ins) in program.iter().enumerate() {
-        let expr = match *ins {
-            Instr::Input(n) => format!("ld{n}(o{n})"),
-            Instr::Unary(k, a) => k.wgsl(&v(a)),
-            Instr::Binary(k, a, b) => k.wgsl(&v(a), &v(b)),
-            // Not `!= 0.0`: compilers may emit an ordered not-equal, false for a NaN condition,
-            // where the reference (Rust's `!=`) picks `a`.
-            Instr::Select(c, a, b) => format!("select({}, {}, !({} == 0.0))", v(b), v(a), v(c)),
-        };
-        let _ = writeln!(s, "    let v{j} = {expr};");
-    }
-    s
-}
+use std::borrow::Cow;
 
 /// One step of a fused program. Operands name earlier instructions by index.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -218,57 +115,11 @@ impl OpKind for FusedElementwise {
     fn memory(&self) -> Memory {
         Memory::InPlace
     }
-    /// One thread per output element: the program compiled into straight-line WGSL, each
-    /// input read at its own broadcast offset (see [`FusedParams`]). More inputs than one
-    /// dispatch can bind, or more coalesced axes than the parameters hold, are unsupported.
-    fn kernel(&self, ctx: &KernelCtx) -> Result<Lowering> {
-        let unsupported = |what: String, limit: String| Error::Unsupported {
-            op: format!("fused_elementwise with {what}"),
-            backend: format!("wgpu ({limit})"),
-        };
-        let inputs = ctx.inputs.len();
-        if inputs > MAX_INPUTS {
-            return Err(unsupported(
-                format!("{inputs} inputs"),
-                format!("at most {MAX_INPUTS} inputs: a dispatch binds at most 8 storage buffers"),
-            ));
-        }
-        let out = &ctx.output.shape;
-        let strides: Vec<Vec<usize>> = ctx.inputs.iter().map(|t| t.shape.broadcast_strides(out)).collect();
-        let (dims, strides) = coalesce(out.dims(), &strides);
-        let rank = dims.len();
-        if rank > MAX_RANK || rank * inputs > STRIDE_WORDS {
-            return Err(unsupported(
-                format!("{inputs} inputs of output shape {out}"),
-                format!("at most {MAX_RANK} axes and {STRIDE_WORDS} strides after merging axes"),
-            ));
-        }
-        let mut table = [0u32; STRIDE_WORDS];
-        for (w, &stride) in strides.iter().flatten().enumerate() {
-            table[w] = stride as u32;
-        }
-        let [dims0, dims1] = pack_dims(&dims);
-        let [t0, t1, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11]: [[u32; 4]; 12] = bytemuck::cast(table);
-        let n = ctx.output.numel();
-        let params = FusedParams { dims0, dims1, t0, t1, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11, n: n as u32 };
-        let last = self.program.len().saturating_sub(1);
-        let spec =
-            KernelSpec::new("fused_elementwise", include_str!("../../../../kernels/fused_elementwise.wgsl"), &params)
-                .define("OFFSETS", offsets_wgsl(rank, inputs))
-                .define("BODY", body_wgsl(&self.program))
-                .define("RESULT", format!("v{last}"))
-                .threads(n);
-        Ok(Lowering::Kernel(spec))
-    }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashMap;
-
     use super::*;
-    use crate::ir::Graph;
-    use crate::ops::cast::tests::on_wgpu;
     use crate::ops::testing::eval_op;
     use crate::ops::{Binary, Cast, Select, Unary};
 
@@ -355,126 +206,5 @@ mod tests {
             err(vec![Instr::Input(0)], DType::F32, &[&f, &g]),
             "fused_elementwise: input f32[3] does not broadcast with [2]"
         );
-    }
-
-    #[test]
-    fn coalescing_merges_axes_every_input_walks_as_one() {
-        // Output [2,1,3,4]: x of the same shape, y [3,4] broadcast over the first axis, z
-        // [2,1,1,1]. The size-1 axis goes; axis 2 does not merge into axis 0 (y: 0 != 4 * 3);
-        // axis 3 merges into axis 2 (x and y: 4 = 1 * 4, z: 0 = 0 * 4).
-        let (dims, strides) = coalesce(&[2, 1, 3, 4], &[vec![12, 12, 4, 1], vec![0, 0, 4, 1], vec![1, 0, 0, 0]]);
-        assert_eq!(dims, [2, 12]);
-        assert_eq!(strides, [vec![12, 1], vec![0, 1], vec![1, 0]]);
-        // Inputs of the output's own shape: one axis. A scalar output: no axes.
-        assert_eq!(coalesce(&[2, 3, 4], &[vec![12, 4, 1], vec![12, 4, 1]]), (vec![24], vec![vec![1], vec![1]]));
-        assert_eq!(coalesce(&[1, 1], &[vec![0, 0]]), (vec![], vec![vec![]]));
-    }
-
-    #[test]
-    fn generated_wgsl_reads_each_input_at_its_own_offset() {
-        // Rank 2, two inputs: x1 is the fast coordinate; input 1's strides are words 2 and 3.
-        assert_eq!(
-            offsets_wgsl(2, 2),
-            "    let e1 = i;\n    let x1 = e1 % p.dims0[1];\n    let e0 = e1 / p.dims0[1];\n    let x0 = e0;\n\
-             \x20   let o0 = x0 * p.t0[0] + x1 * p.t0[1];\n    let o1 = x0 * p.t0[2] + x1 * p.t0[3];\n"
-        );
-        assert_eq!(offsets_wgsl(0, 1), "    let o0 = 0u;\n");
-        let program = [Instr::Input(1), Instr::Input(0), Instr::Unary(UnaryKind::Neg, 0), Instr::Select(1, 2, 0)];
-        assert_eq!(
-            body_wgsl(&program),
-            "    let v0 = ld1(o1);\n    let v1 = ld0(o0);\n    let v2 = (-v0);\n    let v3 = select(v0, v2, !(v1 == 0.0));\n"
-        );
-    }
-
-    /// The kernel's error for a program loading inputs of these shapes, or `None` if it has one.
-    fn kernel_error(shapes: &[Vec<usize>]) -> Option<String> {
-        let tys: Vec<TensorType> = shapes.iter().map(|d| TensorType::new(DType::F32, d.clone())).collect();
-        let refs: Vec<&TensorType> = tys.iter().collect();
-        let op = FusedElementwise { program: (0..shapes.len() as u32).map(Instr::Input).collect(), dtype: DType::F32 };
-        let out = op.infer(&refs).unwrap();
-        op.kernel(&KernelCtx { inputs: &refs, output: &out, f16: false, cpu: false }).err().map(|e| e.to_string())
-    }
-
-    #[test]
-    fn too_many_inputs_or_axes_are_unsupported() {
-        // `[2,1,2,1,..]` against `[2,2,2,..]`: no two neighbouring axes merge.
-        let alternating = |rank: usize| (0..rank).map(|d| if d % 2 == 0 { 2 } else { 1 }).collect::<Vec<_>>();
-        assert_eq!(
-            kernel_error(&vec![vec![4]; 8]).unwrap(),
-            "fused_elementwise with 8 inputs is not supported by the wgpu (at most 7 inputs: a dispatch binds at \
-             most 8 storage buffers) backend"
-        );
-        // Seven inputs of one shape coalesce to one axis, whatever their rank.
-        assert_eq!(kernel_error(&vec![vec![2; 8]; 7]), None);
-        // Six inputs of rank 8 fill the 48 strides; seven of rank 7 need 49.
-        let mut six = vec![vec![2; 8]; 5];
-        six.push(alternating(8));
-        assert_eq!(kernel_error(&six), None);
-        let mut seven = vec![vec![2; 7]; 6];
-        seven.push(alternating(7));
-        assert_eq!(
-            kernel_error(&seven).unwrap(),
-            "fused_elementwise with 7 inputs of output shape [2,2,2,2,2,2,2] is not supported by the wgpu (at most \
-             8 axes and 48 strides after merging axes) backend"
-        );
-        assert_eq!(
-            kernel_error(&[vec![2; 9], alternating(9)]).unwrap(),
-            "fused_elementwise with 2 inputs of output shape [2,2,2,2,2,2,2,2,2] is not supported by the wgpu (at \
-             most 8 axes and 48 strides after merging axes) backend"
-        );
-    }
-
-    #[test]
-    fn wgpu_matches_the_reference_at_high_rank_and_seven_inputs() {
-        // Rank 5 that no axes merge away (the dimensions spill into `dims1`), and seven inputs
-        // of seven shapes broadcast to [2,3,4]. Only additions, negation, max and where: exact
-        // in f32 whatever order or fused instructions a GPU compiler picks.
-        use Instr::{Binary as B, Input as In, Select as Sel, Unary as U};
-        let values = |dims: &[usize], seed: usize| {
-            let n = dims.iter().product::<usize>();
-            Tensor::f32(dims, (0..n).map(|i| ((i * 7 + seed * 3) % 11) as f32 - 5.0).collect()).unwrap()
-        };
-        let cases: [(Vec<Vec<usize>>, Vec<Instr>); 2] = [
-            (
-                vec![vec![2, 1, 2, 1, 2], vec![3, 1, 3, 1]],
-                vec![In(0), In(1), B(BinaryKind::Add, 0, 1), U(UnaryKind::Neg, 2), B(BinaryKind::Max, 3, 1)],
-            ),
-            (
-                vec![vec![2, 3, 4], vec![3, 4], vec![4], vec![2, 1, 4], vec![2, 3, 1], vec![], vec![3, 1]],
-                vec![
-                    In(0),
-                    In(1),
-                    In(2),
-                    In(3),
-                    In(4),
-                    In(5),
-                    In(6),
-                    B(BinaryKind::Add, 0, 1),
-                    B(BinaryKind::Add, 7, 2),
-                    B(BinaryKind::Add, 8, 3),
-                    B(BinaryKind::Add, 9, 4),
-                    B(BinaryKind::Max, 10, 5),
-                    U(UnaryKind::Neg, 11),
-                    Sel(6, 11, 12),
-                ],
-            ),
-        ];
-        for (shapes, program) in cases {
-            let tensors: Vec<Tensor> = shapes.iter().enumerate().map(|(k, d)| values(d, k)).collect();
-            let mut g = Graph::new("fused");
-            let mut inputs = HashMap::new();
-            let mut ids = Vec::new();
-            for (k, t) in tensors.iter().enumerate() {
-                ids.push(g.input(&format!("in{k}"), t.ty()).unwrap());
-                inputs.insert(format!("in{k}"), t.clone());
-            }
-            let op = FusedElementwise { program, dtype: DType::F32 };
-            let y = g.push(op.clone(), &ids).unwrap();
-            g.output("y", y).unwrap();
-            let want = eval_op(op, &tensors.iter().collect::<Vec<_>>()).unwrap();
-            for runs in on_wgpu(&g, &HashMap::new(), &inputs, &[&[]]) {
-                assert_eq!(runs[0]["y"], want, "{shapes:?}");
-            }
-        }
     }
 }

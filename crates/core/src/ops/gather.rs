@@ -1,14 +1,13 @@
 //! Gather rows of a table (embedding lookup): `table [V, D...]`, `ids [N...]` (i32 or u32)
 //! -> `[N..., D...]`. An id outside `0..V` is a run-time error in the reference; a GPU kernel
-//! cannot raise one, so the wgpu kernel clamps such an id to the nearest row (`0` or `V - 1`).
+//! cannot raise one, so GPU backends clamp such an id to the nearest row (`0` or `V - 1`).
 //!
 //! This file also holds `take`, the exact element copy that every data-movement op
 //! (gather, permute, slice, concat, KV-cache write) reduces to in its reference.
 
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
-use crate::exec::wgpu::{KernelCtx, KernelSpec, Lowering};
-use crate::ir::{DType, Graph, NodeId, Shape, TensorType};
+use crate::ir::{Graph, NodeId, Shape, TensorType};
 use crate::tensor::{Tensor, TensorData};
 
 #[derive(Clone, Debug, PartialEq)]
@@ -109,41 +108,6 @@ impl OpKind for Gather {
     fn memory(&self) -> Memory {
         Memory::Fresh
     }
-    /// Ids are clamped into `0..V` (see the module docs). A table with no rows has nothing to
-    /// clamp to: every lookup in it would fail, so the plan is rejected here.
-    fn kernel(&self, ctx: &KernelCtx) -> Result<Lowering> {
-        let (table, ids) = (ctx.inputs[0], ctx.inputs[1]);
-        let rows = table.shape.dims()[0];
-        let n = ctx.output.numel();
-        if rows == 0 && n > 0 {
-            return Err(Error::Unsupported {
-                op: format!("gather from the empty table {table}"),
-                backend: "wgpu".into(),
-            });
-        }
-        let id = match ids.dtype {
-            DType::I32 => "u32(clamp(ldi1(k), 0, i32(p.rows) - 1))",
-            _ => "min(ldu1(k), p.rows - 1u)",
-        };
-        let params = GatherParams {
-            n: n as u32,
-            rows: rows as u32,
-            row_len: table.shape.dims()[1..].iter().product::<usize>() as u32,
-        };
-        let spec = KernelSpec::new("gather", include_str!("../../../../kernels/gather.wgsl"), &params)
-            .define("ID", id)
-            .threads(n);
-        Ok(Lowering::Kernel(spec))
-    }
-}
-
-crate::kernel_params! {
-    /// Output elements, table rows and words per row.
-    pub struct GatherParams {
-        pub n: u32,
-        pub rows: u32,
-        pub row_len: u32,
-    }
 }
 
 impl Graph {
@@ -195,48 +159,6 @@ mod tests {
             let err = eval_op(Gather, &[&table, &ids]).unwrap_err();
             assert_eq!(err.to_string(), format!("gather failed at run time: {msg} for a table of 3 rows"));
         }
-    }
-
-    /// Runs `table[ids]` on the wgpu f32 path (the adapter the op harness uses).
-    fn gather_on_wgpu(ids: Tensor) -> Vec<f32> {
-        use std::collections::HashMap;
-
-        use crate::exec::Backend;
-        use crate::exec::wgpu::{WgpuBackend, WgpuOptions};
-
-        let mut g = Graph::new("gather");
-        let table = g.param("table", TensorType::new(DType::F32, [3, 2])).unwrap();
-        let id = g.input("ids", ids.ty()).unwrap();
-        let y = g.gather(table, id).unwrap();
-        g.output("y", y).unwrap();
-        let weights = HashMap::from([(
-            "table".to_string(),
-            Tensor::f32([3, 2], vec![0.0, 1.0, 10.0, 11.0, 20.0, 21.0]).unwrap(),
-        )]);
-        let options = WgpuOptions { allow_f16: false, ..WgpuOptions::default() };
-        let gpu = pollster::block_on(WgpuBackend::with_options(&options)).unwrap();
-        let plan = crate::plan::plan(g).unwrap();
-        let mut exe = pollster::block_on(gpu.compile(&plan, &weights)).unwrap();
-        let inputs = HashMap::from([("ids".to_string(), ids)]);
-        pollster::block_on(exe.run(&inputs, &HashMap::new(), &["y"])).unwrap()["y"].to_f32()
-    }
-
-    #[test]
-    fn wgpu_clamps_out_of_range_ids_to_the_nearest_row() {
-        // Rows: 0 -> [0, 1], 1 -> [10, 11], 2 -> [20, 21]. -5 reads row 0, 7 and 3 read row 2.
-        let got = gather_on_wgpu(Tensor::i32([4], vec![-5, 1, 7, 3]).unwrap());
-        assert_eq!(got, vec![0.0, 1.0, 10.0, 11.0, 20.0, 21.0, 20.0, 21.0]);
-        let got = gather_on_wgpu(Tensor::u32([3], vec![u32::MAX, 0, 2]).unwrap());
-        assert_eq!(got, vec![20.0, 21.0, 0.0, 1.0, 20.0, 21.0]);
-    }
-
-    #[test]
-    fn wgpu_rejects_an_empty_table() {
-        let (table, ids) = (TensorType::new(DType::F32, [0, 4]), TensorType::new(DType::I32, [2]));
-        let output = TensorType::new(DType::F32, [2, 4]);
-        let ctx = KernelCtx { inputs: &[&table, &ids], output: &output, f16: false, cpu: false };
-        let err = Gather.kernel(&ctx).unwrap_err();
-        assert_eq!(err.to_string(), "gather from the empty table f32[0,4] is not supported by the wgpu backend");
     }
 
     #[test]

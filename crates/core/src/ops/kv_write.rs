@@ -9,24 +9,8 @@
 use super::gather::{infer_values, take};
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
-use crate::exec::wgpu::{KernelCtx, KernelSpec, Lowering};
 use crate::ir::{Graph, NodeId, ScalarId, TensorType};
 use crate::tensor::Tensor;
-
-crate::kernel_params! {
-    /// The value's element count, its extent `len` along the axis, the buffer's extent `cap`
-    /// there, the product `inner` of the dimensions after the axis, and the offset's scalar.
-    pub struct KvWriteParams {
-        pub n: u32,
-        pub len: u32,
-        pub cap: u32,
-        pub inner: u32,
-        pub scalar: u32,
-    }
-}
-
-/// The `scalar` parameter of a write without an offset scalar (kernels/kv_write.wgsl).
-const NO_OFFSET: u32 = u32::MAX;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct KvWrite {
@@ -102,24 +86,6 @@ impl OpKind for KvWrite {
     fn memory(&self) -> Memory {
         Memory::Alias
     }
-    /// One thread per element of `value`. The buffer (input 0) shares the output's storage,
-    /// so the executor binds it once, as the output, and only the value's rows are written.
-    /// Unlike the CPU reference, a write past the capacity cannot fail on the GPU: it writes
-    /// nothing and leaves the buffer unchanged (see kernels/kv_write.wgsl).
-    fn kernel(&self, ctx: &KernelCtx) -> Result<Lowering> {
-        let value = ctx.inputs[1];
-        let dims = ctx.output.shape.dims();
-        let params = KvWriteParams {
-            n: value.numel() as u32,
-            len: value.shape.dims()[self.axis] as u32,
-            cap: dims[self.axis] as u32,
-            inner: dims[self.axis + 1..].iter().product::<usize>() as u32,
-            scalar: self.offset.map_or(NO_OFFSET, |s| s.0),
-        };
-        let spec = KernelSpec::new("kv_write", include_str!("../../../../kernels/kv_write.wgsl"), &params)
-            .threads(value.numel());
-        Ok(Lowering::Kernel(spec))
-    }
 }
 
 impl Graph {
@@ -146,7 +112,6 @@ mod tests {
 
     use super::*;
     use crate::ir::{DType, evaluate};
-    use crate::ops::cast::tests::on_wgpu;
     use crate::ops::testing::eval_op_with_scalars;
 
     fn write(axis: usize, buf: &Tensor, value: &Tensor, offset: u32) -> Result<Tensor> {
@@ -216,29 +181,5 @@ mod tests {
             states = evaluate(&g, &inputs, &HashMap::new(), &states, &scalars).unwrap().states;
         }
         assert_eq!(states["cache"].to_f32(), vec![1.0, 2.0, 3.0, 4.0, 0.0, 0.0]);
-    }
-
-    #[test]
-    fn wgpu_writes_at_the_offset_and_nothing_past_the_end() {
-        // A [2,4,3] cache written along axis 1 with a [2,2,3] value: at offset 1, then at
-        // offset 3, where 3 + 2 exceeds the capacity 4. The CPU reference fails that run; the
-        // kernel cannot fail, so it writes nothing and the cache keeps the first write.
-        let mut g = Graph::new("step");
-        let cache = g.state("cache", TensorType::new(DType::I32, [2, 4, 3])).unwrap();
-        let x = g.input("x", TensorType::new(DType::I32, [2, 2, 3])).unwrap();
-        let pos = g.scalar("pos");
-        let w = g.kv_write(cache, x, 1, pos).unwrap();
-        g.output("cache", w).unwrap();
-        let value = Tensor::i32([2, 2, 3], (1..=12).collect()).unwrap();
-        let inputs = HashMap::from([("x".to_string(), value.clone())]);
-        let zeros = Tensor::i32([2, 4, 3], vec![0; 24]).unwrap();
-        let want = write(1, &zeros, &value, 1).unwrap();
-        // Rows 1..3 of each head hold the value's rows.
-        assert_eq!(want.as_i32().unwrap(), [0, 0, 0, 1, 2, 3, 4, 5, 6, 0, 0, 0, 0, 0, 0, 7, 8, 9, 10, 11, 12, 0, 0, 0]);
-        assert!(write(1, &want, &value, 3).is_err());
-        for runs in on_wgpu(&g, &HashMap::new(), &inputs, &[&[("pos", 1)], &[("pos", 3)]]) {
-            assert_eq!(runs[0]["cache"], want);
-            assert_eq!(runs[1]["cache"], want);
-        }
     }
 }

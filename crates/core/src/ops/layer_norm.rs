@@ -2,10 +2,8 @@
 //! biased variance, in f32.
 
 use super::cpu_kernels::par_chunks;
-use super::reduce::axis_layout;
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
-use crate::exec::wgpu::{KernelCtx, KernelSpec, Lowering};
 use crate::ir::{Graph, NodeId, TensorType};
 use crate::tensor::Tensor;
 
@@ -72,32 +70,6 @@ impl OpKind for LayerNorm {
     fn memory(&self) -> Memory {
         Memory::Fresh
     }
-    fn kernel(&self, ctx: &KernelCtx) -> Result<Lowering> {
-        Ok(Lowering::Kernel(norm_kernel(ctx, "ld0(i)", 1, self.eps)))
-    }
-}
-
-crate::kernel_params! {
-    /// Rows of `n` values to normalise, and the epsilon added to their variance.
-    pub struct NormParams {
-        pub n: u32,
-        pub rows: u32,
-        pub eps: f32,
-    }
-}
-
-/// The layer norm kernel over the rows of the output, reading x at index `i` with the WGSL
-/// expression `load_x` and gamma and beta from inputs `gamma` and `gamma + 1`. Shared with
-/// add + layer norm, which reads x as the sum of two inputs.
-pub(crate) fn norm_kernel(ctx: &KernelCtx, load_x: &str, gamma: usize, eps: f32) -> KernelSpec {
-    let n = ctx.output.shape.last();
-    let rows = ctx.output.numel() / n;
-    let params = NormParams { n: n as u32, rows: rows as u32, eps };
-    let spec = KernelSpec::new("layer_norm", include_str!("../../../../kernels/layer_norm.wgsl"), &params)
-        .define("LOAD_X", load_x)
-        .define("GAMMA", format!("ld{gamma}"))
-        .define("BETA", format!("ld{}", gamma + 1));
-    axis_layout(spec, (rows, n, 1))
 }
 
 impl Graph {

@@ -4,13 +4,11 @@
 //! embedded in the graph, and `State`s are persistent buffers (KV caches) that keep their
 //! contents across runs.
 
-use std::sync::Arc;
-
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
-use crate::exec::wgpu::{KernelCtx, Lowering};
 use crate::ir::TensorType;
 use crate::tensor::Tensor;
+use std::sync::Arc;
 
 /// A named run-time input.
 #[derive(Clone, Debug, PartialEq)]
@@ -74,9 +72,6 @@ impl OpKind for Input {
     fn memory(&self) -> Memory {
         Memory::Fresh
     }
-    fn kernel(&self, _ctx: &KernelCtx) -> Result<Lowering> {
-        Ok(Lowering::Nothing)
-    }
 }
 
 impl OpKind for Param {
@@ -95,9 +90,6 @@ impl OpKind for Param {
     }
     fn memory(&self) -> Memory {
         Memory::Fresh
-    }
-    fn kernel(&self, _ctx: &KernelCtx) -> Result<Lowering> {
-        Ok(Lowering::Nothing)
     }
 }
 
@@ -125,9 +117,6 @@ impl OpKind for State {
     fn memory(&self) -> Memory {
         Memory::Fresh
     }
-    fn kernel(&self, _ctx: &KernelCtx) -> Result<Lowering> {
-        Ok(Lowering::Nothing)
-    }
 }
 
 impl OpKind for Const {
@@ -152,8 +141,5 @@ impl OpKind for Const {
     }
     fn memory(&self) -> Memory {
         Memory::Fresh
-    }
-    fn kernel(&self, _ctx: &KernelCtx) -> Result<Lowering> {
-        Ok(Lowering::Nothing)
     }
 }

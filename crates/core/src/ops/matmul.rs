@@ -7,8 +7,7 @@ use super::cpu_kernels::{Mat, gemm, gemm_par, par_chunks};
 use super::gather::infer_values;
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
-use crate::exec::wgpu::{KernelCtx, KernelSpec, Lowering, grid, pack_dims};
-use crate::ir::{Graph, NodeId, Shape, TensorType};
+use crate::ir::{Graph, NodeId, Shape, TensorType, broadcast_offset};
 use crate::tensor::Tensor;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -39,18 +38,6 @@ pub(crate) fn matmul_type(op: &str, a: &TensorType, b: &TensorType, transpose_b:
     let mut dims = batch.0;
     dims.extend([m, n]);
     Ok(TensorType::new(a.dtype, Shape(dims)))
-}
-
-/// The flat offset, in units of `strides`, of element `linear` of a row-major tensor of shape
-/// `dims` read through broadcast `strides` (from [`Shape::broadcast_strides`]).
-pub fn broadcast_offset(linear: usize, dims: &[usize], strides: &[usize]) -> usize {
-    let mut rest = linear;
-    let mut offset = 0;
-    for (&d, &s) in dims.iter().zip(strides).rev() {
-        offset += (rest % d) * s;
-        rest /= d;
-    }
-    offset
 }
 
 /// `a x b` (or `a x b^T`) in f32, row-major with shape `out`, which [`matmul_type`] derived
@@ -106,118 +93,6 @@ impl OpKind for MatMul {
     fn memory(&self) -> Memory {
         Memory::Fresh
     }
-    fn kernel(&self, ctx: &KernelCtx) -> Result<Lowering> {
-        matmul_kernel(self.name(), ctx, self.transpose_b, "v")
-    }
-}
-
-crate::kernel_params! {
-    /// One matmul dispatch (kernels/matmul.wgsl and kernels/gemv.wgsl): the output's batch
-    /// dims and, per unit of each batch index, the element offset into `a` and `b` (0 where
-    /// the operand is broadcast); the matrix sizes of one batch.
-    pub struct MatMulParams {
-        pub batch0: vec4u,
-        pub batch1: vec4u,
-        pub a0: vec4u,
-        pub a1: vec4u,
-        pub b0: vec4u,
-        pub b1: vec4u,
-        pub m: u32,
-        pub n: u32,
-        pub k: u32,
-        pub batch_rank: u32,
-    }
-}
-
-/// WebGPU's default limit on workgroups along one dispatch dimension.
-const MAX_GROUPS: usize = 65535;
-
-/// Output rows and columns of one workgroup of the tiled kernel (kernels/matmul.wgsl).
-const TILE: usize = 64;
-
-/// Invocations per workgroup of the CPU-adapter kernels (kernels/matmul_cpu.wgsl, gemv_cpu.wgsl).
-const CPU_GROUP: usize = 64;
-
-/// The parameters of `a x b` (inputs 0 and 1 of `ctx`) and the number of batches, which the
-/// kernels take from the z workgroup id. When `b` has a single batch, the batches of `a`
-/// are consecutive rows of one taller matrix: they are folded into M (fewer partial tiles,
-/// one dispatch dimension free).
-fn matmul_params(ctx: &KernelCtx) -> (MatMulParams, usize) {
-    let (a, b, out) = (&ctx.inputs[0].shape, &ctx.inputs[1].shape, &ctx.output.shape);
-    let (ra, rb, ro) = (a.rank(), b.rank(), out.rank());
-    let (mut m, k, n) = (a.dims()[ra - 2], a.dims()[ra - 1], out.dims()[ro - 1]);
-    let mut batch = Shape::from(&out.dims()[..ro - 2]);
-    let mut a_batch = Shape::from(&a.dims()[..ra - 2]);
-    let mut b_batch = Shape::from(&b.dims()[..rb - 2]);
-    if b_batch.numel() == 1 {
-        // `b` broadcasts to every batch, so the output's batches are exactly `a`'s.
-        m *= batch.numel();
-        (batch, a_batch, b_batch) = (Shape(Vec::new()), Shape(Vec::new()), Shape(Vec::new()));
-    }
-    let offsets = |s: &Shape, per_batch: usize| {
-        let strides: Vec<usize> = s.broadcast_strides(&batch).iter().map(|x| x * per_batch).collect();
-        pack_dims(&strides)
-    };
-    let ([batch0, batch1], [a0, a1], [b0, b1]) =
-        (pack_dims(batch.dims()), offsets(&a_batch, m * k), offsets(&b_batch, k * n));
-    let params = MatMulParams {
-        batch0,
-        batch1,
-        a0,
-        a1,
-        b0,
-        b1,
-        m: m as u32,
-        n: n as u32,
-        k: k as u32,
-        batch_rank: batch.rank() as u32,
-    };
-    (params, batch.numel())
-}
-
-/// The dispatch of `act(a x b)` for matmul and the fused matmul + bias: the tiled kernel, or
-/// the matrix-vector kernel when every batch has a single row (decoder steps); on CPU
-/// adapters their `_cpu` variants. `epilogue` is
-/// the WGSL expression applied to each accumulated value `v` of column `col`.
-pub(crate) fn matmul_kernel(op: &str, ctx: &KernelCtx, transpose_b: bool, epilogue: &str) -> Result<Lowering> {
-    let out = &ctx.output.shape;
-    if out.rank() > 10 {
-        return Err(Error::Unsupported {
-            op: format!("{op} with {} batch dimensions", out.rank() - 2),
-            backend: "wgpu (at most 8)".into(),
-        });
-    }
-    let (params, batches) = matmul_params(ctx);
-    let (m, n) = (params.m as usize, params.n as usize);
-    let gemv = m == 1;
-    let cols = if transpose_b { 8 } else { 64 };
-    let [x, y, _] = if ctx.cpu {
-        // One invocation per 4 columns (gemv) or 4 x 4 block, in workgroups of CPU_GROUP.
-        let invocations = if gemv { n.div_ceil(4) } else { n.div_ceil(4) * m.div_ceil(4) };
-        grid(invocations.div_ceil(CPU_GROUP))
-    } else if gemv {
-        grid(n.div_ceil(cols))
-    } else {
-        [n.div_ceil(TILE) as u32, m.div_ceil(TILE) as u32, 1]
-    };
-    if [x as usize, y as usize, batches].iter().any(|&g| g > MAX_GROUPS) {
-        return Err(Error::Unsupported {
-            op: format!("{op} of {} ({batches} batches of {m}x{n})", ctx.output),
-            backend: format!("wgpu (at most {MAX_GROUPS} workgroups per dimension)"),
-        });
-    }
-    let spec = if ctx.cpu && gemv {
-        KernelSpec::new("gemv_cpu", include_str!("../../../../kernels/gemv_cpu.wgsl"), &params)
-    } else if ctx.cpu {
-        KernelSpec::new("matmul_cpu", include_str!("../../../../kernels/matmul_cpu.wgsl"), &params)
-    } else if gemv {
-        KernelSpec::new("gemv", include_str!("../../../../kernels/gemv.wgsl"), &params).define("COLS", cols.to_string())
-    } else {
-        KernelSpec::new("matmul", include_str!("../../../../kernels/matmul.wgsl"), &params)
-    };
-    let spec =
-        spec.define("TRANSPOSE_B", transpose_b.to_string()).define("EPILOGUE", epilogue).groups(x, y, batches as u32);
-    Ok(Lowering::Kernel(spec))
 }
 
 impl Graph {
@@ -366,83 +241,6 @@ mod tests {
         for (g, want) in got.iter().zip(triple_loop(&a, &w, true)) {
             assert!((g - want).abs() <= 4e-5, "{g} vs {want}");
         }
-    }
-
-    fn lower(transpose_b: bool, a: &[usize], b: &[usize]) -> Result<KernelSpec> {
-        lower_on(false, transpose_b, a, b)
-    }
-
-    /// The lowering on a GPU adapter, or on a CPU adapter when `cpu`.
-    fn lower_on(cpu: bool, transpose_b: bool, a: &[usize], b: &[usize]) -> Result<KernelSpec> {
-        let (a, b) = (TensorType::new(DType::F32, a), TensorType::new(DType::F16, b));
-        let output = matmul_type("matmul", &a, &b, transpose_b)?;
-        match (MatMul { transpose_b }).kernel(&KernelCtx { inputs: &[&a, &b], output: &output, f16: false, cpu })? {
-            Lowering::Kernel(spec) => Ok(spec),
-            Lowering::Nothing => panic!("matmul lowered to nothing"),
-        }
-    }
-
-    fn params(spec: &KernelSpec) -> MatMulParams {
-        bytemuck::pod_read_unaligned(&spec.params)
-    }
-
-    #[test]
-    fn a_shared_weight_folds_the_batches_into_rows() {
-        // [2, 3, 1500, 384] x [1536, 384]^T: one 9000 x 1536 product, 24 x 141 tiles of 64.
-        let spec = lower(true, &[2, 3, 1500, 384], &[1536, 384]).unwrap();
-        assert_eq!(spec.name, "matmul");
-        assert_eq!(spec.workgroups, [24, 141, 1]);
-        let p = params(&spec);
-        assert_eq!((p.m, p.n, p.k, p.batch_rank), (9000, 1536, 384, 0));
-        assert_eq!(spec.defines, vec![("TRANSPOSE_B", "true".to_string()), ("EPILOGUE", "v".to_string())]);
-    }
-
-    #[test]
-    fn broadcast_batches_get_element_offsets() {
-        // a [2, 1, 5, 4] x b [3, 4, 7] -> [2, 3, 5, 7]: batch (i, j) reads a at i * 5 * 4 and
-        // b at j * 4 * 7.
-        let spec = lower(false, &[2, 1, 5, 4], &[3, 4, 7]).unwrap();
-        let p = params(&spec);
-        assert_eq!((p.m, p.n, p.k, p.batch_rank), (5, 7, 4, 2));
-        assert_eq!((p.batch0, p.a0, p.b0), ([2, 3, 0, 0], [20, 0, 0, 0], [0, 28, 0, 0]));
-        assert_eq!(spec.workgroups, [1, 1, 6]);
-    }
-
-    #[test]
-    fn cpu_adapters_get_register_block_kernels() {
-        // 9000 x 1536: 2250 x 384 blocks of 4 x 4, 64 per workgroup.
-        let spec = lower_on(true, true, &[2, 3, 1500, 384], &[1536, 384]).unwrap();
-        assert_eq!((spec.name, spec.workgroups), ("matmul_cpu", [13500, 1, 1]));
-        assert_eq!(params(&spec).m, 9000);
-        // 51864 logits: 12966 invocations of 4 columns.
-        let spec = lower_on(true, true, &[1, 1, 384], &[51864, 384]).unwrap();
-        assert_eq!((spec.name, spec.workgroups), ("gemv_cpu", [203, 1, 1]));
-        // Batched matrix-vector products keep one z per batch: 375 invocations of 4 columns.
-        let spec = lower_on(true, false, &[6, 1, 64], &[6, 64, 1500]).unwrap();
-        assert_eq!((spec.name, spec.workgroups), ("gemv_cpu", [6, 1, 6]));
-    }
-
-    #[test]
-    fn single_rows_use_the_matrix_vector_kernel() {
-        // Logits of a decoder step: 51864 columns, 8 per workgroup with a transposed weight.
-        let spec = lower(true, &[1, 1, 384], &[51864, 384]).unwrap();
-        assert_eq!(spec.name, "gemv");
-        assert_eq!(spec.workgroups, [6483, 1, 1]);
-        assert!(spec.defines.contains(&("COLS", "8".to_string())));
-        // Batched rows against batched matrices stay per batch: [6, 1, 64] x [6, 64, 1500].
-        let spec = lower(false, &[6, 1, 64], &[6, 64, 1500]).unwrap();
-        assert_eq!((spec.name, spec.workgroups), ("gemv", [24, 1, 6]));
-        assert_eq!(params(&spec).b0, [64 * 1500, 0, 0, 0]);
-    }
-
-    #[test]
-    fn dispatches_beyond_the_workgroup_limit_are_unsupported() {
-        let err = lower(false, &[70000, 1, 2], &[70000, 2, 3]).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "matmul of f32[70000,1,3] (70000 batches of 1x3) is not supported by the wgpu \
-             (at most 65535 workgroups per dimension) backend"
-        );
     }
 
     #[test]

@@ -3,10 +3,9 @@
 
 use super::cpu_kernels::par_chunks;
 use super::gather::infer_values;
-use super::matmul::{matmul_f32, matmul_kernel, matmul_type};
+use super::matmul::{matmul_f32, matmul_type};
 use super::{EvalCtx, Memory, OpKind, UnaryKind, expect_arity};
 use crate::error::{Error, Result};
-use crate::exec::wgpu::{KernelCtx, Lowering};
 use crate::ir::TensorType;
 use crate::tensor::Tensor;
 
@@ -66,12 +65,6 @@ impl OpKind for MatMulBias {
     fn memory(&self) -> Memory {
         Memory::Fresh
     }
-    /// The matmul kernels with the bias (input 2) and GELU applied to each accumulated value
-    /// before it is stored.
-    fn kernel(&self, ctx: &KernelCtx) -> Result<Lowering> {
-        let epilogue = if self.gelu { "gelu_f32(v + ld2(col))" } else { "v + ld2(col)" };
-        matmul_kernel(self.name(), ctx, self.transpose_b, epilogue)
-    }
 }
 
 #[cfg(test)]
@@ -129,22 +122,6 @@ mod tests {
         let want = unfused(&a16, &b16, &bias16, true, true).to_f32();
         for (x, y) in fused.to_f32().iter().zip(&want) {
             assert!((x - y).abs() <= 2e-3 * y.abs().max(1.0), "{x} vs {y}");
-        }
-    }
-
-    #[test]
-    fn the_kernel_adds_the_bias_and_gelu_before_storing() {
-        let a = TensorType::new(DType::F32, [3, 4]);
-        let w = TensorType::new(DType::F16, [2, 4]);
-        let bias = TensorType::new(DType::F16, [2]);
-        let output = TensorType::new(DType::F32, [3, 2]);
-        let ctx = KernelCtx { inputs: &[&a, &w, &bias], output: &output, f16: false, cpu: false };
-        for (gelu, epilogue) in [(false, "v + ld2(col)"), (true, "gelu_f32(v + ld2(col))")] {
-            let Lowering::Kernel(spec) = (MatMulBias { transpose_b: true, gelu }).kernel(&ctx).unwrap() else {
-                panic!("matmul_bias lowered to nothing");
-            };
-            assert_eq!(spec.name, "matmul");
-            assert!(spec.defines.contains(&("EPILOGUE", epilogue.to_string())), "{:?}", spec.defines);
         }
     }
 

@@ -4,16 +4,15 @@
 //! inference, CPU reference implementation, builder method (`impl Graph { fn <op>(..) }`) and
 //! unit tests against hand-computed values. The `registry!` list below is the one place that
 //! names them all: it generates the [`Op`] enum, its dispatch and [`OpTag`], the registry
-//! entries without attributes that every backend's lowering and the test kit's cases match on
-//! exhaustively (so an op without them does not compile).
-
-use std::collections::HashMap;
-use std::fmt;
+//! entries without attributes. Each backend's lowering (`exec::wgpu::lower`, the CUDA
+//! lowering in the native crate) matches on [`Op`] exhaustively, and the test kit's cases on
+//! [`OpTag`], so an op without them does not compile; an op file names no backend.
 
 use crate::error::Result;
-use crate::exec::wgpu::{KernelCtx, Lowering};
 use crate::ir::TensorType;
 use crate::tensor::Tensor;
+use std::collections::HashMap;
+use std::fmt;
 
 pub mod add_layer_norm;
 pub mod argmax;
@@ -101,9 +100,6 @@ pub trait OpKind: Clone + fmt::Debug + PartialEq {
     fn eval(&self, inputs: &[&Tensor], ctx: &EvalCtx) -> Result<Tensor>;
     /// Storage sharing the planner may use.
     fn memory(&self) -> Memory;
-    /// How the op runs on wgpu: a kernel from `kernels/` with its parameters, or nothing for
-    /// values that are already in place (leaves, views).
-    fn kernel(&self, ctx: &KernelCtx) -> Result<Lowering>;
 }
 
 /// Generates [`Op`], its dispatch, and [`OpTag`] from the registry.
@@ -162,9 +158,6 @@ macro_rules! registry {
             }
             pub fn memory(&self) -> Memory {
                 match self { $(Op::$variant(o) => o.memory(),)* }
-            }
-            pub fn kernel(&self, ctx: &KernelCtx) -> Result<Lowering> {
-                match self { $(Op::$variant(o) => o.kernel(ctx),)* }
             }
             /// The registry entry this op is.
             pub fn tag(&self) -> OpTag {

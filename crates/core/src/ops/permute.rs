@@ -1,11 +1,9 @@
 //! Permute axes: output axis `i` is input axis `perm[i]` (a copy into the new layout).
 
 use super::gather::{infer_values, take};
-use super::matmul::broadcast_offset;
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
-use crate::exec::wgpu::{KernelCtx, KernelSpec, Lowering, pack_dims};
-use crate::ir::{Graph, NodeId, Shape, TensorType};
+use crate::ir::{Graph, NodeId, Shape, TensorType, broadcast_offset};
 use crate::tensor::Tensor;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -43,58 +41,6 @@ impl OpKind for Permute {
     fn memory(&self) -> Memory {
         Memory::Fresh
     }
-    fn kernel(&self, ctx: &KernelCtx) -> Result<Lowering> {
-        let x = &ctx.inputs[0].shape;
-        let in_strides = x.strides();
-        let dims: Vec<usize> = self.perm.iter().map(|&p| x.dims()[p]).collect();
-        let strides: Vec<usize> = self.perm.iter().map(|&p| in_strides[p]).collect();
-        let (dims, strides) = collapse(&dims, &strides);
-        if dims.len() > 8 {
-            return Err(Error::Unsupported {
-                op: format!("permute of {} axes that cannot be merged", dims.len()),
-                backend: "wgpu (at most 8)".into(),
-            });
-        }
-        let n = ctx.output.numel();
-        let ([dims0, dims1], [strides0, strides1]) = (pack_dims(&dims), pack_dims(&strides));
-        let params = PermuteParams { dims0, dims1, strides0, strides1, n: n as u32, rank: dims.len() as u32 };
-        let spec = KernelSpec::new("permute", include_str!("../../../../kernels/permute.wgsl"), &params).threads(n);
-        Ok(Lowering::Kernel(spec))
-    }
-}
-
-crate::kernel_params! {
-    /// The output's dimensions and, for each output axis, the input stride it walks.
-    pub struct PermuteParams {
-        pub dims0: vec4u,
-        pub dims1: vec4u,
-        pub strides0: vec4u,
-        pub strides1: vec4u,
-        pub n: u32,
-        pub rank: u32,
-    }
-}
-
-/// The fewest axes that walk the same offsets as output axes of sizes `dims` reading the input
-/// with `strides`: size-1 axes go, and neighbours that stay contiguous in the input merge
-/// (`[A, B, C] -> [C, A, B]` is the transpose of an `[A*B, C]` matrix). Fewer axes mean fewer
-/// divisions per element in the kernel, and ranks above 8 may still fit its 8 slots.
-pub fn collapse(dims: &[usize], strides: &[usize]) -> (Vec<usize>, Vec<usize>) {
-    let mut out_dims: Vec<usize> = Vec::new();
-    let mut out_strides: Vec<usize> = Vec::new();
-    for (&d, &s) in dims.iter().zip(strides).filter(|(d, _)| **d != 1) {
-        match (out_dims.last_mut(), out_strides.last_mut()) {
-            (Some(last_d), Some(last_s)) if *last_s == s * d => {
-                *last_d *= d;
-                *last_s = s;
-            }
-            _ => {
-                out_dims.push(d);
-                out_strides.push(s);
-            }
-        }
-    }
-    (out_dims, out_strides)
 }
 
 impl Graph {
@@ -151,38 +97,6 @@ mod tests {
         assert_eq!(y.dtype(), DType::F16);
         let v = x.to_f32();
         assert_eq!(y.to_f32(), vec![v[0], v[2], v[1], v[3]]);
-    }
-
-    #[test]
-    fn collapse_merges_contiguous_axes_and_drops_unit_axes() {
-        // [2,3,4] -> perm [2,0,1]: output [4,2,3] walks input strides [1,12,4]; axes 1 and 2
-        // are contiguous (12 = 4 * 3), giving a transpose of a [6, 4] matrix.
-        assert_eq!(collapse(&[4, 2, 3], &[1, 12, 4]), (vec![4, 6], vec![1, 4]));
-        // [B=2,S=3,H=4,D=5] -> [B,H,S,D]: strides [60,5,20,1]; no neighbours are contiguous.
-        assert_eq!(collapse(&[2, 4, 3, 5], &[60, 5, 20, 1]), (vec![2, 4, 3, 5], vec![60, 5, 20, 1]));
-        // A unit axis goes even between axes that then do not merge.
-        assert_eq!(collapse(&[2, 1, 3], &[1, 6, 2]), (vec![2, 3], vec![1, 2]));
-        // The identity collapses to one axis; all-unit shapes to none (a scalar copy).
-        assert_eq!(collapse(&[2, 3, 4], &[12, 4, 1]), (vec![24], vec![1]));
-        assert_eq!(collapse(&[1, 1], &[1, 1]), (vec![], vec![]));
-    }
-
-    #[test]
-    fn wgpu_takes_eight_axes_after_merging() {
-        let kernel = |dims: &[usize], perm: &[usize]| {
-            let x = TensorType::new(DType::F32, dims);
-            let op = Permute { perm: perm.to_vec() };
-            let output = op.infer(&[&x]).unwrap();
-            op.kernel(&KernelCtx { inputs: &[&x], output: &output, f16: false, cpu: false }).map(|_| ())
-        };
-        // Reversing nine axes of 2 leaves no neighbours contiguous; moving only the last of
-        // nine axes to the front is a 2-D transpose.
-        let err = kernel(&[2; 9], &[8, 7, 6, 5, 4, 3, 2, 1, 0]).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "permute of 9 axes that cannot be merged is not supported by the wgpu (at most 8) backend"
-        );
-        assert!(kernel(&[2; 9], &[8, 0, 1, 2, 3, 4, 5, 6, 7]).is_ok());
     }
 
     #[test]

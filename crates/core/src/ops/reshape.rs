@@ -4,7 +4,6 @@
 use super::gather::infer_values;
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
-use crate::exec::wgpu::{KernelCtx, Lowering};
 use crate::ir::{Graph, NodeId, Shape, TensorType};
 use crate::tensor::Tensor;
 
@@ -37,9 +36,6 @@ impl OpKind for Reshape {
     }
     fn memory(&self) -> Memory {
         Memory::Alias
-    }
-    fn kernel(&self, _ctx: &KernelCtx) -> Result<Lowering> {
-        Ok(Lowering::Nothing)
     }
 }
 

@@ -5,16 +5,8 @@
 
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
-use crate::exec::wgpu::{KernelCtx, KernelSpec, Lowering};
 use crate::ir::{DType, ScalarId, Shape, TensorType};
 use crate::tensor::Tensor;
-
-crate::kernel_params! {
-    /// Which runtime scalar a `scalar` kernel reads.
-    pub struct ScalarParams {
-        pub index: u32,
-    }
-}
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct ScalarRead {
@@ -41,13 +33,6 @@ impl OpKind for ScalarRead {
     }
     fn memory(&self) -> Memory {
         Memory::Fresh
-    }
-    /// One thread copies the scalar from the run's uniform. The index is a parameter rather
-    /// than a `define`, so reads of different scalars share one pipeline.
-    fn kernel(&self, _ctx: &KernelCtx) -> Result<Lowering> {
-        let params = ScalarParams { index: self.scalar.0 };
-        let spec = KernelSpec::new("scalar", include_str!("../../../../kernels/scalar.wgsl"), &params).groups(1, 1, 1);
-        Ok(Lowering::Kernel(spec))
     }
 }
 

@@ -1,10 +1,9 @@
 //! `where(cond, a, b)`: elementwise choice with broadcasting; `cond` is any integer tensor
 //! (non-zero picks `a`).
 
-use super::binary::{BroadcastParams, broadcast_indices, broadcast_same_dtype, gather_f32, gather_i64};
+use super::binary::{broadcast_indices, broadcast_same_dtype, gather_f32, gather_i64};
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
-use crate::exec::wgpu::{KernelCtx, KernelSpec, Lowering};
 use crate::ir::{Graph, NodeId, Shape, TensorType};
 use crate::tensor::Tensor;
 
@@ -48,15 +47,6 @@ impl OpKind for Select {
     }
     fn memory(&self) -> Memory {
         Memory::InPlace
-    }
-    /// One thread per output element; `cond`, `a` and `b` are read through their broadcast
-    /// strides (`BroadcastParams`' a, b and c) and the chosen value is copied as its 32-bit word.
-    fn kernel(&self, ctx: &KernelCtx) -> Result<Lowering> {
-        let n = ctx.output.numel();
-        let spec =
-            KernelSpec::new("select", include_str!("../../../../kernels/select.wgsl"), &BroadcastParams::new(ctx))
-                .threads(n);
-        Ok(Lowering::Kernel(spec))
     }
 }
 

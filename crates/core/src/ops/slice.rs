@@ -3,7 +3,6 @@
 use super::gather::{infer_values, take};
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
-use crate::exec::wgpu::{KernelCtx, KernelSpec, Lowering};
 use crate::ir::{Graph, NodeId, Shape, TensorType};
 use crate::tensor::Tensor;
 
@@ -51,30 +50,6 @@ impl OpKind for Slice {
     }
     fn memory(&self) -> Memory {
         Memory::Fresh
-    }
-    fn kernel(&self, ctx: &KernelCtx) -> Result<Lowering> {
-        let dims = ctx.inputs[0].shape.dims();
-        let inner = dims[self.axis + 1..].iter().product::<usize>();
-        let n = ctx.output.numel();
-        let params = SliceParams {
-            n: n as u32,
-            block: ((self.end - self.start) * inner) as u32,
-            in_block: (dims[self.axis] * inner) as u32,
-            start: (self.start * inner) as u32,
-        };
-        let spec = KernelSpec::new("slice", include_str!("../../../../kernels/slice.wgsl"), &params).threads(n);
-        Ok(Lowering::Kernel(spec))
-    }
-}
-
-crate::kernel_params! {
-    /// A slice as words of `[outer, dim, inner]` blocks: `block` words kept out of every
-    /// `in_block`, from word `start` on.
-    pub struct SliceParams {
-        pub n: u32,
-        pub block: u32,
-        pub in_block: u32,
-        pub start: u32,
     }
 }
 

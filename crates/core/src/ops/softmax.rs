@@ -4,10 +4,8 @@
 //! `-inf - max` is NaN there. Callers must not mask out every key of a query.
 
 use super::cpu_kernels::par_chunks;
-use super::reduce::{AxisParams, axis_layout};
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
-use crate::exec::wgpu::{KernelCtx, KernelSpec, Lowering};
 use crate::ir::{Graph, NodeId, TensorType};
 use crate::tensor::Tensor;
 
@@ -52,13 +50,6 @@ impl OpKind for Softmax {
     }
     fn memory(&self) -> Memory {
         Memory::Fresh
-    }
-    fn kernel(&self, ctx: &KernelCtx) -> Result<Lowering> {
-        let n = ctx.output.shape.last();
-        let split = (ctx.output.numel() / n, n, 1);
-        let spec =
-            KernelSpec::new("softmax", include_str!("../../../../kernels/softmax.wgsl"), &AxisParams::new(split));
-        Ok(Lowering::Kernel(axis_layout(spec, split)))
     }
 }
 

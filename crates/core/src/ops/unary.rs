@@ -2,7 +2,6 @@
 
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
-use crate::exec::wgpu::{KernelCtx, KernelSpec, Lowering};
 use crate::ir::{Graph, NodeId, TensorType};
 use crate::tensor::Tensor;
 
@@ -54,23 +53,6 @@ impl UnaryKind {
         }
     }
 
-    /// The WGSL expression of the function of `x` (kernels/common.wgsl has the helpers).
-    pub fn wgsl(self, x: &str) -> String {
-        match self {
-            UnaryKind::Neg => format!("(-{x})"),
-            UnaryKind::Exp => format!("exp({x})"),
-            UnaryKind::Log => format!("log({x})"),
-            UnaryKind::Sqrt => format!("sqrt({x})"),
-            UnaryKind::Rsqrt => format!("inverseSqrt({x})"),
-            UnaryKind::Tanh => format!("tanh_f32({x})"),
-            UnaryKind::Erf => format!("erf_f32({x})"),
-            UnaryKind::Gelu => format!("gelu_f32({x})"),
-            UnaryKind::Relu => format!("max({x}, 0.0)"),
-            UnaryKind::Sigmoid => format!("sigmoid_f32({x})"),
-            UnaryKind::Silu => format!("({x} * sigmoid_f32({x}))"),
-        }
-    }
-
     /// The scalar function (also used by fused elementwise programs).
     pub fn apply(self, x: f32) -> f32 {
         match self {
@@ -86,13 +68,6 @@ impl UnaryKind {
             UnaryKind::Sigmoid => 1.0 / (1.0 + (-x).exp()),
             UnaryKind::Silu => x / (1.0 + (-x).exp()),
         }
-    }
-}
-
-crate::kernel_params! {
-    /// Parameters of kernels that only need the element count.
-    pub struct CountParams {
-        pub n: u32,
     }
 }
 
@@ -123,14 +98,6 @@ impl OpKind for Unary {
     }
     fn memory(&self) -> Memory {
         Memory::InPlace
-    }
-    fn kernel(&self, ctx: &KernelCtx) -> Result<Lowering> {
-        let n = ctx.output.numel();
-        let spec =
-            KernelSpec::new("unary", include_str!("../../../../kernels/unary.wgsl"), &CountParams { n: n as u32 })
-                .define("EXPR", self.kind.wgsl("x"))
-                .threads(n);
-        Ok(Lowering::Kernel(spec))
     }
 }
 

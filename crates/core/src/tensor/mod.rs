@@ -6,6 +6,7 @@
 //! [`Tensor::from_f32`] rounds back to the storage dtype.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 
 use half::f16;
 
@@ -13,7 +14,7 @@ mod dtype;
 mod shape;
 
 pub use dtype::{DType, TensorType};
-pub use shape::Shape;
+pub use shape::{Shape, broadcast_offset};
 
 use crate::error::{Error, Result};
 
@@ -56,6 +57,10 @@ pub struct Tensor {
     shape: Shape,
     data: TensorData,
 }
+
+/// Weights by param name, supplied once at compile time. Defined with the tensors rather than
+/// with the backends that take them, so ops (whose harness cases carry weights) need no backend.
+pub type Weights = HashMap<String, Tensor>;
 
 impl Tensor {
     /// A tensor from data; fails when the element count does not match the shape.

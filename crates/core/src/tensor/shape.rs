@@ -73,6 +73,19 @@ impl Shape {
     }
 }
 
+/// The flat offset, in units of `strides`, of element `linear` of a row-major tensor of shape
+/// `dims` read through broadcast `strides` (from [`Shape::broadcast_strides`]). The references
+/// (permute, matmul batches, attention masks) and the backends' lowerings share it.
+pub fn broadcast_offset(linear: usize, dims: &[usize], strides: &[usize]) -> usize {
+    let mut rest = linear;
+    let mut offset = 0;
+    for (&d, &s) in dims.iter().zip(strides).rev() {
+        offset += (rest % d) * s;
+        rest /= d;
+    }
+    offset
+}
+
 /// Dimension `k` counted from the end (0 = last), 1 when the shape is shorter.
 fn dim_from_end(s: &Shape, k: usize) -> usize {
     if k < s.rank() { s.0[s.rank() - 1 - k] } else { 1 }

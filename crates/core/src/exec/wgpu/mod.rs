@@ -17,5 +17,5 @@ mod run;
 
 pub use device::{WgpuBackend, WgpuOptions};
 pub use kernel::{BindingKind, Elem, KernelSpec, PipelineKey, WORKGROUP, grid};
-pub use lower::{KernelCtx, Lowering};
+pub use lower::{KernelCtx, Lowering, lower};
 pub use params::{KernelParams, pack_dims};

@@ -7,8 +7,8 @@
 //! every operand walks alike (as the wgpu fused kernel does): same-shape operands become one
 //! axis of stride 1, and only shapes that keep more than 8 axes after merging are unsupported.
 
+use susurrus_core::exec::index::coalesce;
 use susurrus_core::ir::Shape;
-use susurrus_core::ops::fused_elementwise::coalesce;
 use susurrus_core::ops::*;
 use susurrus_core::{Error, Result};
 

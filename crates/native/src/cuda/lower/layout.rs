@@ -4,7 +4,7 @@
 //! 32-bit words at 16-byte aligned addresses (arena values are) and the copy's sizes and
 //! offsets are multiples of 4 words, a thread moves 4 words at once ([`Vec4`]).
 
-use susurrus_core::ops::permute::collapse;
+use susurrus_core::exec::index::collapse;
 use susurrus_core::ops::{Concat, Gather, KvWrite, Permute, Slice};
 use susurrus_core::{Error, Result};
 

@@ -8,8 +8,8 @@
 //! [`Precision::F32`] they are f32 with f32 arithmetic. cuBLAS writes f32; a bias, GELU and
 //! f16 rounding of the result follow in `matmul_epilogue`.
 
+use susurrus_core::exec::index::broadcast_offset;
 use susurrus_core::ir::Shape;
-use susurrus_core::ops::matmul::broadcast_offset;
 use susurrus_core::ops::{MatMul, MatMulBias};
 use susurrus_core::{Error, Result};
 
