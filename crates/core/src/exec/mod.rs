@@ -5,8 +5,12 @@
 //! buffers. `run` returns a future of only the outputs asked for: in the browser GPU readback
 //! is asynchronous, natively callers block on it (e.g. with `pollster`). Nothing here has a
 //! default that silently does nothing; an op a backend lacks is an [`Error::Unsupported`].
+//!
+//! Where every value lives is decided once for all backends by [`link`]; a backend allocates
+//! the blocks it names, uploads the leaves and lowers its ops on the places.
 
 pub mod cpu;
+pub mod link;
 pub mod wgpu;
 
 use std::collections::HashMap;
