@@ -35,12 +35,13 @@ pub trait Backend {
     /// True when this backend has a kernel for `op`.
     fn supports(&self, op: &Op) -> bool;
     /// Prepares `plans` to run as one program: uploads weights and constants, allocates each
-    /// plan's arena and the persistent buffers. The executables (one per plan, in order)
-    /// share the weights, uploaded once, and the persistent buffers, by name: what one
-    /// writes the next reads (an encoder graph fills the cross-attention keys that the
-    /// decoder graphs read). Fails with [`Error::Unsupported`] naming the first op without a
-    /// kernel, or with [`Error::BadArgument`] when a weight is missing or mistyped, or when
-    /// two plans declare one persistent buffer with different types.
+    /// plan's arena and the persistent buffers, where [`link::Link`] places them. The
+    /// executables (one per plan, in order) share the weights, uploaded once, and the
+    /// persistent buffers, by name: what one writes the next reads (an encoder graph fills the
+    /// cross-attention keys that the decoder graphs read). Fails with [`Error::Unsupported`]
+    /// naming the first op without a kernel or a graph with too many runtime scalars, or with
+    /// [`Error::BadArgument`] when a weight is missing or mistyped, or when two plans declare
+    /// one persistent buffer with different types.
     fn compile_linked<'a>(
         &'a self,
         plans: Vec<&'a Plan>,
@@ -54,34 +55,6 @@ pub trait Backend {
             executables.pop().ok_or_else(|| Error::Backend(format!("{} compiled no executable", self.name())))
         })
     }
-}
-
-/// The type each persistent buffer has across `plans`, or an error naming a buffer that two
-/// plans declare differently.
-pub fn linked_states(plans: &[&Plan]) -> Result<HashMap<String, crate::ir::TensorType>> {
-    let mut states: HashMap<String, crate::ir::TensorType> = HashMap::new();
-    for plan in plans {
-        for node in plan.graph.nodes() {
-            if let Op::State(s) = &node.op {
-                match states.get(&s.name) {
-                    Some(ty) if *ty != s.ty => {
-                        return Err(Error::BadArgument(format!(
-                            "persistent buffer '{}' is {} in one graph and {} in '{}'",
-                            s.name,
-                            ty,
-                            s.ty,
-                            plan.graph.name()
-                        )));
-                    }
-                    Some(_) => {}
-                    None => {
-                        states.insert(s.name.clone(), s.ty.clone());
-                    }
-                }
-            }
-        }
-    }
-    Ok(states)
 }
 
 /// A compiled plan.
@@ -107,13 +80,6 @@ pub trait Executable {
         scalars: &'a HashMap<String, u32>,
         times: usize,
     ) -> BoxFuture<'a, ()>;
-}
-
-/// The weight `p` names, checked against its declared type.
-pub fn supplied_weight<'w>(weights: &'w Weights, p: &crate::ops::Param) -> Result<&'w Tensor> {
-    let w = weights.get(&p.name).ok_or_else(|| Error::BadArgument(format!("weight '{}' was not supplied", p.name)))?;
-    w.expect_type(&p.ty, &format!("weight '{}'", p.name))?;
-    Ok(w)
 }
 
 /// Checks a run's arguments against `graph` before anything is touched, so a bad call
