@@ -9,13 +9,14 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 
+use susurrus_core::exec::link::Link;
 use susurrus_core::exec::{Backend, BoxFuture, Executable, Weights};
 use susurrus_core::plan::{Plan, plan_with};
 use susurrus_core::{Error, Result};
 use susurrus_native::cuda::layout::{Bases, ProgramLayout};
 use susurrus_native::cuda::lower::{KernelLaunch, Launch, all_params};
 use susurrus_native::cuda::source::{OPERANDS, declarations, kernel_params_type, module_source};
-use susurrus_native::cuda::{CudaBackend, CudaOptions, Precision, lower_program, plan_options};
+use susurrus_native::cuda::{CudaBackend, CudaOptions, Precision, lower_program, needs, plan_options};
 use susurrus_testkit::op_cases;
 
 const PRECISIONS: [Precision; 2] = [Precision::F16, Precision::F32];
@@ -30,8 +31,9 @@ fn fake_bases(plans: usize) -> Bases {
 
 /// Lowers `plans` linked, as the backend would, and checks every launch; returns the launches.
 fn lower_checked(plans: &[&Plan], weights: &Weights, precision: Precision, source: &str) -> Result<Vec<Launch>> {
-    let layout = ProgramLayout::new(plans, weights, precision)?;
-    let (work, _) = lower_program(plans, &layout, &fake_bases(plans.len()), 0x3_0000_0000, precision)?;
+    let link = Link::new(plans, weights, &needs(precision))?;
+    let layout = ProgramLayout::new(&link);
+    let (work, _) = lower_program(&link, &layout, &fake_bases(plans.len()), 0x3_0000_0000, precision)?;
     let sizes: HashMap<&str, usize> = all_params().iter().map(|p| (p.name, (p.layout)().1)).collect();
     let mut all = Vec::new();
     for (id, launches) in work.into_iter().flatten() {

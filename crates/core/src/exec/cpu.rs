@@ -1,8 +1,8 @@
 //! The CPU reference executor: runs a plan on a real arena with the ops' CPU references.
 //!
-//! It is deliberately plain: every value is read from the storage the planner gave it
+//! It is deliberately plain: every value is read from the place the link layer gave it
 //! (arena bytes, a weight, a constant or a persistent buffer), evaluated with
-//! [`Op::eval`](crate::ops::Op::eval) and written back to its storage. Because intermediate
+//! [`Op::eval`](crate::ops::Op::eval) and written back to its place. Because intermediate
 //! values exist only in the arena, a memory plan that lets two live values overlap gives
 //! wrong numbers here, so comparing this executor with the interpreter
 //! ([`crate::ir::evaluate`]) tests the planner too.
@@ -13,11 +13,12 @@ use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 use std::sync::Arc;
 
-use super::{Backend, BoxFuture, Executable, Weights, check_run_args, linked_states, supplied_weight};
+use super::link::{Block, Leaf, Link, LinkedPlan, Needs, Place, codec};
+use super::{Backend, BoxFuture, Executable, Weights, check_run_args};
 use crate::error::{Error, Result};
 use crate::ir::{DType, NodeId, TensorType};
 use crate::ops::{EvalCtx, Op};
-use crate::plan::{Plan, Storage};
+use crate::plan::{Plan, PlanOptions, Storage};
 use crate::tensor::Tensor;
 
 /// Awaited between the steps of every run of a [`CpuBackend`] that has one: where an
@@ -26,7 +27,7 @@ use crate::tensor::Tensor;
 /// effect within one op, not after the whole encoder.
 pub type StepHook = Rc<dyn Fn() -> BoxFuture<'static, ()>>;
 
-/// The reference backend: supports every op.
+/// The reference backend: runs every op with its reference evaluation.
 #[derive(Clone, Default)]
 pub struct CpuBackend {
     step_hook: Option<StepHook>,
@@ -64,53 +65,40 @@ impl Backend for CpuBackend {
 }
 
 impl CpuBackend {
-    /// Builds every plan's executable around one set of persistent buffers.
+    /// Builds every plan's executable around the program's leaves (weights held once) and
+    /// persistent buffers, placed by the link layer with the default plan options.
     fn build_linked(&self, plans: &[&Plan], weights: &Weights) -> Result<Vec<Box<dyn Executable>>> {
-        let shared: Shared =
-            Rc::new(RefCell::new(linked_states(plans)?.into_iter().map(|(n, ty)| (n, Tensor::zeros(&ty))).collect()));
+        let needs = Needs { backend: self.name(), plan: PlanOptions::default(), wide_f16_leaves: false };
+        let link = Link::new(plans, weights, &needs)?;
+        let leaves: Rc<[Arc<Tensor>]> = link.leaves.iter().map(Leaf::shared).collect();
+        let shared: Shared = Rc::new(RefCell::new(link.states.iter().map(|s| Some(Tensor::zeros(&s.ty))).collect()));
         let mut widened = HashMap::new();
-        plans.iter().map(|plan| self.build(plan, weights, &shared, &mut widened)).collect()
+        link.plans.iter().map(|linked| self.build(&link, linked, weights, &leaves, &shared, &mut widened)).collect()
     }
 
-    /// Takes the weights and constants, widens f16 weights (into `widened`, shared by the
-    /// linked executables), and allocates the arena.
+    /// Widens f16 weights (into `widened`, shared by the linked executables) and allocates
+    /// the arena's blocks.
     fn build(
         &self,
-        plan: &Plan,
+        link: &Link,
+        linked: &LinkedPlan,
         weights: &Weights,
+        leaves: &Rc<[Arc<Tensor>]>,
         shared: &Shared,
         widened: &mut HashMap<String, Arc<Tensor>>,
     ) -> Result<Box<dyn Executable>> {
-        let mut own_weights = HashMap::new();
-        let mut consts = HashMap::new();
-        let mut state_names = Vec::new();
-        for id in plan.graph.ids() {
-            match &plan.graph.node(id).op {
-                Op::Param(p) => {
-                    let w = supplied_weight(weights, p)?;
-                    own_weights.insert(p.name.clone(), w.clone());
-                }
-                Op::Const(c) => {
-                    consts.insert(id, Arc::clone(&c.value));
-                }
-                Op::State(s) => {
-                    state_names.push(s.name.clone());
-                }
-                _ => {}
-            }
-        }
-        let (wide_weights, wide_operands) = widen_f16_weights(plan, &own_weights, widened);
-        // The arena is u32 words so that every offset (a multiple of 256) is 4-byte aligned.
-        let arena = vec![0u32; plan.report.arena_bytes.div_ceil(4)];
+        let plan = linked.plan.as_ref();
+        let (wide_weights, wide_operands) = widen_f16_weights(plan, weights, widened);
         Ok(Box::new(CpuExecutable {
             plan: plan.clone(),
-            arena,
-            weights: own_weights,
+            places: linked.places.clone(),
+            // u32 words, so that every offset (a multiple of 256) is 4-byte aligned.
+            arena: linked.arena.iter().map(|&bytes| vec![0u32; bytes.div_ceil(4)]).collect(),
+            leaves: Rc::clone(leaves),
             wide_weights,
             wide_operands,
-            consts,
+            own_states: linked.states.iter().map(|&i| (i, link.states[i].name.clone())).collect(),
             states: HashMap::new(),
-            state_names,
             shared: Rc::clone(shared),
             step_hook: self.step_hook.clone(),
         }))
@@ -160,24 +148,29 @@ fn widen_f16_weights(
     (wide, operands)
 }
 
-/// The persistent buffers of executables compiled together.
-type Shared = Rc<RefCell<HashMap<String, Tensor>>>;
+/// The persistent buffers of executables compiled together, by link index (`None` while a
+/// run holds one).
+type Shared = Rc<RefCell<Vec<Option<Tensor>>>>;
 
-/// A plan prepared for the CPU: weights and constants held once, one arena allocated at
-/// compile time that never grows, and the persistent buffers.
+/// A plan prepared for the CPU: the program's weights and constants held once, an arena
+/// allocated at compile time that never grows, and the persistent buffers.
 struct CpuExecutable {
     plan: Plan,
-    arena: Vec<u32>,
-    weights: HashMap<String, Tensor>,
+    /// Every node's place, by node id.
+    places: Vec<Place>,
+    /// The arena's blocks.
+    arena: Vec<Vec<u32>>,
+    /// The program's weights and constants, by link index.
+    leaves: Rc<[Arc<Tensor>]>,
     /// f32 copies of f16 weights, read by the operands in `wide_operands` (see
     /// [`widen_f16_weights`]).
     wide_weights: HashMap<String, Arc<Tensor>>,
     wide_operands: HashSet<Operand>,
-    consts: HashMap<NodeId, Arc<Tensor>>,
-    /// The persistent buffers this plan uses, taken out of `shared` for the length of a run
-    /// (a move, not a copy) and put back after it.
-    states: HashMap<String, Tensor>,
-    state_names: Vec<String>,
+    /// The persistent buffers this plan declares: link index and name.
+    own_states: Vec<(usize, String)>,
+    /// Those buffers, taken out of `shared` for the length of a run (a move, not a copy) and
+    /// put back after it.
+    states: HashMap<usize, Tensor>,
     shared: Shared,
     step_hook: Option<StepHook>,
 }
@@ -195,22 +188,26 @@ fn not_held(what: &str, name: &str) -> Error {
 }
 
 impl CpuExecutable {
-    fn arena_bytes(&self, offset: usize, size: usize) -> &[u8] {
-        &bytemuck::cast_slice(&self.arena)[offset..offset + size]
+    /// The persistent buffer `state` of this run.
+    fn state(&self, state: usize) -> Result<&Tensor> {
+        self.states.get(&state).ok_or_else(|| not_held("persistent buffer", &self.state_name(state)))
     }
 
-    /// The current value of node `id`, read from its storage.
+    fn state_name(&self, state: usize) -> String {
+        self.own_states.iter().find(|(i, _)| *i == state).map_or_else(|| format!("#{state}"), |(_, n)| n.clone())
+    }
+
+    /// The current value of node `id`, read from its place.
     fn read(&self, id: NodeId) -> Result<Cow<'_, Tensor>> {
         let ty = self.plan.graph.ty(id);
-        match &self.plan.storage[id.index()] {
-            Storage::Arena { offset, size } => {
-                Ok(Cow::Owned(Tensor::from_bytes(ty, self.arena_bytes(*offset, *size))?))
+        let place = self.places[id.index()];
+        match place.block {
+            Block::Arena(b) => {
+                let bytes: &[u8] = bytemuck::cast_slice(&self.arena[b]);
+                Ok(Cow::Owned(codec::decode(&bytes[place.offset..place.offset + place.bytes], ty, place.f16_words)?))
             }
-            Storage::Param(name) => view(self.weights.get(name).ok_or_else(|| not_held("weight", name))?, ty),
-            Storage::Const(c) => {
-                view(self.consts.get(c).ok_or_else(|| not_held("constant", &format!("%{}", c.0)))?, ty)
-            }
-            Storage::State(name) => view(self.states.get(name).ok_or_else(|| not_held("persistent buffer", name))?, ty),
+            Block::Leaf(i) => view(self.leaves.get(i).ok_or_else(|| not_held("leaf", &format!("#{i}")))?, ty),
+            Block::State(i) => view(self.state(i)?, ty),
         }
     }
 
@@ -229,16 +226,19 @@ impl CpuExecutable {
     /// Stores `value` as node `id`'s value. Weights and constants are read-only: a view of
     /// them already reads the right bytes, so only arena values and KV-cache writes store.
     fn write(&mut self, id: NodeId, value: &Tensor) -> Result<()> {
-        match &self.plan.storage[id.index()] {
-            Storage::Arena { offset, size } => {
-                let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut self.arena);
-                bytes[*offset..*offset + *size].copy_from_slice(value.as_bytes());
+        let place = self.places[id.index()];
+        match place.block {
+            Block::Arena(b) => {
+                let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut self.arena[b]);
+                bytes[place.offset..place.offset + place.bytes]
+                    .copy_from_slice(&codec::stored_bytes(value, place.f16_words));
             }
-            Storage::State(name) if matches!(self.plan.graph.node(id).op, Op::KvWrite(_)) => {
-                let state = self.states.get_mut(name).ok_or_else(|| not_held("persistent buffer", name))?;
+            Block::State(i) if matches!(self.plan.graph.node(id).op, Op::KvWrite(_)) => {
+                let name = self.state_name(i);
+                let state = self.states.get_mut(&i).ok_or_else(|| not_held("persistent buffer", &name))?;
                 *state = value.clone().reshaped(state.shape().clone())?;
             }
-            Storage::Param(_) | Storage::Const(_) | Storage::State(_) => {}
+            Block::Leaf(_) | Block::State(_) => {}
         }
         Ok(())
     }
@@ -268,16 +268,21 @@ impl CpuExecutable {
     /// Moves this plan's persistent buffers out of the shared set for a run.
     fn take_states(&mut self) -> Result<()> {
         let mut shared = self.shared.borrow_mut();
-        for name in &self.state_names {
-            let t = shared.remove(name).ok_or_else(|| not_held("persistent buffer", name))?;
-            self.states.insert(name.clone(), t);
+        for (i, name) in &self.own_states {
+            let t = shared.get_mut(*i).and_then(Option::take).ok_or_else(|| not_held("persistent buffer", name))?;
+            self.states.insert(*i, t);
         }
         Ok(())
     }
 
     /// Puts the persistent buffers back, for the next run of any linked executable.
     fn return_states(&mut self) {
-        self.shared.borrow_mut().extend(self.states.drain());
+        let mut shared = self.shared.borrow_mut();
+        for (i, t) in self.states.drain() {
+            if let Some(slot) = shared.get_mut(i) {
+                *slot = Some(t);
+            }
+        }
     }
 
     /// Copies the inputs in, then runs every non-leaf node in schedule order, awaiting the
@@ -342,9 +347,10 @@ impl Executable for CpuExecutable {
 
     fn read_state<'a>(&'a mut self, name: &'a str) -> BoxFuture<'a, Tensor> {
         Box::pin(async move {
-            self.shared.borrow().get(name).filter(|_| self.state_names.iter().any(|n| n == name)).cloned().ok_or_else(
-                || Error::BadArgument(format!("graph '{}' has no persistent buffer '{name}'", self.plan.graph.name())),
-            )
+            let own = self.own_states.iter().find(|(_, n)| n == name);
+            own.and_then(|(i, _)| self.shared.borrow().get(*i).cloned().flatten()).ok_or_else(|| {
+                Error::BadArgument(format!("graph '{}' has no persistent buffer '{name}'", self.plan.graph.name()))
+            })
         })
     }
 

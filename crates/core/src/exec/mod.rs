@@ -6,9 +6,13 @@
 //! naming the op when the plan compiles. `run` returns a future of only the outputs asked for: in the browser GPU readback
 //! is asynchronous, natively callers block on it (e.g. with `pollster`). Nothing here has a
 //! default that silently does nothing.
+//!
+//! Where every value lives is decided once for all backends by [`link`]; a backend allocates
+//! the blocks it names, uploads the leaves and lowers its ops on the places.
 
 pub mod cpu;
 pub mod index;
+pub mod link;
 pub mod wgpu;
 
 use std::collections::HashMap;
@@ -29,11 +33,12 @@ pub trait Backend {
     /// Short name for messages and tables (`cpu`, `wgpu`, ...).
     fn name(&self) -> &'static str;
     /// Prepares `plans` to run as one program: uploads weights and constants, allocates each
-    /// plan's arena and the persistent buffers. The executables (one per plan, in order)
-    /// share the weights, uploaded once, and the persistent buffers, by name: what one
-    /// writes the next reads (an encoder graph fills the cross-attention keys that the
-    /// decoder graphs read). Fails with an error naming the op when one cannot run as
-    /// planned (a limit of the device), or with [`Error::BadArgument`] when a weight is missing or mistyped, or when
+    /// plan's arena and the persistent buffers, where [`link::Link`] places them. The
+    /// executables (one per plan, in order) share the weights, uploaded once, and the
+    /// persistent buffers, by name: what one writes the next reads (an encoder graph fills the
+    /// cross-attention keys that the decoder graphs read). Fails with an error naming the op
+    /// when one cannot run as planned (a limit of the device) or a graph with too many runtime
+    /// scalars, or with [`Error::BadArgument`] when a weight is missing or mistyped, or when
     /// two plans declare one persistent buffer with different types.
     fn compile_linked<'a>(
         &'a self,
@@ -48,34 +53,6 @@ pub trait Backend {
             executables.pop().ok_or_else(|| Error::Backend(format!("{} compiled no executable", self.name())))
         })
     }
-}
-
-/// The type each persistent buffer has across `plans`, or an error naming a buffer that two
-/// plans declare differently.
-pub fn linked_states(plans: &[&Plan]) -> Result<HashMap<String, crate::ir::TensorType>> {
-    let mut states: HashMap<String, crate::ir::TensorType> = HashMap::new();
-    for plan in plans {
-        for node in plan.graph.nodes() {
-            if let Op::State(s) = &node.op {
-                match states.get(&s.name) {
-                    Some(ty) if *ty != s.ty => {
-                        return Err(Error::BadArgument(format!(
-                            "persistent buffer '{}' is {} in one graph and {} in '{}'",
-                            s.name,
-                            ty,
-                            s.ty,
-                            plan.graph.name()
-                        )));
-                    }
-                    Some(_) => {}
-                    None => {
-                        states.insert(s.name.clone(), s.ty.clone());
-                    }
-                }
-            }
-        }
-    }
-    Ok(states)
 }
 
 /// A compiled plan.
@@ -101,13 +78,6 @@ pub trait Executable {
         scalars: &'a HashMap<String, u32>,
         times: usize,
     ) -> BoxFuture<'a, ()>;
-}
-
-/// The weight `p` names, checked against its declared type.
-pub fn supplied_weight<'w>(weights: &'w Weights, p: &crate::ops::Param) -> Result<&'w Tensor> {
-    let w = weights.get(&p.name).ok_or_else(|| Error::BadArgument(format!("weight '{}' was not supplied", p.name)))?;
-    w.expect_type(&p.ty, &format!("weight '{}'", p.name))?;
-    Ok(w)
 }
 
 /// Checks a run's arguments against `graph` before anything is touched, so a bad call

@@ -1,15 +1,14 @@
 //! Plan -> steps: each scheduled node becomes one [`Step`], a fast kernel where the node's
 //! op, dtypes and memory allow one ([`super::kernels`]), else the op's reference evaluation
-//! ([`Kernel::Reference`]). Regions are resolved and checked here once, so a run is a loop
+//! ([`Kernel::Reference`]). Regions come from the link's places once, so a run is a loop
 //! over steps with no lookups.
 
+use susurrus_core::exec::link::LinkedPlan;
 use susurrus_core::ir::{NodeId, TensorType};
 use susurrus_core::ops::Op;
-use susurrus_core::plan::{Plan, Storage};
-use susurrus_core::{Error, Result};
 
 use super::kernels::{self, Kernel};
-use super::memory::{Buf, Region};
+use super::memory::Region;
 
 /// Where a step reads an input.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,50 +32,18 @@ pub struct Step {
     pub out_type: TensorType,
 }
 
-/// The names behind [`Buf`] indices.
-pub struct Names<'a> {
-    pub states: &'a [String],
-    pub params: &'a [String],
-    pub consts: &'a [NodeId],
-}
-
-/// The region the plan gave node `id`.
-pub fn region(plan: &Plan, id: NodeId, names: &Names) -> Result<Region> {
-    let missing = |what: &str| Error::Backend(format!("cpu: %{} is stored in an unknown {what}", id.0));
-    let bytes = plan.graph.ty(id).byte_size();
-    let (buf, offset) = match &plan.storage[id.index()] {
-        Storage::Arena { offset, size } if *size == bytes => (Buf::Arena, *offset),
-        Storage::Arena { size, .. } => {
-            return Err(Error::Backend(format!(
-                "cpu: %{} holds {bytes} bytes but the plan gave it {size} (plan with the default options)",
-                id.0
-            )));
-        }
-        Storage::State(name) => {
-            (Buf::State(names.states.iter().position(|n| n == name).ok_or_else(|| missing("state"))?), 0)
-        }
-        Storage::Param(name) => {
-            (Buf::Param(names.params.iter().position(|n| n == name).ok_or_else(|| missing("weight"))?), 0)
-        }
-        Storage::Const(c) => {
-            (Buf::Const(names.consts.iter().position(|n| n == c).ok_or_else(|| missing("constant"))?), 0)
-        }
-    };
-    Ok(Region { buf, offset, bytes })
-}
-
-/// The steps of `plan`, in schedule order (leaves need none: inputs are copied in before
-/// the loop, and weights, constants and states are read where they are).
-pub fn steps(plan: &Plan, names: &Names) -> Result<Vec<Step>> {
-    let g = &plan.graph;
+/// The steps of a linked plan, in schedule order (leaves need none: inputs are copied in
+/// before the loop, and weights, constants and states are read where they are).
+pub fn steps(linked: &LinkedPlan) -> Vec<Step> {
+    let g = &linked.plan.graph;
     let mut out = Vec::new();
-    for &id in &plan.schedule {
+    for &id in &linked.plan.schedule {
         let node = g.node(id);
         if node.op.is_leaf() && !matches!(node.op, Op::ScalarRead(_)) {
             continue;
         }
-        let out_region = region(plan, id, names)?;
-        let input_regions = node.inputs.iter().map(|&i| region(plan, i, names)).collect::<Result<Vec<_>>>()?;
+        let out_region = Region::at(linked.place(id));
+        let input_regions: Vec<Region> = node.inputs.iter().map(|&i| Region::at(linked.place(i))).collect();
         let input_types: Vec<TensorType> = node.inputs.iter().map(|&i| g.ty(i).clone()).collect();
         // A view (reshape, a KV write's result) stored where its input is needs no work.
         if matches!(node.op, Op::Reshape(_)) && input_regions.first() == Some(&out_region) {
@@ -99,7 +66,7 @@ pub fn steps(plan: &Plan, names: &Names) -> Result<Vec<Step>> {
         }
         out.push(step);
     }
-    Ok(out)
+    out
 }
 
 /// The operands of a fast kernel, or `None` when its output overlaps an input in a way the

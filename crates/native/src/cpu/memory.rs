@@ -1,35 +1,29 @@
-//! Where values live during a run, and typed slices of them.
+//! Typed slices of values during a run.
 //!
-//! Every value the plan stores has a [`Region`]: bytes of the arena, of a persistent buffer,
-//! of a weight or of a constant. A run fixes the base address of each buffer once
-//! ([`Bases`]) and steps view their regions as slices. The compile step proves what makes
-//! that sound: an output region never overlaps an input region, except an elementwise
-//! output that is exactly one of its inputs, which the kernel then reads through the output
-//! ([`super::compile::Operand::Output`]).
+//! Every value has a [`Region`]: the bytes its link place names in a block (an arena block,
+//! a persistent buffer, a weight or a constant; see `susurrus_core::exec::link`). A run fixes
+//! the base address of each block once ([`Bases`]) and steps view their regions as slices.
+//! The compile step proves what makes that sound: an output region never overlaps an input
+//! region, except an elementwise output that is exactly one of its inputs, which the kernel
+//! then reads through the output ([`super::compile::Operand::Output`]).
 
+use susurrus_core::exec::link::{Block, Place};
 use susurrus_core::tensor::Tensor;
 
-/// A buffer of the executable.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Buf {
-    Arena,
-    /// A persistent buffer, by index into the executable's state list.
-    State(usize),
-    /// A weight, by index into the executable's weights.
-    Param(usize),
-    /// A constant, by index into the executable's constants.
-    Const(usize),
-}
-
-/// Bytes `offset..offset + bytes` of a buffer.
+/// Bytes `offset..offset + bytes` of a block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Region {
-    pub buf: Buf,
+    pub buf: Block,
     pub offset: usize,
     pub bytes: usize,
 }
 
 impl Region {
+    /// The bytes of `place` (stored as the dtype's own bytes: this backend keeps f16 as f16).
+    pub fn at(place: Place) -> Region {
+        Region { buf: place.block, offset: place.offset, bytes: place.bytes }
+    }
+
     pub fn overlaps(&self, other: &Region) -> bool {
         self.buf == other.buf
             && self.bytes > 0
@@ -40,18 +34,17 @@ impl Region {
 
     /// Whether values here may be written (weights and constants are shared and read-only).
     pub fn writable(&self) -> bool {
-        matches!(self.buf, Buf::Arena | Buf::State(_))
+        self.buf.writable()
     }
 }
 
-/// The base address of every buffer for one run. Built from the executable's buffers with
-/// their lengths, so that every region is checked against its buffer once, at compile time
-/// ([`Bases::contains`]).
+/// The base address of every block for one run, by link index. Built from the executable's
+/// blocks with their lengths, so that every region is checked against its block once, at
+/// compile time ([`Bases::contains`]).
 pub struct Bases {
-    pub arena: (*mut u8, usize),
+    pub arena: Vec<(*mut u8, usize)>,
     pub states: Vec<(*mut u8, usize)>,
-    pub params: Vec<(*const u8, usize)>,
-    pub consts: Vec<(*const u8, usize)>,
+    pub leaves: Vec<(*const u8, usize)>,
 }
 
 // SAFETY: `Bases` only hands out slices under the contract of `slice`/`slice_mut`; the
@@ -77,23 +70,26 @@ impl<T> SendPtr<T> {
 }
 
 impl Bases {
-    fn base(&self, r: Region) -> (*mut u8, usize) {
+    fn base(&self, r: Region) -> Option<(*mut u8, usize)> {
         match r.buf {
-            Buf::Arena => self.arena,
-            Buf::State(i) => self.states[i],
-            Buf::Param(i) => (self.params[i].0.cast_mut(), self.params[i].1),
-            Buf::Const(i) => (self.consts[i].0.cast_mut(), self.consts[i].1),
+            Block::Arena(k) => self.arena.get(k).copied(),
+            Block::State(i) => self.states.get(i).copied(),
+            Block::Leaf(i) => self.leaves.get(i).map(|&(p, len)| (p.cast_mut(), len)),
         }
     }
 
-    /// Whether `r` lies inside its buffer.
+    /// Whether `r` lies inside its block.
     pub fn contains(&self, r: Region) -> bool {
-        r.offset.checked_add(r.bytes).is_some_and(|end| end <= self.base(r).1)
+        let end = r.offset.checked_add(r.bytes);
+        self.base(r).is_some_and(|(_, len)| end.is_some_and(|end| end <= len))
     }
 
     fn ptr(&self, r: Region) -> *mut u8 {
-        // SAFETY: `contains(r)` was checked when the step was compiled.
-        unsafe { self.base(r).0.add(r.offset) }
+        match self.base(r) {
+            // SAFETY: `contains(r)` was checked when the step was compiled.
+            Some((base, _)) => unsafe { base.add(r.offset) },
+            None => unreachable!("every region was checked against its block at compile time"),
+        }
     }
 
     /// The region as `T`s.

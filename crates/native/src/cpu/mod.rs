@@ -2,8 +2,9 @@
 //! kernels for the ops that carry the work (linear layers, attention, convolutions, norms,
 //! elementwise programs, layout moves) and the core's reference evaluation for the rest.
 //!
-//! Compiling turns a plan into a list of [`compile::Step`]s with every operand resolved to
-//! a byte region of the plan's arena, a weight, a constant or a persistent buffer; a run
+//! Compiling turns a plan into a list of [`compile::Step`]s with every operand a byte region
+//! of the place the link layer gave it (the plan's arena, a weight, a constant or a
+//! persistent buffer); a run
 //! copies the inputs into the arena, runs the steps in order on a thread pool owned by the
 //! backend, and copies the requested outputs out. Nothing is allocated per step except by
 //! reference steps (small ones: token selection bookkeeping) and attention's score blocks.
@@ -23,14 +24,15 @@ use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use susurrus_core::exec::{Backend, BoxFuture, Executable, Weights, check_run_args, linked_states, supplied_weight};
+use susurrus_core::exec::link::{Block, Leaf, Link, LinkedPlan, Needs, Place, StateBuffer, codec};
+use susurrus_core::exec::{Backend, BoxFuture, Executable, Weights, check_run_args};
 use susurrus_core::ir::NodeId;
 use susurrus_core::ops::{EvalCtx, Op};
-use susurrus_core::plan::Plan;
+use susurrus_core::plan::{Plan, PlanOptions};
 use susurrus_core::tensor::Tensor;
 use susurrus_core::{Error, Result};
 
-use compile::{Names, Step};
+use compile::Step;
 use kernels::{Kernel, Scratch};
 use memory::{Bases, Region, tensor_base};
 
@@ -110,68 +112,48 @@ impl Backend for FastCpuBackend {
     }
 }
 
-/// Persistent buffers of linked executables, by name, as 4-byte words (f16 ones rounded
-/// up to a whole word).
-type Shared = Rc<RefCell<HashMap<String, Vec<u32>>>>;
+/// Persistent buffers of linked executables, by link index, as 4-byte words (f16 ones
+/// rounded up to a whole word); `None` while a run holds one.
+type Shared = Rc<RefCell<Vec<Option<Vec<u32>>>>>;
 
 impl FastCpuBackend {
+    /// Places the program with the default plan options (f16 values as f16) and builds every
+    /// plan's executable around its leaves (weights held once) and persistent buffers.
     fn build_linked(&self, plans: &[&Plan], weights: &Weights) -> Result<Vec<Box<dyn Executable>>> {
-        let states = linked_states(plans)?;
-        let mut shared = HashMap::new();
-        for (name, ty) in &states {
-            shared.insert(name.clone(), vec![0u32; ty.byte_size().div_ceil(4)]);
-        }
+        let needs = Needs { backend: self.name(), plan: PlanOptions::default(), wide_f16_leaves: false };
+        let link = Link::new(plans, weights, &needs)?;
+        let leaves: Vec<Arc<Tensor>> = link.leaves.iter().map(Leaf::shared).collect();
+        let shared = link.states.iter().map(|s| Some(vec![0u32; s.bytes().div_ceil(4)])).collect();
         let shared: Shared = Rc::new(RefCell::new(shared));
-        let mut held: HashMap<String, Arc<Tensor>> = HashMap::new();
-        plans.iter().map(|plan| self.build(plan, weights, &mut held, &shared)).collect()
+        link.plans.iter().map(|linked| self.build(&link, linked, &leaves, &shared)).collect()
     }
 
     fn build(
         &self,
-        plan: &Plan,
-        weights: &Weights,
-        held: &mut HashMap<String, Arc<Tensor>>,
+        link: &Link,
+        linked: &LinkedPlan,
+        leaves: &[Arc<Tensor>],
         shared: &Shared,
     ) -> Result<Box<dyn Executable>> {
-        let (mut params, mut param_names, mut consts, mut const_ids, mut state_names) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        for id in plan.graph.ids() {
-            match &plan.graph.node(id).op {
-                Op::Param(p) => {
-                    let w = supplied_weight(weights, p)?;
-                    let t = held.entry(p.name.clone()).or_insert_with(|| Arc::new(w.clone()));
-                    params.push(Arc::clone(t));
-                    param_names.push(p.name.clone());
-                }
-                Op::Const(c) => {
-                    consts.push(Arc::clone(&c.value));
-                    const_ids.push(id);
-                }
-                Op::State(s) => state_names.push(s.name.clone()),
-                _ => {}
-            }
-        }
-        let names = Names { states: &state_names, params: &param_names, consts: &const_ids };
-        let steps = compile::steps(plan, &names)?;
+        let plan = linked.plan.as_ref();
         let mut inputs = Vec::new();
         for id in plan.graph.ids() {
             if let Op::Input(i) = &plan.graph.node(id).op {
-                inputs.push((i.name.clone(), compile::region(plan, id, &names)?));
+                inputs.push((i.name.clone(), linked.place(id)));
             }
         }
         let mut outputs = HashMap::new();
         for (name, id) in plan.graph.outputs() {
-            outputs.insert(name.clone(), (*id, compile::region(plan, *id, &names)?));
+            outputs.insert(name.clone(), (*id, linked.place(*id)));
         }
         let exe = FastCpuExecutable {
             plan: plan.clone(),
-            arena: vec![0u32; plan.report.arena_bytes.div_ceil(4)],
-            params,
-            consts,
-            state_names,
-            states: Vec::new(),
+            arena: linked.arena.iter().map(|&bytes| vec![0u32; bytes.div_ceil(4)]).collect(),
+            leaves: leaves.to_vec(),
+            own_states: linked.states.iter().map(|&i| (i, link.states[i].clone())).collect(),
+            states: vec![Vec::new(); link.states.len()],
             shared: Rc::clone(shared),
-            steps,
+            steps: compile::steps(linked),
             inputs,
             outputs,
             scratch: Scratch::default(),
@@ -186,53 +168,54 @@ impl FastCpuBackend {
 /// A plan compiled for the fast CPU backend.
 struct FastCpuExecutable {
     plan: Plan,
-    /// 4-byte words, so every arena offset (a multiple of 256) is aligned for every dtype.
-    arena: Vec<u32>,
-    params: Vec<Arc<Tensor>>,
-    consts: Vec<Arc<Tensor>>,
-    state_names: Vec<String>,
-    /// This plan's persistent buffers during a run (moved out of `shared` and back).
+    /// The arena's blocks, as 4-byte words, so every offset (a multiple of 256) is aligned for
+    /// every dtype.
+    arena: Vec<Vec<u32>>,
+    /// The program's weights and constants, by link index.
+    leaves: Vec<Arc<Tensor>>,
+    /// The persistent buffers this plan declares, with their link index.
+    own_states: Vec<(usize, StateBuffer)>,
+    /// By link index: this plan's persistent buffers during a run (moved out of `shared` and
+    /// back), empty otherwise.
     states: Vec<Vec<u32>>,
     shared: Shared,
     steps: Vec<Step>,
-    /// Each input's region, where a run copies it (its type is checked by `check_run_args`).
-    inputs: Vec<(String, Region)>,
-    outputs: HashMap<String, (NodeId, Region)>,
+    /// Each input's place, where a run copies it (its type is checked by `check_run_args`).
+    inputs: Vec<(String, Place)>,
+    outputs: HashMap<String, (NodeId, Place)>,
     scratch: Scratch,
     pool: Arc<rayon::ThreadPool>,
     profile: Option<Profile>,
 }
 
 impl FastCpuExecutable {
-    /// The buffers' base addresses for this run.
+    /// The blocks' base addresses for this run.
     fn bases(&mut self) -> Bases {
         let bytes = |v: &mut Vec<u32>| (v.as_mut_ptr().cast::<u8>(), v.len() * 4);
         Bases {
-            arena: bytes(&mut self.arena),
+            arena: self.arena.iter_mut().map(bytes).collect(),
             states: self.states.iter_mut().map(bytes).collect(),
-            params: self.params.iter().map(|t| tensor_base(t)).collect(),
-            consts: self.consts.iter().map(|t| tensor_base(t)).collect(),
+            leaves: self.leaves.iter().map(|t| tensor_base(t)).collect(),
         }
     }
 
-    /// Checks once that every region of every step lies inside its buffer, so runs can
-    /// index without checks. States are checked with their declared sizes.
+    /// Checks once that every region of every step lies inside its block, so runs can
+    /// index without checks. This plan's states are checked with their declared sizes; no
+    /// region may lie in another plan's.
     fn check_regions(&self) -> Result<()> {
-        let shared = self.shared.borrow();
-        let mut states = Vec::new();
-        for name in &self.state_names {
-            states.push(shared.get(name).map_or(0, |s| s.len() * 4));
+        let mut states = vec![(std::ptr::null_mut(), 0); self.states.len()];
+        for (i, s) in &self.own_states {
+            states[*i].1 = s.bytes().div_ceil(4) * 4;
         }
         let bases = Bases {
-            arena: (std::ptr::null_mut(), self.arena.len() * 4),
-            states: states.into_iter().map(|len| (std::ptr::null_mut(), len)).collect(),
-            params: self.params.iter().map(|t| (std::ptr::null(), t.as_bytes().len())).collect(),
-            consts: self.consts.iter().map(|t| (std::ptr::null(), t.as_bytes().len())).collect(),
+            arena: self.arena.iter().map(|b| (std::ptr::null_mut(), b.len() * 4)).collect(),
+            states,
+            leaves: self.leaves.iter().map(|t| (std::ptr::null(), t.as_bytes().len())).collect(),
         };
-        let regions = self.steps.iter().flat_map(|s| s.input_regions.iter().chain([&s.out]));
-        let io = self.inputs.iter().map(|i| &i.1).chain(self.outputs.values().map(|o| &o.1));
+        let regions = self.steps.iter().flat_map(|s| s.input_regions.iter().copied().chain([s.out]));
+        let io = self.inputs.iter().map(|i| Region::at(i.1)).chain(self.outputs.values().map(|o| Region::at(o.1)));
         for r in regions.chain(io) {
-            if !bases.contains(*r) || r.offset % 4 != 0 {
+            if !bases.contains(r) || r.offset % 4 != 0 {
                 return Err(Error::Backend(format!("cpu: region {r:?} lies outside its buffer")));
             }
         }
@@ -255,27 +238,32 @@ impl FastCpuExecutable {
 
     fn take_states(&mut self) -> Result<()> {
         let mut shared = self.shared.borrow_mut();
-        for name in &self.state_names {
-            let s = shared
-                .remove(name)
-                .ok_or_else(|| Error::Backend(format!("cpu: persistent buffer '{name}' is in use")))?;
-            self.states.push(s);
+        for (i, s) in &self.own_states {
+            self.states[*i] = shared
+                .get_mut(*i)
+                .and_then(Option::take)
+                .ok_or_else(|| Error::Backend(format!("cpu: persistent buffer '{}' is in use", s.name)))?;
         }
         Ok(())
     }
 
     fn return_states(&mut self) {
         let mut shared = self.shared.borrow_mut();
-        for (name, s) in self.state_names.iter().zip(self.states.drain(..)) {
-            shared.insert(name.clone(), s);
+        for (i, _) in &self.own_states {
+            if let Some(slot) = shared.get_mut(*i) {
+                *slot = Some(std::mem::take(&mut self.states[*i]));
+            }
         }
     }
 
     fn execute(&mut self, inputs: &HashMap<String, Tensor>, scalars: &[u32]) -> Result<()> {
-        let arena: &mut [u8] = bytemuck::cast_slice_mut(&mut self.arena);
-        for (name, r) in &self.inputs {
-            let bytes = inputs[name].as_bytes();
-            arena[r.offset..r.offset + bytes.len()].copy_from_slice(bytes);
+        for (name, place) in &self.inputs {
+            let Block::Arena(k) = place.block else {
+                return Err(Error::Backend(format!("cpu: input '{name}' is not in the arena")));
+            };
+            let bytes = codec::stored_bytes(&inputs[name], place.f16_words);
+            let arena: &mut [u8] = bytemuck::cast_slice_mut(&mut self.arena[k]);
+            arena[place.offset..place.offset + bytes.len()].copy_from_slice(&bytes);
         }
         let bases = self.bases();
         let threads = self.pool.current_num_threads();
@@ -301,10 +289,10 @@ impl FastCpuExecutable {
         let bases = self.bases();
         let mut out = HashMap::new();
         for &name in outputs {
-            let (id, r) = self.outputs[name];
+            let (id, place) = self.outputs[name];
             // SAFETY: the region was checked at compile time; nothing writes during the read.
-            let bytes = unsafe { bases.slice::<u8>(r) };
-            out.insert(name.to_string(), Tensor::from_bytes(self.plan.graph.ty(id), bytes)?);
+            let bytes = unsafe { bases.slice::<u8>(Region::at(place)) };
+            out.insert(name.to_string(), codec::decode(bytes, self.plan.graph.ty(id), place.f16_words)?);
         }
         Ok(out)
     }
@@ -353,19 +341,15 @@ impl Executable for FastCpuExecutable {
 
     fn read_state<'a>(&'a mut self, name: &'a str) -> BoxFuture<'a, Tensor> {
         Box::pin(async move {
-            let graph = &self.plan.graph;
-            let ty = graph.nodes().iter().find_map(|n| match &n.op {
-                Op::State(s) if s.name == name => Some(s.ty.clone()),
-                _ => None,
-            });
-            let ty = ty.ok_or_else(|| {
-                Error::BadArgument(format!("graph '{}' has no persistent buffer '{name}'", graph.name()))
+            let (i, s) = self.own_states.iter().find(|(_, s)| s.name == name).ok_or_else(|| {
+                Error::BadArgument(format!("graph '{}' has no persistent buffer '{name}'", self.plan.graph.name()))
             })?;
             let shared = self.shared.borrow();
             let words = shared
-                .get(name)
+                .get(*i)
+                .and_then(Option::as_ref)
                 .ok_or_else(|| Error::Backend(format!("cpu: persistent buffer '{name}' is missing")))?;
-            Tensor::from_bytes(&ty, &bytemuck::cast_slice(words)[..ty.byte_size()])
+            codec::decode(bytemuck::cast_slice(words), &s.ty, s.f16_words)
         })
     }
 

@@ -6,14 +6,15 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use susurrus_core::exec::{Executable, Weights, linked_states};
+use susurrus_core::exec::link::{Link, Needs, SCALAR_TABLE_BYTES, StateBuffer};
+use susurrus_core::exec::{Executable, Weights};
 use susurrus_core::ir::NodeId;
 use susurrus_core::ops::Op;
-use susurrus_core::plan::{Plan, PlanOptions, plan_with};
+use susurrus_core::plan::{Plan, PlanOptions};
 use susurrus_core::{Error, Result};
 
 use super::device::{CudaBackend, DeviceBuffer, PinnedBuffer};
-use super::layout::{Bases, MAX_SCALARS, ProgramLayout, place, word_bytes};
+use super::layout::{Bases, ProgramLayout, stored_kind};
 use super::lower::{Launch, LowerCtx, Operand, Precision, Scratch, lower};
 use super::run::{CudaExecutable, Input, Output, Step};
 
@@ -22,8 +23,8 @@ pub(super) struct Shared {
     pub _weights: DeviceBuffer,
     pub states: DeviceBuffer,
     pub _scratch: DeviceBuffer,
-    /// Persistent buffers by name: offset in `states` and type.
-    pub state_table: HashMap<String, (usize, susurrus_core::ir::TensorType)>,
+    /// Persistent buffers by name: offset in `states` and the buffer.
+    pub state_table: HashMap<String, (usize, StateBuffer)>,
 }
 
 /// The plan options of this backend: f16 values of the arena are kept as f32 words.
@@ -31,34 +32,34 @@ pub fn plan_options() -> PlanOptions {
     PlanOptions { max_buffer_bytes: usize::MAX, f16_bytes: 4 }
 }
 
+/// What this backend needs of the link: its plan options, and f16 weights widened to f32
+/// words for f32 products.
+pub fn needs(precision: Precision) -> Needs {
+    Needs { backend: "cuda", plan: plan_options(), wide_f16_leaves: precision == Precision::F32 }
+}
+
 /// The work of every plan of a program: per plan, each scheduled node with its launches.
 pub type ProgramWork = Vec<Vec<(NodeId, Vec<Launch>)>>;
 
-/// Lowers every plan of a program placed by `layout` at `bases`, with scratch at
-/// `scratch_base`. Returns the work and the scratch bytes the largest op needs. Pure: the
-/// host-side tests run it with made-up addresses.
+/// Lowers every plan of the program `link` places, with its blocks laid out by `layout` at
+/// `bases` and scratch at `scratch_base`. Returns the work and the scratch bytes the largest
+/// op needs. Pure: the host-side tests run it with made-up addresses.
 pub fn lower_program(
-    plans: &[&Plan],
+    link: &Link,
     layout: &ProgramLayout,
     bases: &Bases,
     scratch_base: u64,
     precision: Precision,
 ) -> Result<(ProgramWork, u64)> {
     let mut scratch_bytes = 0;
-    let mut work = Vec::with_capacity(plans.len());
-    for (p, plan) in plans.iter().enumerate() {
+    let mut work = Vec::with_capacity(link.plans.len());
+    for (p, linked) in link.plans.iter().enumerate() {
+        let plan = &linked.plan;
         let g = &plan.graph;
-        if g.scalars().len() > MAX_SCALARS {
-            return Err(Error::Unsupported {
-                op: format!("{} runtime scalars", g.scalars().len()),
-                backend: format!("cuda (at most {MAX_SCALARS})"),
-            });
-        }
-        let scalars = bases.arenas[p] + layout.arena_bytes[p] as u64;
-        let operand = |id: NodeId| Operand {
-            ptr: bases.address(&place(layout, p, id)),
-            kind: place(layout, p, id).kind,
-            ty: g.ty(id).clone(),
+        let scalars = layout.scalars(bases, p);
+        let operand = |id: NodeId| {
+            let place = linked.place(id);
+            Operand { ptr: layout.address(bases, p, &place), kind: stored_kind(&place), ty: g.ty(id).clone() }
         };
         let mut steps = Vec::new();
         for &id in &plan.schedule {
@@ -101,41 +102,33 @@ pub(super) fn compile_linked(
     plans: &[&Plan],
     weights: &Weights,
 ) -> Result<Vec<Box<dyn Executable>>> {
-    linked_states(plans)?;
-    let options = plan_options();
-    let replanned: Vec<Option<Plan>> = plans
-        .iter()
-        .map(|p| if p.options == options { Ok(None) } else { plan_with(p.graph.clone(), &options).map(Some) })
-        .collect::<Result<_>>()?;
-    let plans: Vec<&Plan> = plans.iter().zip(&replanned).map(|(p, r)| r.as_ref().unwrap_or(p)).collect();
-    let layout = ProgramLayout::new(&plans, weights, backend.precision)?;
+    let link = Link::new(plans, weights, &needs(backend.precision))?;
+    let layout = ProgramLayout::new(&link);
 
     let ctx = &backend.ctx;
-    let weights_block = DeviceBuffer::zeroed(ctx, layout.weights_bytes, "the weights")?;
-    for u in &layout.uploads {
-        weights_block.upload(u.offset, &u.bytes)?;
+    let weights_block = DeviceBuffer::zeroed(ctx, layout.leaves_bytes, "the weights")?;
+    for (leaf, &offset) in link.leaves.iter().zip(&layout.leaves) {
+        weights_block.upload(offset, &leaf.stored())?;
     }
     let states = DeviceBuffer::zeroed(ctx, layout.states_bytes, "the persistent buffers")?;
-    let mut arenas = Vec::with_capacity(plans.len());
-    for (plan, bytes) in plans.iter().zip(&layout.arena_bytes) {
-        let what = format!("the arena of '{}'", plan.graph.name());
-        arenas.push(DeviceBuffer::zeroed(ctx, bytes + MAX_SCALARS * 4, &what)?);
+    let mut arenas = Vec::with_capacity(link.plans.len());
+    for (p, linked) in link.plans.iter().enumerate() {
+        let what = format!("the arena of '{}'", linked.plan.graph.name());
+        arenas.push(DeviceBuffer::zeroed(ctx, layout.arena_allocation(p), &what)?);
     }
     let bases =
         Bases { weights: weights_block.ptr, states: states.ptr, arenas: arenas.iter().map(|a| a.ptr).collect() };
     // Lowered twice: once to learn how much scratch the largest op needs, then with its address.
-    let (_, scratch_bytes) = lower_program(&plans, &layout, &bases, 0, backend.precision)?;
+    let (_, scratch_bytes) = lower_program(&link, &layout, &bases, 0, backend.precision)?;
     let scratch = DeviceBuffer::zeroed(ctx, scratch_bytes as usize, "scratch memory")?;
-    let (work, _) = lower_program(&plans, &layout, &bases, scratch.ptr, backend.precision)?;
+    let (work, _) = lower_program(&link, &layout, &bases, scratch.ptr, backend.precision)?;
 
-    let shared = Rc::new(RefCell::new(Shared {
-        _weights: weights_block,
-        states,
-        _scratch: scratch,
-        state_table: layout.states.clone(),
-    }));
-    let mut out: Vec<Box<dyn Executable>> = Vec::with_capacity(plans.len());
-    for (p, (plan, (arena, steps))) in plans.iter().zip(arenas.into_iter().zip(work)).enumerate() {
+    let state_table =
+        link.states.iter().zip(&layout.states).map(|(s, &offset)| (s.name.clone(), (offset, s.clone()))).collect();
+    let shared = Rc::new(RefCell::new(Shared { _weights: weights_block, states, _scratch: scratch, state_table }));
+    let mut out: Vec<Box<dyn Executable>> = Vec::with_capacity(link.plans.len());
+    for (p, (linked, (arena, steps))) in link.plans.iter().zip(arenas.into_iter().zip(work)).enumerate() {
+        let plan = &linked.plan;
         let g = &plan.graph;
         let mut compiled = Vec::new();
         for (id, launches) in steps {
@@ -150,25 +143,27 @@ pub(super) fn compile_linked(
         let mut input_bytes = 0;
         for id in g.ids() {
             if let Op::Input(i) = &g.node(id).op {
-                let at = place(&layout, p, id);
+                let at = linked.place(id);
                 inputs.push(Input {
                     name: i.name.clone(),
-                    address: bases.address(&at),
+                    address: layout.address(&bases, p, &at),
+                    f16_words: at.f16_words,
                     staging_offset: input_bytes,
                     kept: input_is_kept(plan, id),
                     uploaded: false,
                 });
-                input_bytes = (input_bytes + word_bytes(&i.ty)).next_multiple_of(16);
+                input_bytes = (input_bytes + at.bytes).next_multiple_of(16);
             }
         }
         let mut outputs = HashMap::new();
         for (name, id) in g.outputs() {
+            let at = linked.place(*id);
+            let staging = PinnedBuffer::new(ctx, at.bytes)?;
             let ty = g.ty(*id).clone();
-            let at = place(&layout, p, *id);
-            let staging = PinnedBuffer::new(ctx, word_bytes(&ty))?;
-            outputs.insert(name.clone(), Output { ty, address: bases.address(&at), kind: at.kind, staging });
+            let address = layout.address(&bases, p, &at);
+            outputs.insert(name.clone(), Output { ty, address, bytes: at.bytes, f16_words: at.f16_words, staging });
         }
-        let scalars_address = bases.arenas[p] + layout.arena_bytes[p] as u64;
+        let scalars_address = layout.scalars(&bases, p);
         out.push(Box::new(CudaExecutable {
             ctx: ctx.clone(),
             stream: backend.stream.clone(),
@@ -177,7 +172,7 @@ pub(super) fn compile_linked(
             shared: Rc::clone(&shared),
             _arena: arena,
             scalars_address,
-            scalar_staging: PinnedBuffer::new(ctx, MAX_SCALARS * 4)?,
+            scalar_staging: PinnedBuffer::new(ctx, SCALAR_TABLE_BYTES)?,
             input_staging: PinnedBuffer::new(ctx, input_bytes)?,
             inputs,
             outputs,
@@ -194,6 +189,7 @@ pub(super) fn compile_linked(
 mod tests {
     use susurrus_core::ir::{Graph, TensorType};
     use susurrus_core::ops::BinaryKind;
+    use susurrus_core::plan::plan_with;
     use susurrus_core::{DType, Shape};
 
     use super::*;

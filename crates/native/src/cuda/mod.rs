@@ -5,9 +5,10 @@
 //! - `device.rs` opens the driver, a context and stream, compiles the module and starts
 //!   cuBLAS (`blas.rs`); the libraries are loaded at run time, so this crate builds and its
 //!   host-side tests run where there is no CUDA, and a missing driver or device is an error.
-//! - `layout.rs` places every value: one device block for the weights and constants of all
-//!   linked plans (uploaded once), one for the persistent buffers, one arena block per plan
-//!   (followed by the run's runtime scalars) and a scratch block.
+//! - `layout.rs` packs the blocks the link layer (`susurrus_core::exec::link`) placed every
+//!   value in: one device allocation for the weights and constants of all linked plans
+//!   (uploaded once), one for the persistent buffers, one per plan for its arena (followed by
+//!   the run's runtime scalars); `compile.rs` adds a scratch block.
 //! - `lower/` turns each op into kernel launches and cuBLAS products with every address
 //!   resolved; `params.rs` derives each kernel's parameter struct for Rust and C alike;
 //!   `source.rs` assembles the module.
@@ -25,7 +26,7 @@ pub mod params;
 mod run;
 pub mod source;
 
-pub use compile::{lower_program, plan_options};
+pub use compile::{lower_program, needs, plan_options};
 pub use device::{CudaBackend, CudaOptions};
 pub use lower::Precision;
 

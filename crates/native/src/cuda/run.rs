@@ -13,16 +13,15 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaGraph, CudaStream, result, sys};
+use susurrus_core::exec::link::codec;
 use susurrus_core::exec::{BoxFuture, Executable, check_run_args};
 use susurrus_core::ir::{Graph, NodeId, TensorType};
-use susurrus_core::{DType, Error, Result, Tensor};
+use susurrus_core::{Error, Result, Tensor};
 
 use super::blas::Blas;
 use super::compile::Shared;
 use super::device::{DeviceBuffer, PinnedBuffer, driver};
-use super::layout::{decode_words, encode, word_bytes};
 use super::lower::{CublasGemm, KernelLaunch};
-use super::params::kind;
 use crate::cpu::Profile;
 
 /// One unit of recorded work.
@@ -69,6 +68,8 @@ impl Step {
 pub(super) struct Input {
     pub name: String,
     pub address: u64,
+    /// f16 values go up as f32 words.
+    pub f16_words: bool,
     pub staging_offset: usize,
     /// Nothing else is ever stored in this input's arena bytes (see `compile::input_is_kept`).
     pub kept: bool,
@@ -79,7 +80,9 @@ pub(super) struct Input {
 pub(super) struct Output {
     pub ty: TensorType,
     pub address: u64,
-    pub kind: u32,
+    /// Bytes the value takes on the device, and whether f16 values are f32 words there.
+    pub bytes: usize,
+    pub f16_words: bool,
     pub staging: PinnedBuffer,
 }
 
@@ -124,7 +127,8 @@ impl CudaExecutable {
         }
         let stream = self.cu_stream();
         if !values.is_empty() {
-            // SAFETY: pinned memory of at least this size; the device area holds MAX_SCALARS.
+            // SAFETY: pinned memory of at least this size; the device table holds the link's
+            // maximum, which the graph does not exceed.
             unsafe {
                 result::memcpy_htod_async(
                     self.scalars_address,
@@ -135,23 +139,16 @@ impl CudaExecutable {
             .map_err(|e| driver("copying the runtime scalars", e))?;
         }
         for input in &mut self.inputs {
-            let t = &inputs[&input.name];
-            let encoded;
-            let bytes: &[u8] = if t.dtype() == DType::F16 {
-                encoded = encode(t, kind::F32);
-                &encoded
-            } else {
-                t.as_bytes()
-            };
+            let bytes = codec::stored_bytes(&inputs[&input.name], input.f16_words);
             let at = input.staging_offset;
             let staging = &mut self.input_staging.as_mut_slice()[at..at + bytes.len()];
             // The staging memory holds what the last run uploaded: an input whose arena bytes
             // nothing else overwrites need not go up again unchanged (a decoder step's
             // sampling noise, 200 KB, stays the same for a whole window).
-            if input.kept && input.uploaded && staging == bytes {
+            if input.kept && input.uploaded && *staging == *bytes {
                 continue;
             }
-            staging.copy_from_slice(bytes);
+            staging.copy_from_slice(&bytes);
             // SAFETY: the staging range was sized for this input at compile time and the
             // device address holds its words.
             unsafe {
@@ -268,22 +265,15 @@ impl CudaExecutable {
                 .outputs
                 .get_mut(name)
                 .ok_or_else(|| Error::BadArgument(format!("graph has no output '{name}'")))?;
-            let bytes = word_bytes(&out.ty);
             // SAFETY: the pinned buffer holds `bytes`; the device address holds the value.
-            unsafe { result::memcpy_dtoh_async(&mut out.staging.as_mut_slice()[..bytes], out.address, stream) }
+            unsafe { result::memcpy_dtoh_async(&mut out.staging.as_mut_slice()[..out.bytes], out.address, stream) }
                 .map_err(|e| driver(&format!("reading output '{name}'"), e))?;
         }
         self.finish()?;
         let mut values = HashMap::new();
         for &name in outputs {
             let out = &self.outputs[name];
-            let value = if out.kind == kind::F16 {
-                // An output that is a weight kept as f16 (a view of a parameter).
-                Tensor::from_bytes(&out.ty, &out.staging.as_slice()[..out.ty.byte_size()])?
-            } else {
-                decode_words(out.staging.as_slice(), &out.ty)?
-            };
-            values.insert(name.to_string(), value);
+            values.insert(name.to_string(), codec::decode(out.staging.as_slice(), &out.ty, out.f16_words)?);
         }
         Ok(values)
     }
@@ -295,16 +285,16 @@ impl CudaExecutable {
             return Err(Error::BadArgument(format!("graph '{}' has no persistent buffer '{name}'", self.graph.name())));
         }
         let shared = self.shared.borrow();
-        let (offset, ty) = shared
+        let (offset, state) = shared
             .state_table
             .get(name)
             .ok_or_else(|| Error::Backend(format!("cuda: persistent buffer '{name}' is missing")))?;
         self.finish()?;
-        let mut bytes = vec![0u8; word_bytes(ty)];
+        let mut bytes = vec![0u8; state.bytes()];
         // SAFETY: the states block holds this buffer at `offset`; the stream is idle.
         unsafe { result::memcpy_dtoh_sync(&mut bytes, shared.states.ptr + *offset as u64) }
             .map_err(|e| driver(&format!("reading persistent buffer '{name}'"), e))?;
-        decode_words(&bytes, ty)
+        codec::decode(&bytes, &state.ty, state.f16_words)
     }
 }
 

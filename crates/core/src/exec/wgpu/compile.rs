@@ -7,35 +7,45 @@ use std::sync::{Arc, Mutex};
 use wgpu::util::DeviceExt;
 
 use super::device::{PipelineCache, WgpuBackend};
-use super::kernel::{BindingKind, Elem, MAX_RUNTIME_SCALARS, PipelineKey, module_source};
+use super::kernel::{BindingKind, Elem, PipelineKey, module_source};
 use super::lower::{KernelCtx, Lowering, lower};
 use crate::error::{Error, Result};
-use crate::exec::{Executable, Weights, linked_states};
+use crate::exec::link::{Block, Link, LinkedPlan, Needs, Place, SCALAR_TABLE_BYTES, codec};
+use crate::exec::{Backend, Executable, Weights};
 use crate::ir::{DType, Graph, NodeId, TensorType};
 use crate::ops::Op;
-use crate::plan::{Plan, Storage, plan_with};
+use crate::plan::Plan;
 use crate::tensor::Tensor;
 
 /// Bytes of one dispatch's parameter slot (WebGPU's minimum uniform offset alignment).
 const UNIFORM_SLOT: u64 = 256;
 
-/// A device buffer of the executable.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(super) enum Buf {
-    Arena(usize),
-    Weight(usize),
-    Const(usize),
-    State(usize),
-}
+/// Arena blocks and persistent buffers: bound read-write, written by runs, read back.
+const STORAGE_USAGE: wgpu::BufferUsages =
+    wgpu::BufferUsages::STORAGE.union(wgpu::BufferUsages::COPY_DST).union(wgpu::BufferUsages::COPY_SRC);
 
-/// Where a tensor lives on the device: a range of a buffer and how its elements are stored.
+/// Where a tensor lives on the device: a range of one of the executable's buffers (one per
+/// block of the link) and how its elements are stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(super) struct Loc {
-    pub buf: Buf,
+    pub buf: Block,
     pub offset: u64,
     /// Bytes, a multiple of 4 and at least 4 (what bindings and copies need).
     pub size: u64,
     pub elem: Elem,
+}
+
+impl Loc {
+    /// The range of `place`: f16 leaves are read natively with `shader-f16` (`f16`), else
+    /// as packed pairs; everything else is 32-bit words.
+    fn of(place: Place, f16: bool) -> Loc {
+        let elem = match place.dtype {
+            DType::F16 if !place.f16_words && f16 => Elem::F16Native,
+            DType::F16 if !place.f16_words => Elem::F16Packed,
+            dtype => Elem::Word(dtype),
+        };
+        Loc { buf: place.block, offset: place.offset as u64, size: pad4(place.bytes as u64), elem }
+    }
 }
 
 /// One recorded kernel launch.
@@ -60,7 +70,7 @@ pub(super) struct WgpuExecutable {
     pub lost: Arc<Mutex<Option<String>>>,
     pub errors: Arc<Mutex<Option<String>>>,
     pub graph: Graph,
-    pub buffers: HashMap<Buf, wgpu::Buffer>,
+    pub buffers: HashMap<Block, wgpu::Buffer>,
     pub runtime: wgpu::Buffer,
     /// Holds every dispatch's parameters; bound through the dispatches' bind groups.
     pub _uniforms: wgpu::Buffer,
@@ -74,33 +84,57 @@ fn pad4(n: u64) -> u64 {
     n.max(4).div_ceil(4) * 4
 }
 
-/// The bytes a tensor takes in a buffer of `elem` storage.
+/// The bytes `t` takes in a buffer of `elem` storage, padded to whole words.
 pub(super) fn encode(t: &Tensor, elem: Elem) -> Vec<u8> {
-    let mut bytes = match (elem, t.dtype()) {
-        (Elem::Word(DType::F16), _) => bytemuck::cast_slice(&t.to_f32()).to_vec(),
-        _ => t.to_bytes(),
-    };
-    bytes.resize(pad4(bytes.len() as u64) as usize, 0);
-    bytes
+    padded(&codec::stored_bytes(t, elem == Elem::Word(DType::F16)))
 }
 
 /// The tensor of type `ty` stored in `bytes` as `elem`.
 pub(super) fn decode(bytes: &[u8], elem: Elem, ty: &TensorType) -> Result<Tensor> {
-    match elem {
-        Elem::Word(DType::F16) => {
-            let words = &bytes[..ty.numel() * 4];
-            Tensor::from_f32(DType::F16, ty.shape.clone(), bytemuck::pod_collect_to_vec(words))
-        }
-        _ => Tensor::from_bytes(ty, &bytes[..ty.byte_size()]),
-    }
+    codec::decode(bytes, ty, elem == Elem::Word(DType::F16))
 }
 
-/// Device buffers that executables compiled together share: weights by name (uploaded
-/// once) and persistent buffers by name.
-#[derive(Default)]
+/// `bytes` padded with zeros to whole words, at least one.
+fn padded(bytes: &[u8]) -> Vec<u8> {
+    let mut out = bytes.to_vec();
+    out.resize(pad4(bytes.len() as u64) as usize, 0);
+    out
+}
+
+/// Device buffers that executables compiled together share: one per leaf of the link (a
+/// weight or constant, uploaded once) and one per persistent buffer.
 struct Shared {
-    weights: HashMap<String, (wgpu::Buffer, u64)>,
-    states: HashMap<String, wgpu::Buffer>,
+    leaves: Vec<wgpu::Buffer>,
+    states: Vec<wgpu::Buffer>,
+}
+
+impl Shared {
+    fn new(device: &wgpu::Device, link: &Link) -> Shared {
+        let leaves = link
+            .leaves
+            .iter()
+            .map(|leaf| {
+                device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                    label: Some(leaf.label()),
+                    contents: &padded(&leaf.stored()),
+                    usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
+                })
+            })
+            .collect();
+        let states = link
+            .states
+            .iter()
+            .map(|s| {
+                device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some(&s.name),
+                    size: pad4(s.bytes() as u64),
+                    usage: STORAGE_USAGE,
+                    mapped_at_creation: false,
+                })
+            })
+            .collect();
+        Shared { leaves, states }
+    }
 }
 
 pub(super) async fn compile_linked(
@@ -108,38 +142,21 @@ pub(super) async fn compile_linked(
     plans: &[&Plan],
     weights: &Weights,
 ) -> Result<Vec<Box<dyn Executable>>> {
-    linked_states(plans)?;
-    let mut shared = Shared::default();
-    let mut out = Vec::with_capacity(plans.len());
-    for plan in plans {
-        out.push(compile(backend, plan, weights, &mut shared).await?);
+    backend.check_alive()?;
+    let needs = Needs { backend: backend.name(), plan: backend.plan_options(), wide_f16_leaves: false };
+    let link = Link::new(plans, weights, &needs)?;
+    let shared =
+        scoped(&backend.device, "the weights and persistent buffers", || Shared::new(&backend.device, &link)).await?;
+    let mut out = Vec::with_capacity(link.plans.len());
+    for linked in &link.plans {
+        out.push(compile(backend, linked, &shared).await?);
     }
     Ok(out)
 }
 
-async fn compile(
-    backend: &WgpuBackend,
-    plan: &Plan,
-    weights: &Weights,
-    shared: &mut Shared,
-) -> Result<Box<dyn Executable>> {
+async fn compile(backend: &WgpuBackend, linked: &LinkedPlan<'_>, shared: &Shared) -> Result<Box<dyn Executable>> {
     backend.check_alive()?;
-    let options = backend.plan_options();
-    let replanned;
-    let plan = if plan.options == options {
-        plan
-    } else {
-        replanned = plan_with(plan.graph.clone(), &options)?;
-        &replanned
-    };
-    let g = &plan.graph;
-    if g.scalars().len() > MAX_RUNTIME_SCALARS {
-        return Err(Error::Unsupported {
-            op: format!("{} runtime scalars", g.scalars().len()),
-            backend: format!("wgpu (at most {MAX_RUNTIME_SCALARS})"),
-        });
-    }
-    let built = scoped(&backend.device, g.name(), || build(backend, plan, weights, shared)).await;
+    let built = scoped(&backend.device, linked.plan.graph.name(), || build(backend, linked, shared)).await;
     if built.is_err() {
         // A rejected shader must not stay cached as if it were good.
         if let Ok(mut cache) = backend.cache.lock() {
@@ -168,112 +185,29 @@ async fn scoped<T>(device: &wgpu::Device, what: &str, f: impl FnOnce() -> T) -> 
     Ok(value)
 }
 
-fn build(backend: &WgpuBackend, plan: &Plan, weights: &Weights, shared: &mut Shared) -> Result<WgpuExecutable> {
+fn build(backend: &WgpuBackend, linked: &LinkedPlan, shared: &Shared) -> Result<WgpuExecutable> {
     let device = &backend.device;
+    let plan = &linked.plan;
     let g = &plan.graph;
-    let storage_usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC;
     let mut buffers = HashMap::new();
-
-    let chunk = plan.options.max_buffer_bytes as u64;
-    let arena_bytes = plan.report.arena_bytes as u64;
-    let chunks = arena_bytes.div_ceil(chunk).max(1);
-    for c in 0..chunks {
-        let size = pad4((arena_bytes - c * chunk).min(chunk));
+    for (k, &bytes) in linked.arena.iter().enumerate() {
         let buffer = device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("arena"),
-            size,
-            usage: storage_usage,
+            size: pad4(bytes as u64),
+            usage: STORAGE_USAGE,
             mapped_at_creation: false,
         });
-        buffers.insert(Buf::Arena(c as usize), buffer);
+        buffers.insert(Block::Arena(k), buffer);
     }
-
-    let weight_elem = if backend.f16 { Elem::F16Native } else { Elem::F16Packed };
-    let leaf_elem = |ty: &TensorType| if ty.dtype == DType::F16 { weight_elem } else { Elem::Word(ty.dtype) };
-    let mut locs: Vec<Option<Loc>> = vec![None; g.len()];
-    let mut weight_index = HashMap::new();
-    let mut state_index = HashMap::new();
-    for id in g.ids() {
-        let node = g.node(id);
-        let loc = match (&plan.storage[id.index()], &node.op) {
-            (Storage::Arena { offset, size }, _) => {
-                let offset = *offset as u64;
-                Loc {
-                    buf: Buf::Arena((offset / chunk) as usize),
-                    offset: offset % chunk,
-                    size: pad4(*size as u64),
-                    elem: Elem::Word(node.ty.dtype),
-                }
-            }
-            (Storage::Param(name), Op::Param(p)) => {
-                let w =
-                    weights.get(name).ok_or_else(|| Error::BadArgument(format!("weight '{name}' was not supplied")))?;
-                w.expect_type(&p.ty, &format!("weight '{name}'"))?;
-                let next = weight_index.len();
-                let index = *weight_index.entry(name.clone()).or_insert(next);
-                let elem = leaf_elem(&p.ty);
-                let (buffer, size) = shared
-                    .weights
-                    .entry(name.clone())
-                    .or_insert_with(|| {
-                        let bytes = encode(w, elem);
-                        let buffer = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                            label: Some(name),
-                            contents: &bytes,
-                            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
-                        });
-                        (buffer, bytes.len() as u64)
-                    })
-                    .clone();
-                buffers.insert(Buf::Weight(index), buffer);
-                Loc { buf: Buf::Weight(index), offset: 0, size, elem }
-            }
-            (Storage::Const(c), Op::Const(value)) if *c == id => {
-                let elem = leaf_elem(&node.ty);
-                let bytes = encode(&value.value, elem);
-                let buffer = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                    label: Some("const"),
-                    contents: &bytes,
-                    usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
-                });
-                buffers.insert(Buf::Const(id.index()), buffer);
-                Loc { buf: Buf::Const(id.index()), offset: 0, size: bytes.len() as u64, elem }
-            }
-            (Storage::State(name), Op::State(s)) => {
-                let index = state_index.len();
-                state_index.insert(name.clone(), (index, s.ty.clone()));
-                let size = pad4(s.ty.numel() as u64 * 4);
-                let buffer = shared
-                    .states
-                    .entry(name.clone())
-                    .or_insert_with(|| {
-                        device.create_buffer(&wgpu::BufferDescriptor {
-                            label: Some(name),
-                            size,
-                            usage: storage_usage,
-                            mapped_at_creation: false,
-                        })
-                    })
-                    .clone();
-                buffers.insert(Buf::State(index), buffer);
-                Loc { buf: Buf::State(index), offset: 0, size, elem: Elem::Word(s.ty.dtype) }
-            }
-            // Views share their input's storage.
-            _ => {
-                let input = node
-                    .inputs
-                    .first()
-                    .and_then(|i| locs[i.index()])
-                    .ok_or_else(|| Error::InvalidGraph(format!("%{} ({}) has no storage", id.0, node.op.name())))?;
-                Loc {
-                    elem: if matches!(input.elem, Elem::Word(_)) { Elem::Word(node.ty.dtype) } else { input.elem },
-                    ..input
-                }
-            }
+    for place in &linked.places {
+        let buffer = match place.block {
+            Block::Leaf(i) => &shared.leaves[i],
+            Block::State(i) => &shared.states[i],
+            Block::Arena(_) => continue,
         };
-        locs[id.index()] = Some(loc);
+        buffers.entry(place.block).or_insert_with(|| buffer.clone());
     }
-    let loc = |id: NodeId| locs[id.index()].ok_or_else(|| Error::InvalidGraph(format!("%{} has no storage", id.0)));
+    let loc = |id: NodeId| Loc::of(linked.place(id), backend.f16);
 
     let mut cache = backend.cache.lock().map_err(|_| Error::Backend("pipeline cache poisoned".into()))?;
     let mut specs = Vec::new();
@@ -297,7 +231,7 @@ fn build(backend: &WgpuBackend, plan: &Plan, weights: &Weights, shared: &mut Sha
     });
     let runtime = device.create_buffer(&wgpu::BufferDescriptor {
         label: Some("runtime scalars"),
-        size: (MAX_RUNTIME_SCALARS * 4) as u64,
+        size: SCALAR_TABLE_BYTES as u64,
         usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
         mapped_at_creation: false,
     });
@@ -305,11 +239,11 @@ fn build(backend: &WgpuBackend, plan: &Plan, weights: &Weights, shared: &mut Sha
     let mut dispatches = Vec::with_capacity(specs.len());
     for (k, (id, spec)) in specs.into_iter().enumerate() {
         let node = g.node(id);
-        let out = loc(id)?;
+        let out = loc(id);
         let mut ranges: Vec<Loc> = Vec::new();
         let mut input_binding = Vec::new();
         for &i in &node.inputs {
-            let l = loc(i)?;
+            let l = loc(i);
             // An input stored exactly where the output goes (in place, or a cache write) is
             // read through the output binding: WebGPU forbids aliasing writable bindings.
             let j = if l.buf == out.buf && l.offset == out.offset {
@@ -331,10 +265,8 @@ fn build(backend: &WgpuBackend, plan: &Plan, weights: &Weights, shared: &mut Sha
                 *j = out_binding;
             }
         }
-        let bindings: Vec<BindingKind> = ranges
-            .iter()
-            .map(|r| BindingKind { elem: r.elem, writable: matches!(r.buf, Buf::Arena(_) | Buf::State(_)) })
-            .collect();
+        let bindings: Vec<BindingKind> =
+            ranges.iter().map(|r| BindingKind { elem: r.elem, writable: r.buf.writable() }).collect();
         let key = PipelineKey {
             kernel: spec.name,
             defines: spec.defines.clone(),
@@ -386,21 +318,21 @@ fn build(backend: &WgpuBackend, plan: &Plan, weights: &Weights, shared: &mut Sha
         })
     };
     let mut inputs = Vec::new();
+    let mut states = HashMap::new();
     for id in g.ids() {
-        if let Op::Input(i) = &g.node(id).op {
-            inputs.push((i.name.clone(), i.ty.clone(), loc(id)?));
+        match &g.node(id).op {
+            Op::Input(i) => inputs.push((i.name.clone(), i.ty.clone(), loc(id))),
+            Op::State(s) => {
+                let l = loc(id);
+                states.insert(s.name.clone(), Readback { loc: l, ty: s.ty.clone(), staging: staging(l.size, &s.name) });
+            }
+            _ => {}
         }
     }
     let mut outputs = HashMap::new();
     for (name, id) in g.outputs() {
-        let l = loc(*id)?;
+        let l = loc(*id);
         outputs.insert(name.clone(), Readback { loc: l, ty: g.ty(*id).clone(), staging: staging(l.size, name) });
-    }
-    let mut states = HashMap::new();
-    for (name, (index, ty)) in state_index {
-        let l =
-            Loc { buf: Buf::State(index), offset: 0, size: pad4(ty.numel() as u64 * 4), elem: Elem::Word(ty.dtype) };
-        states.insert(name.clone(), Readback { loc: l, ty, staging: staging(l.size, &name) });
     }
     Ok(WgpuExecutable {
         device: device.clone(),

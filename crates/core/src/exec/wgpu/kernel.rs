@@ -16,6 +16,7 @@
 use std::fmt::Write;
 
 use super::params::KernelParams;
+use crate::exec::link::MAX_RUNTIME_SCALARS;
 use crate::ir::DType;
 
 /// Workgroup size of one-dimensional kernels (SwiftShader allows at most 256 invocations).
@@ -118,8 +119,8 @@ pub struct PipelineKey {
 /// Helpers every module gets (broadcast indexing, erf, GELU, ...).
 const COMMON: &str = include_str!("../../../../../kernels/common.wgsl");
 
-/// Most runtime scalars a graph may declare (four `vec4<u32>`).
-pub const MAX_RUNTIME_SCALARS: usize = 16;
+// The runtime scalars are read as whole `vec4<u32>`s.
+const _: () = assert!(MAX_RUNTIME_SCALARS.is_multiple_of(4));
 
 /// The WGSL module for `key` with the kernel `source`.
 pub fn module_source(key: &PipelineKey, source: &str) -> String {
@@ -129,7 +130,7 @@ pub fn module_source(key: &PipelineKey, source: &str) -> String {
     }
     s.push_str(key.params_wgsl);
     s.push_str("@group(0) @binding(0) var<uniform> p: Params;\n");
-    s.push_str("@group(0) @binding(1) var<uniform> runtime: array<vec4<u32>, 4>;\n");
+    let _ = writeln!(s, "@group(0) @binding(1) var<uniform> runtime: array<vec4<u32>, {}>;", MAX_RUNTIME_SCALARS / 4);
     s.push_str("fn runtime_scalar(i: u32) -> u32 { return runtime[i / 4u][i % 4u]; }\n");
     s.push_str(
         "fn linear_index(wid: vec3<u32>, nwg: vec3<u32>, lid: vec3<u32>) -> u32 {\n    \

@@ -1,10 +1,11 @@
 //! The wgpu arena executor: runs plans on any GPU through wgpu, natively (Vulkan, Metal,
 //! DX12) and in the browser (WebGPU).
 //!
-//! `compile` does all the allocation: the arena (split into buffers no larger than one
-//! binding may be), weights and constants, persistent buffers, one uniform buffer holding
-//! every dispatch's parameters (addressed by dynamic offsets), staging buffers for readback,
-//! pipelines (cached by [`PipelineKey`]) and bind groups. `run` only writes the inputs and the
+//! `compile` does all the allocation: a buffer per block the link layer placed values in
+//! (the arena's blocks, no larger than one binding may be; each weight and constant; each
+//! persistent buffer), one uniform buffer holding every dispatch's parameters (addressed by
+//! dynamic offsets), staging buffers for readback, pipelines (cached by [`PipelineKey`]) and
+//! bind groups. `run` only writes the inputs and the
 //! runtime scalars, records the dispatches in one command encoder and reads back the outputs
 //! asked for.
 

@@ -5,8 +5,8 @@ use std::collections::HashMap;
 
 use super::compile::{Readback, WgpuExecutable, decode, encode};
 use super::device::check_alive;
-use super::kernel::MAX_RUNTIME_SCALARS;
 use crate::error::{Error, Result};
+use crate::exec::link::scalar_table;
 use crate::exec::{BoxFuture, Executable};
 use crate::tensor::Tensor;
 
@@ -97,9 +97,7 @@ impl WgpuExecutable {
             t.expect_type(ty, &format!("input '{name}'"))?;
             uploads.push((loc, encode(t, loc.elem)));
         }
-        let values = self.graph.scalar_values(scalars)?;
-        let mut words = [0u32; MAX_RUNTIME_SCALARS];
-        words[..values.len()].copy_from_slice(&values);
+        let words = scalar_table(&self.graph, scalars)?;
         for (loc, bytes) in uploads {
             self.queue.write_buffer(&self.buffers[&loc.buf], loc.offset, &bytes);
         }

@@ -1,0 +1,222 @@
+use super::*;
+use crate::ops::Op;
+use crate::plan::{plan, plan_with};
+
+fn f32t(dims: &[usize]) -> TensorType {
+    TensorType::new(DType::F32, dims)
+}
+
+/// The options every plan of these tests is made with unless a test says otherwise.
+fn needs(plan: PlanOptions) -> Needs {
+    Needs { backend: "test", plan, wide_f16_leaves: false }
+}
+
+fn weights(pairs: &[(&str, Tensor)]) -> Weights {
+    pairs.iter().map(|(n, t)| (n.to_string(), t.clone())).collect()
+}
+
+/// `y = x * w (+ c)`, with the state `kv` of type `kv` when given.
+fn graph(name: &str, with_const: bool, kv: Option<TensorType>) -> Graph {
+    let mut g = Graph::new(name);
+    let x = g.input("x", f32t(&[4])).unwrap();
+    let w = g.param("w", f32t(&[4])).unwrap();
+    let mut y = g.mul(x, w).unwrap();
+    if with_const {
+        let c = g.constant(Tensor::f32([4], vec![1.0; 4]).unwrap());
+        y = g.add(y, c).unwrap();
+    }
+    if let Some(ty) = kv {
+        let s = g.state("kv", ty).unwrap();
+        g.output("kv", s).unwrap();
+    }
+    g.output("y", y).unwrap();
+    g
+}
+
+fn leaf_place(leaf: usize, bytes: usize, dtype: DType, f16_words: bool) -> Place {
+    Place { block: Block::Leaf(leaf), offset: 0, bytes, dtype, f16_words }
+}
+
+#[test]
+fn a_weight_two_plans_declare_is_one_leaf_and_each_constant_is_its_own() {
+    let (a, b) = (plan(graph("a", true, None)).unwrap(), plan(graph("b", true, None)).unwrap());
+    let w = weights(&[("w", Tensor::f32([4], vec![1.0, 2.0, 3.0, 4.0]).unwrap())]);
+    let link = Link::new(&[&a, &b], &w, &needs(PlanOptions::default())).unwrap();
+    // Node 1 is `w` and node 3 the constant in both graphs: w, a's constant, b's constant.
+    assert_eq!(link.leaves.iter().map(Leaf::label).collect::<Vec<_>>(), ["w", "const", "const"]);
+    assert!(std::ptr::eq(link.leaves[0].tensor(), &w["w"]), "the weight is borrowed, not copied");
+    for (p, constant) in [(0, 1), (1, 2)] {
+        assert_eq!(link.plans[p].place(NodeId(1)), leaf_place(0, 16, DType::F32, false));
+        assert_eq!(link.plans[p].place(NodeId(3)), leaf_place(constant, 16, DType::F32, false));
+    }
+    // The input lives in the arena, at the plan's offset.
+    assert_eq!(
+        link.plans[0].place(NodeId(0)),
+        Place { block: Block::Arena(0), offset: 0, bytes: 16, dtype: DType::F32, f16_words: false }
+    );
+    assert!(matches!(link.plans[0].plan, Cow::Borrowed(_)), "a plan made with the needed options is used as is");
+}
+
+#[test]
+fn weights_are_checked_in_every_plan_that_declares_them() {
+    let (a, b) = (plan(graph("a", false, None)).unwrap(), plan(graph("b", false, None)).unwrap());
+    let err = |w: &Weights| Link::new(&[&a, &b], w, &needs(PlanOptions::default())).unwrap_err().to_string();
+    assert_eq!(err(&Weights::new()), "bad run argument: weight 'w' was not supplied");
+    let wrong = weights(&[("w", Tensor::f32([3], vec![0.0; 3]).unwrap())]);
+    assert_eq!(err(&wrong), "bad run argument: weight 'w': expected f32[4], got f32[3]");
+}
+
+#[test]
+fn a_persistent_buffer_is_shared_by_name_and_must_have_one_type() {
+    let w = weights(&[("w", Tensor::f32([4], vec![0.0; 4]).unwrap())]);
+    let a = plan(graph("a", false, Some(f32t(&[4, 3])))).unwrap();
+    let b = plan(graph("b", false, Some(f32t(&[4, 3])))).unwrap();
+    let link = Link::new(&[&a, &b], &w, &needs(PlanOptions::default())).unwrap();
+    assert_eq!(link.states, [StateBuffer { name: "kv".into(), ty: f32t(&[4, 3]), f16_words: false }]);
+    let kv = Place { block: Block::State(0), offset: 0, bytes: 48, dtype: DType::F32, f16_words: false };
+    // `kv` is node 3 of both graphs (after x, w and the product).
+    assert_eq!((link.plans[0].place(NodeId(3)), link.plans[1].place(NodeId(3))), (kv, kv));
+    assert_eq!((link.state_of(1, "kv"), link.state_of(1, "nope")), (Some(0), None));
+
+    let other = plan(graph("b", false, Some(f32t(&[2, 3])))).unwrap();
+    let err = Link::new(&[&a, &other], &w, &needs(PlanOptions::default())).unwrap_err().to_string();
+    assert_eq!(err, "bad run argument: persistent buffer 'kv' is f32[4,3] in one graph and f32[2,3] in 'b'");
+}
+
+/// `y = -x` for 192 f32s: x (768 bytes, an input) is live where y is computed, so they cannot
+/// share bytes.
+fn neg_graph() -> Graph {
+    let mut g = Graph::new("split");
+    let x = g.input("x", f32t(&[192])).unwrap();
+    let y = g.neg(x).unwrap();
+    g.output("y", y).unwrap();
+    g
+}
+
+#[test]
+fn an_arena_above_the_limit_is_split_with_no_value_across_two_blocks() {
+    let limited = PlanOptions { max_buffer_bytes: 1024, f16_bytes: 2 };
+    let given = plan(neg_graph()).unwrap();
+    let none = Weights::new();
+    let link = Link::new(&[&given], &none, &needs(limited.clone())).unwrap();
+    let linked = &link.plans[0];
+    // Planned again: x at 0..768; y would take 768..1536 across the cut at 1024, so it starts
+    // the second block: an arena of 1792 bytes in blocks of 1024 and 768.
+    assert_eq!(linked.plan.options, limited);
+    assert_eq!(linked.arena, [1024, 768]);
+    let arena =
+        |block, bytes| Place { block: Block::Arena(block), offset: 0, bytes, dtype: DType::F32, f16_words: false };
+    assert_eq!(linked.places, [arena(0, 768), arena(1, 768)]);
+
+    // The default plan puts y at 768; claiming the limit without planning for it is an error.
+    let mut straddling = given.clone();
+    straddling.options = limited.clone();
+    let err = Link::new(&[&straddling], &none, &needs(limited)).unwrap_err().to_string();
+    assert_eq!(err, "invalid graph: graph 'split': %1: bytes 768..1536 do not lie in one arena block of 1024 bytes");
+}
+
+#[test]
+fn an_empty_arena_is_one_empty_block_and_a_zero_limit_is_an_error() {
+    let mut g = Graph::new("leaves");
+    let w = g.param("w", f32t(&[2])).unwrap();
+    g.output("w", w).unwrap();
+    let p = plan(g).unwrap();
+    let w = weights(&[("w", Tensor::f32([2], vec![1.0, 2.0]).unwrap())]);
+    assert_eq!(Link::new(&[&p], &w, &needs(PlanOptions::default())).unwrap().plans[0].arena, [0]);
+    let zero = needs(PlanOptions { max_buffer_bytes: 0, f16_bytes: 2 });
+    assert_eq!(
+        Link::new(&[&p], &w, &zero).unwrap_err().to_string(),
+        "backend error: test: arena blocks cannot be empty"
+    );
+    let odd = needs(PlanOptions { max_buffer_bytes: 1024, f16_bytes: 3 });
+    assert!(Link::new(&[&p], &w, &odd).unwrap_err().to_string().contains("cannot take 3 bytes"));
+}
+
+#[test]
+fn views_share_their_input_and_f16_words_follow_the_needs() {
+    let mut g = Graph::new("views");
+    let pos = g.scalar("pos");
+    let table = g.param("table", TensorType::new(DType::F16, [2, 3])).unwrap();
+    let flat = g.reshape(table, [6]).unwrap();
+    let kv = g.state("kv", TensorType::new(DType::F16, [4, 3])).unwrap();
+    let x = g.input("x", TensorType::new(DType::F16, [1, 3])).unwrap();
+    let written = g.kv_write(kv, x, 0, pos).unwrap();
+    g.output("flat", flat).unwrap();
+    g.output("written", written).unwrap();
+    let p = plan(g).unwrap();
+    let w = weights(&[("table", Tensor::from_f32(DType::F16, [2, 3], vec![0.5; 6]).unwrap())]);
+
+    // As f16 (the CPU backends): every value in its own bytes.
+    let link = Link::new(&[&p], &w, &needs(PlanOptions::default())).unwrap();
+    let linked = &link.plans[0];
+    assert_eq!(linked.place(flat), linked.place(table));
+    assert_eq!(linked.place(table), leaf_place(0, 12, DType::F16, false));
+    assert_eq!(linked.place(written), linked.place(kv));
+    assert_eq!(linked.place(kv).bytes, 24);
+    assert_eq!(linked.place(x).bytes, 6);
+
+    // Arena and states as f32 words, leaves widened too (CUDA's f32 products).
+    let wide = Needs {
+        backend: "test",
+        plan: PlanOptions { max_buffer_bytes: usize::MAX, f16_bytes: 4 },
+        wide_f16_leaves: true,
+    };
+    let link = Link::new(&[&p], &w, &wide).unwrap();
+    let linked = &link.plans[0];
+    assert!(matches!(linked.plan, Cow::Owned(_)), "planned again for 4-byte f16 values");
+    assert_eq!(linked.place(flat), leaf_place(0, 24, DType::F16, true));
+    assert_eq!(
+        linked.place(written),
+        Place { block: Block::State(0), offset: 0, bytes: 48, dtype: DType::F16, f16_words: true }
+    );
+    assert_eq!((linked.place(x).bytes, linked.place(x).f16_words), (12, true));
+    let words: Vec<f32> = bytemuck::pod_collect_to_vec(&link.leaves[0].stored());
+    assert_eq!(words, [0.5; 6]);
+}
+
+#[test]
+fn runtime_scalars_have_one_limit_and_fill_the_table_in_order() {
+    let many = |n: usize| {
+        let mut g = Graph::new("many");
+        for i in 0..n {
+            let s = g.scalar(&format!("s{i}"));
+            let v = g.read_scalar(s).unwrap();
+            g.output(&format!("v{i}"), v).unwrap();
+        }
+        plan(g).unwrap()
+    };
+    let fits = many(MAX_RUNTIME_SCALARS);
+    assert!(Link::new(&[&fits], &Weights::new(), &needs(PlanOptions::default())).is_ok());
+    let over = many(MAX_RUNTIME_SCALARS + 1);
+    let err = Link::new(&[&fits, &over], &Weights::new(), &needs(PlanOptions::default())).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "graph 'many' with 17 runtime scalars (at most 16) is not supported by the test backend"
+    );
+
+    let two = many(2);
+    let given = HashMap::from([("s1".to_string(), 7), ("s0".to_string(), 5)]);
+    let mut want = [0; MAX_RUNTIME_SCALARS];
+    want[..2].copy_from_slice(&[5, 7]);
+    assert_eq!(scalar_table(&two.graph, &given).unwrap(), want);
+    assert_eq!(SCALAR_TABLE_BYTES, 64);
+    let all: HashMap<String, u32> = (0..=MAX_RUNTIME_SCALARS).map(|i| (format!("s{i}"), 1)).collect();
+    let err = scalar_table(&over.graph, &all).unwrap_err().to_string();
+    assert_eq!(err, "invalid graph: graph 'many' has more than 16 runtime scalars");
+}
+
+#[test]
+fn plans_made_otherwise_are_planned_again_and_leaves_can_be_shared() {
+    let p = plan_with(neg_graph(), &PlanOptions { max_buffer_bytes: 1024, f16_bytes: 2 }).unwrap();
+    let none = Weights::new();
+    let link = Link::new(&[&p], &none, &needs(PlanOptions::default())).unwrap();
+    assert_eq!(link.plans[0].arena, [1536]);
+    assert_eq!(link.plans[0].place(NodeId(1)).offset, 768);
+
+    let c = plan(graph("c", true, None)).unwrap();
+    let w = weights(&[("w", Tensor::f32([4], vec![0.0; 4]).unwrap())]);
+    let link = Link::new(&[&c], &w, &needs(PlanOptions::default())).unwrap();
+    let Op::Const(constant) = &c.graph.node(NodeId(3)).op else { panic!("node 3 is the constant") };
+    assert!(Arc::ptr_eq(&link.leaves[1].shared(), &constant.value), "constants are shared, not copied");
+    assert_eq!(*link.leaves[0].shared(), w["w"]);
+}
