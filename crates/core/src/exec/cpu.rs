@@ -14,7 +14,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use super::link::{Block, Leaf, Link, LinkedPlan, Needs, Place, codec};
-use super::{Backend, BoxFuture, Executable, Weights, check_run_args};
+use super::{BlockingBackend, BoxFuture, Executable, Weights, check_run_args};
 use crate::error::{Error, Result};
 use crate::ir::{DType, NodeId, TensorType};
 use crate::ops::{EvalCtx, Op};
@@ -50,24 +50,14 @@ impl CpuBackend {
     }
 }
 
-impl Backend for CpuBackend {
+impl BlockingBackend for CpuBackend {
     fn name(&self) -> &'static str {
         "cpu"
     }
 
-    fn compile_linked<'a>(
-        &'a self,
-        plans: Vec<&'a Plan>,
-        weights: &'a Weights,
-    ) -> BoxFuture<'a, Vec<Box<dyn Executable>>> {
-        Box::pin(std::future::ready(self.build_linked(&plans, weights)))
-    }
-}
-
-impl CpuBackend {
     /// Builds every plan's executable around the program's leaves (weights held once) and
     /// persistent buffers, placed by the link layer with the default plan options.
-    fn build_linked(&self, plans: &[&Plan], weights: &Weights) -> Result<Vec<Box<dyn Executable>>> {
+    fn compile_linked_now(&self, plans: &[&Plan], weights: &Weights) -> Result<Vec<Box<dyn Executable>>> {
         let needs = Needs { backend: self.name(), plan: PlanOptions::default(), wide_f16_leaves: false };
         let link = Link::new(plans, weights, &needs)?;
         let leaves: Rc<[Arc<Tensor>]> = link.leaves.iter().map(Leaf::shared).collect();
@@ -75,7 +65,9 @@ impl CpuBackend {
         let mut widened = HashMap::new();
         link.plans.iter().map(|linked| self.build(&link, linked, weights, &leaves, &shared, &mut widened)).collect()
     }
+}
 
+impl CpuBackend {
     /// Widens f16 weights (into `widened`, shared by the linked executables) and allocates
     /// the arena's blocks.
     fn build(
@@ -372,6 +364,7 @@ impl Executable for CpuExecutable {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::exec::Backend;
     use crate::ir::{Graph, evaluate};
 
     #[test]

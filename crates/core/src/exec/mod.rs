@@ -115,3 +115,72 @@ pub fn check_run_args(
         })
         .collect()
 }
+
+/// A backend whose compilation finishes before it returns (the CPU backends, CUDA): it says
+/// this much and gets [`Backend`] from the blanket impl, so no backend writes the boxing.
+pub trait BlockingBackend {
+    /// See [`Backend::name`].
+    fn name(&self) -> &'static str;
+    /// See [`Backend::compile_linked`].
+    fn compile_linked_now(&self, plans: &[&Plan], weights: &Weights) -> Result<Vec<Box<dyn Executable>>>;
+}
+
+impl<B: BlockingBackend> Backend for B {
+    fn name(&self) -> &'static str {
+        BlockingBackend::name(self)
+    }
+
+    fn compile_linked<'a>(
+        &'a self,
+        plans: Vec<&'a Plan>,
+        weights: &'a Weights,
+    ) -> BoxFuture<'a, Vec<Box<dyn Executable>>> {
+        Box::pin(std::future::ready(self.compile_linked_now(&plans, weights)))
+    }
+}
+
+/// An executable whose runs finish before they return (the fast CPU backend, CUDA, which
+/// synchronises with its stream): it implements these and gets [`Executable`] from the
+/// blanket impl.
+pub trait BlockingExecutable {
+    /// See [`Executable::run`].
+    fn run_now(
+        &mut self,
+        inputs: &HashMap<String, Tensor>,
+        scalars: &HashMap<String, u32>,
+        outputs: &[&str],
+    ) -> Result<HashMap<String, Tensor>>;
+    /// See [`Executable::read_state`].
+    fn read_state_now(&mut self, name: &str) -> Result<Tensor>;
+    /// See [`Executable::run_repeatedly`].
+    fn run_repeatedly_now(
+        &mut self,
+        inputs: &HashMap<String, Tensor>,
+        scalars: &HashMap<String, u32>,
+        times: usize,
+    ) -> Result<()>;
+}
+
+impl<E: BlockingExecutable> Executable for E {
+    fn run<'a>(
+        &'a mut self,
+        inputs: &'a HashMap<String, Tensor>,
+        scalars: &'a HashMap<String, u32>,
+        outputs: &'a [&'a str],
+    ) -> BoxFuture<'a, HashMap<String, Tensor>> {
+        Box::pin(std::future::ready(self.run_now(inputs, scalars, outputs)))
+    }
+
+    fn read_state<'a>(&'a mut self, name: &'a str) -> BoxFuture<'a, Tensor> {
+        Box::pin(std::future::ready(self.read_state_now(name)))
+    }
+
+    fn run_repeatedly<'a>(
+        &'a mut self,
+        inputs: &'a HashMap<String, Tensor>,
+        scalars: &'a HashMap<String, u32>,
+        times: usize,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(std::future::ready(self.run_repeatedly_now(inputs, scalars, times)))
+    }
+}

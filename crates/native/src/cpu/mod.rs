@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use susurrus_core::exec::link::{Block, Leaf, Link, LinkedPlan, Needs, Place, StateBuffer, codec};
-use susurrus_core::exec::{Backend, BoxFuture, Executable, Weights, check_run_args};
+use susurrus_core::exec::{BlockingBackend, BlockingExecutable, Executable, Weights, check_run_args};
 use susurrus_core::ir::NodeId;
 use susurrus_core::ops::{EvalCtx, Op};
 use susurrus_core::plan::{Plan, PlanOptions};
@@ -98,17 +98,13 @@ impl FastCpuBackend {
     }
 }
 
-impl Backend for FastCpuBackend {
+impl BlockingBackend for FastCpuBackend {
     fn name(&self) -> &'static str {
         "cpu"
     }
 
-    fn compile_linked<'a>(
-        &'a self,
-        plans: Vec<&'a Plan>,
-        weights: &'a Weights,
-    ) -> BoxFuture<'a, Vec<Box<dyn Executable>>> {
-        Box::pin(std::future::ready(self.build_linked(&plans, weights)))
+    fn compile_linked_now(&self, plans: &[&Plan], weights: &Weights) -> Result<Vec<Box<dyn Executable>>> {
+        self.build_linked(plans, weights)
     }
 }
 
@@ -222,7 +218,7 @@ impl FastCpuExecutable {
         Ok(())
     }
 
-    fn run_now(
+    fn run_once(
         &mut self,
         inputs: &HashMap<String, Tensor>,
         scalars: &HashMap<String, u32>,
@@ -329,41 +325,37 @@ fn reference(step: &Step, op: &Op, bases: &Bases, scalars: &[u32]) -> Result<()>
     Ok(())
 }
 
-impl Executable for FastCpuExecutable {
-    fn run<'a>(
-        &'a mut self,
-        inputs: &'a HashMap<String, Tensor>,
-        scalars: &'a HashMap<String, u32>,
-        outputs: &'a [&'a str],
-    ) -> BoxFuture<'a, HashMap<String, Tensor>> {
-        Box::pin(async move { self.run_now(inputs, scalars, outputs) })
+impl BlockingExecutable for FastCpuExecutable {
+    fn run_now(
+        &mut self,
+        inputs: &HashMap<String, Tensor>,
+        scalars: &HashMap<String, u32>,
+        outputs: &[&str],
+    ) -> Result<HashMap<String, Tensor>> {
+        self.run_once(inputs, scalars, outputs)
     }
 
-    fn read_state<'a>(&'a mut self, name: &'a str) -> BoxFuture<'a, Tensor> {
-        Box::pin(async move {
-            let (i, s) = self.own_states.iter().find(|(_, s)| s.name == name).ok_or_else(|| {
-                Error::BadArgument(format!("graph '{}' has no persistent buffer '{name}'", self.plan.graph.name()))
-            })?;
-            let shared = self.shared.borrow();
-            let words = shared
-                .get(*i)
-                .and_then(Option::as_ref)
-                .ok_or_else(|| Error::Backend(format!("cpu: persistent buffer '{name}' is missing")))?;
-            codec::decode(bytemuck::cast_slice(words), &s.ty, s.f16_words)
-        })
+    fn read_state_now(&mut self, name: &str) -> Result<Tensor> {
+        let (i, s) = self.own_states.iter().find(|(_, s)| s.name == name).ok_or_else(|| {
+            Error::BadArgument(format!("graph '{}' has no persistent buffer '{name}'", self.plan.graph.name()))
+        })?;
+        let shared = self.shared.borrow();
+        let words = shared
+            .get(*i)
+            .and_then(Option::as_ref)
+            .ok_or_else(|| Error::Backend(format!("cpu: persistent buffer '{name}' is missing")))?;
+        codec::decode(bytemuck::cast_slice(words), &s.ty, s.f16_words)
     }
 
-    fn run_repeatedly<'a>(
-        &'a mut self,
-        inputs: &'a HashMap<String, Tensor>,
-        scalars: &'a HashMap<String, u32>,
+    fn run_repeatedly_now(
+        &mut self,
+        inputs: &HashMap<String, Tensor>,
+        scalars: &HashMap<String, u32>,
         times: usize,
-    ) -> BoxFuture<'a, ()> {
-        Box::pin(async move {
-            for _ in 0..times {
-                self.run_now(inputs, scalars, &[])?;
-            }
-            Ok(())
-        })
+    ) -> Result<()> {
+        for _ in 0..times {
+            self.run_once(inputs, scalars, &[])?;
+        }
+        Ok(())
     }
 }

@@ -30,19 +30,16 @@ pub use compile::{lower_program, needs, plan_options};
 pub use device::{CudaBackend, CudaOptions};
 pub use lower::Precision;
 
-use susurrus_core::exec::{Backend, BoxFuture, Executable, Weights};
+use susurrus_core::Result;
+use susurrus_core::exec::{BlockingBackend, Executable, Weights};
 use susurrus_core::plan::Plan;
 
-impl Backend for CudaBackend {
+impl BlockingBackend for CudaBackend {
     fn name(&self) -> &'static str {
         "cuda"
     }
 
-    fn compile_linked<'a>(
-        &'a self,
-        plans: Vec<&'a Plan>,
-        weights: &'a Weights,
-    ) -> BoxFuture<'a, Vec<Box<dyn Executable>>> {
-        Box::pin(async move { compile::compile_linked(self, &plans, weights) })
+    fn compile_linked_now(&self, plans: &[&Plan], weights: &Weights) -> Result<Vec<Box<dyn Executable>>> {
+        compile::compile_linked(self, plans, weights)
     }
 }

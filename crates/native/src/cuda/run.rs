@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaGraph, CudaStream, result, sys};
 use susurrus_core::exec::link::codec;
-use susurrus_core::exec::{BoxFuture, Executable, check_run_args};
+use susurrus_core::exec::{BlockingExecutable, check_run_args};
 use susurrus_core::ir::{Graph, NodeId, TensorType};
 use susurrus_core::{Error, Result, Tensor};
 
@@ -249,7 +249,9 @@ impl CudaExecutable {
     fn finish(&self) -> Result<()> {
         self.stream.synchronize().map_err(|e| driver(&format!("running '{}'", self.graph.name()), e))
     }
+}
 
+impl BlockingExecutable for CudaExecutable {
     fn run_now(
         &mut self,
         inputs: &HashMap<String, Tensor>,
@@ -278,7 +280,7 @@ impl CudaExecutable {
         Ok(values)
     }
 
-    fn read_state_now(&self, name: &str) -> Result<Tensor> {
+    fn read_state_now(&mut self, name: &str) -> Result<Tensor> {
         let declared =
             self.graph.nodes().iter().any(|n| matches!(&n.op, susurrus_core::ops::Op::State(s) if s.name == name));
         if !declared {
@@ -296,35 +298,18 @@ impl CudaExecutable {
             .map_err(|e| driver(&format!("reading persistent buffer '{name}'"), e))?;
         codec::decode(&bytes, &state.ty, state.f16_words)
     }
-}
 
-impl Executable for CudaExecutable {
-    fn run<'a>(
-        &'a mut self,
-        inputs: &'a HashMap<String, Tensor>,
-        scalars: &'a HashMap<String, u32>,
-        outputs: &'a [&'a str],
-    ) -> BoxFuture<'a, HashMap<String, Tensor>> {
-        Box::pin(async move { self.run_now(inputs, scalars, outputs) })
-    }
-
-    fn read_state<'a>(&'a mut self, name: &'a str) -> BoxFuture<'a, Tensor> {
-        Box::pin(async move { self.read_state_now(name) })
-    }
-
-    fn run_repeatedly<'a>(
-        &'a mut self,
-        inputs: &'a HashMap<String, Tensor>,
-        scalars: &'a HashMap<String, u32>,
+    fn run_repeatedly_now(
+        &mut self,
+        inputs: &HashMap<String, Tensor>,
+        scalars: &HashMap<String, u32>,
         times: usize,
-    ) -> BoxFuture<'a, ()> {
-        Box::pin(async move {
-            check_run_args(&self.graph, inputs, &[])?;
-            self.upload(inputs, scalars)?;
-            for _ in 0..times {
-                self.enqueue()?;
-            }
-            self.finish()
-        })
+    ) -> Result<()> {
+        check_run_args(&self.graph, inputs, &[])?;
+        self.upload(inputs, scalars)?;
+        for _ in 0..times {
+            self.enqueue()?;
+        }
+        self.finish()
     }
 }
