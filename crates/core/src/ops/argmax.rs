@@ -1,7 +1,6 @@
 //! Index of the largest value along an axis (the axis is removed), as u32. Ties pick the
 //! first index; NaN is treated as larger than every number.
 
-use super::reduce::split_at_axis;
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
 use crate::ir::{DType, Graph, NodeId, Shape, TensorType};
@@ -51,7 +50,7 @@ impl OpKind for Argmax {
     fn eval(&self, inputs: &[&Tensor], _: &EvalCtx) -> Result<Tensor> {
         let x = inputs[0];
         let ty = self.infer(&[&x.ty()])?;
-        let split = split_at_axis(x.shape(), self.axis);
+        let split = x.shape().split_at_axis(self.axis);
         // Integers compare exactly in i64; for floats NaN beats every number, not another NaN.
         let out = if x.dtype().is_float() {
             first_max(&x.to_f32(), split, |a, b| (a.is_nan() && !b.is_nan()) || a > b)

@@ -35,13 +35,6 @@ pub struct Reduce {
     pub keep_dim: bool,
 }
 
-/// Views `shape` as `[outer, n, inner]` around `axis` (`n` is the axis' size), so element
-/// `(o, k, i)` is at flat index `(o * n + k) * inner + i`. The caller checks `axis < rank`.
-pub(crate) fn split_at_axis(shape: &Shape, axis: usize) -> (usize, usize, usize) {
-    let dims = shape.dims();
-    (dims[..axis].iter().product(), dims[axis], dims[axis + 1..].iter().product())
-}
-
 impl OpKind for Reduce {
     fn name(&self) -> &'static str {
         self.kind.name()
@@ -69,7 +62,7 @@ impl OpKind for Reduce {
     fn eval(&self, inputs: &[&Tensor], _: &EvalCtx) -> Result<Tensor> {
         let x = inputs[0];
         let ty = self.infer(&[&x.ty()])?;
-        let (outer, n, inner) = split_at_axis(x.shape(), self.axis);
+        let (outer, n, inner) = x.shape().split_at_axis(self.axis);
         let v = x.to_f32();
         let mut out = Vec::with_capacity(outer * inner);
         for o in 0..outer {

@@ -64,6 +64,13 @@ impl Shape {
         Shape::broadcast(self, target).as_ref() == Some(target)
     }
 
+    /// `(outer, n, inner)`: the products of the dimensions before `axis`, `axis`'s own and the
+    /// products of those after it, the view every op along one axis works on (reductions,
+    /// argmax) and every backend lowers to.
+    pub fn split_at_axis(&self, axis: usize) -> (usize, usize, usize) {
+        (self.0[..axis].iter().product(), self.0[axis], self.0[axis + 1..].iter().product())
+    }
+
     /// Strides to read `self` as if it had shape `target` (0 on broadcast axes).
     /// The caller guarantees `self.broadcasts_to(target)`.
     pub fn broadcast_strides(&self, target: &Shape) -> Vec<usize> {

@@ -132,19 +132,13 @@ impl Rows {
     }
 }
 
-/// `[outer, n, inner]` around `axis` of the op's input.
-fn split(ctx: &LowerCtx, axis: usize) -> (usize, usize, usize) {
-    let dims = ctx.inputs[0].ty.shape.dims();
-    (dims[..axis].iter().product(), dims[axis], dims[axis + 1..].iter().product())
-}
-
 /// Whether runs of `n` values with `inner` between them get a block each.
 fn by_rows(n: usize, inner: usize) -> bool {
     inner == 1 && n >= ROW_MIN
 }
 
 pub fn reduce(op: &Reduce, ctx: &LowerCtx) -> Result<Vec<Launch>> {
-    let (outer, n, inner) = split(ctx, op.axis);
+    let (outer, n, inner) = ctx.inputs[0].ty.shape.split_at_axis(op.axis);
     let outputs = outer * inner;
     if outputs == 0 {
         return Ok(Vec::new());
@@ -184,7 +178,7 @@ pub fn reduce(op: &Reduce, ctx: &LowerCtx) -> Result<Vec<Launch>> {
 /// The first index of the largest value; NaN beats every number (the first NaN wins);
 /// integers compare in their own type.
 pub fn argmax(op: &Argmax, ctx: &LowerCtx) -> Result<Vec<Launch>> {
-    let (outer, n, inner) = split(ctx, op.axis);
+    let (outer, n, inner) = ctx.inputs[0].ty.shape.split_at_axis(op.axis);
     let outputs = outer * inner;
     if outputs == 0 {
         return Ok(Vec::new());

@@ -6,7 +6,6 @@ use super::{KernelCtx, Lowering};
 use crate::error::Result;
 use crate::exec::wgpu::{KernelSpec, WORKGROUP, grid};
 use crate::ir::DType;
-use crate::ops::reduce::split_at_axis;
 use crate::ops::{Argmax, Reduce, ReduceKind, Softmax};
 
 crate::kernel_params! {
@@ -20,7 +19,7 @@ crate::kernel_params! {
 }
 
 impl AxisParams {
-    /// The parameters of a `[outer, n, inner]` view (see [`split_at_axis`]).
+    /// The parameters of a `[outer, n, inner]` view (see [`Shape::split_at_axis`](crate::ir::Shape::split_at_axis)).
     pub fn new((outer, n, inner): (usize, usize, usize)) -> Self {
         AxisParams { n: n as u32, inner: inner as u32, outputs: (outer * inner) as u32 }
     }
@@ -55,7 +54,7 @@ pub fn axis_layout(spec: KernelSpec, (outer, n, inner): (usize, usize, usize)) -
 }
 
 pub fn reduce(op: &Reduce, ctx: &KernelCtx) -> Result<Lowering> {
-    let split = split_at_axis(&ctx.inputs[0].shape, op.axis);
+    let split = ctx.inputs[0].shape.split_at_axis(op.axis);
     let (combine, init, last) = match op.kind {
         ReduceKind::Sum => ("a + b", "0.0", "v"),
         ReduceKind::Mean => ("a + b", "0.0", "v / f32(p.n)"),
@@ -72,7 +71,7 @@ pub fn reduce(op: &Reduce, ctx: &KernelCtx) -> Result<Lowering> {
 
 pub fn argmax(op: &Argmax, ctx: &KernelCtx) -> Result<Lowering> {
     let x = ctx.inputs[0];
-    let split = split_at_axis(&x.shape, op.axis);
+    let split = x.shape.split_at_axis(op.axis);
     // Integers compare in their own type: u32 and i32 values beyond 2^24 collide in f32.
     let (t, load, greater) = match x.dtype {
         DType::F32 | DType::F16 => ("f32", "ld0", "(is_nan(a) && !is_nan(b)) || a > b"),
