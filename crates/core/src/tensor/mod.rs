@@ -58,8 +58,9 @@ pub struct Tensor {
     data: TensorData,
 }
 
-/// Weights by param name, supplied once at compile time. Defined with the tensors rather than
-/// with the backends that take them, so ops (whose harness cases carry weights) need no backend.
+/// Weights by param name, supplied once at compile time (`exec` names it too). Defined with
+/// the tensors, so code below the executors (the test kit's cases, the model's loaders) can
+/// name it without reaching into a backend module.
 pub type Weights = HashMap<String, Tensor>;
 
 impl Tensor {
