@@ -57,10 +57,8 @@ stage "cargo check -p susurrus-native --target aarch64-apple-darwin (macOS, Meta
 stage "cargo test --workspace: build" cargo test --workspace --no-run
 stage "setup: system packages, npm tools, NVRTC, the model (background)" wait_for_downloads
 stage "cargo test --workspace" cargo test --workspace
-# The browser suite builds in release, sharing the wasm dependencies with the package build
-# of the end-to-end tests.
-stage "browser: wasm-pack test --release --headless --chrome (crates/web)" \
-  bash -c 'cd crates/web && WASM_BINDGEN_TEST_TIMEOUT=900 wasm-pack test --mode no-install --release \
+stage "browser: wasm-pack test --headless --chrome (crates/web)" \
+  bash -c 'cd crates/web && WASM_BINDGEN_TEST_TIMEOUT=900 wasm-pack test --mode no-install \
     --headless --chrome --chromedriver /usr/bin/chromedriver'
 stage "browser end to end: the demo page and the npm package with the real model (tests/e2e)" \
   ./tests/e2e/run.sh
