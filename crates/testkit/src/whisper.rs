@@ -43,6 +43,34 @@ pub fn small_vocabulary() -> String {
     lines.join("\n") + "\n"
 }
 
+/// A `tokenizer.json` for the small model, numbered as [`small_vocabulary`]: the byte tokens
+/// and [`WORDS`] in `model.vocab`, [`SPECIALS`] as added tokens. It has no merges (the words
+/// would need their parts in the vocabulary), so text encodes to byte tokens; it lets tests
+/// (the browser's among them) encode through `tokenizers` without the real model.
+pub fn small_tokenizer_json() -> String {
+    let tokens = byte_to_char().into_iter().map(String::from).chain(WORDS.iter().map(|w| w.to_string()));
+    let vocab: serde_json::Map<String, serde_json::Value> = tokens.zip(0u32..).map(|(t, id)| (t, id.into())).collect();
+    let first_special = (256 + WORDS.len()) as u32;
+    let added: Vec<serde_json::Value> = SPECIALS
+        .iter()
+        .zip(first_special..)
+        .map(|(content, id)| {
+            serde_json::json!({"id": id, "content": content, "single_word": false, "lstrip": false,
+                               "rstrip": false, "normalized": false, "special": true})
+        })
+        .collect();
+    let byte_level = serde_json::json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true,
+                                        "use_regex": true});
+    serde_json::json!({
+        "version": "1.0",
+        "added_tokens": added,
+        "pre_tokenizer": byte_level,
+        "decoder": byte_level,
+        "model": {"type": "BPE", "vocab": vocab, "merges": []},
+    })
+    .to_string()
+}
+
 /// An English-only Whisper with 1 s windows (100 encoder positions), 64 wide, 2 + 2 layers,
 /// the vocabulary of [`small_vocabulary`] with timestamps.
 pub fn small_config() -> WhisperConfig {
@@ -97,6 +125,7 @@ pub fn small_model_files(seed: u64) -> Result<BTreeMap<String, Vec<u8>>> {
 mod tests {
     use super::*;
     use susurrus_whisper::files::load_files;
+    use susurrus_whisper::tokenizer::{SpecialTokens, Tokenizer};
 
     #[test]
     fn small_model_loads_with_its_config_and_tokens() {
@@ -111,5 +140,15 @@ mod tests {
             tokenizer.decode(&[256, 257], susurrus_whisper::tokenizer::SpecialTokens::Keep).unwrap(),
             " hello world"
         );
+    }
+
+    #[test]
+    fn small_tokenizer_json_matches_the_vocabulary_and_encodes() {
+        let vocabulary = Tokenizer::from_vocabulary(small_vocabulary().as_bytes(), "vocabulary.txt").unwrap();
+        let json = Tokenizer::from_tokenizer_json(small_tokenizer_json().as_bytes(), "tokenizer.json").unwrap();
+        assert_eq!(json.special_ids(), vocabulary.special_ids());
+        assert_eq!(json.vocab_size(), vocabulary.vocab_size());
+        assert_eq!(json.decode(&[256, 257], SpecialTokens::Keep).unwrap(), " hello world");
+        assert_eq!(json.encode(" hello<|endoftext|>").unwrap(), [32, 104, 101, 108, 108, 111, 260]);
     }
 }

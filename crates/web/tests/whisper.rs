@@ -8,8 +8,9 @@ mod support;
 
 use js_sys::{Array, Float32Array, Uint8Array};
 use support::*;
-use susurrus_testkit::whisper::small_model_files;
+use susurrus_testkit::whisper::{small_model_files, small_tokenizer_json, small_vocabulary};
 use susurrus_web::{Model, clear_model_cache, decode_audio, format_transcript};
+use susurrus_whisper::tokenizer::Tokenizer;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 use wasm_bindgen_test::{wasm_bindgen_test, wasm_bindgen_test_configure};
@@ -58,6 +59,16 @@ async fn small_model_gives_the_same_tokens_on_webgpu_and_cpu() {
     let tokens: usize = runs[0].iter().map(|s| s.2.len()).sum();
     assert!(tokens > 3, "the small model decoded almost nothing: {:?}", runs[0]);
     assert_eq!(runs[0], runs[1], "WebGPU and CPU differ");
+}
+
+/// `tokenizers` (fancy-regex, one thread) encodes in wasm as natively.
+#[wasm_bindgen_test]
+fn tokenizer_json_encodes_in_the_browser() {
+    let (vocabulary, json) = (small_vocabulary(), small_tokenizer_json());
+    let vocabulary = Some((vocabulary.as_bytes(), "vocabulary.txt"));
+    let tokenizer =
+        Tokenizer::from_files(vocabulary, Some((json.as_bytes(), "tokenizer.json")), "the small model").unwrap();
+    assert_eq!(tokenizer.encode(" hello<|endoftext|>").unwrap(), [32, 104, 101, 108, 108, 111, 260]);
 }
 
 #[wasm_bindgen_test]

@@ -1,16 +1,18 @@
 //! Reader of Hugging Face Whisper models (`model.safetensors`, `config.json` and, when present,
 //! `generation_config.json`).
 //!
-//! A safetensors file is a `u64` header length, a JSON header `{name: {dtype, shape,
-//! data_offsets}}` and the data section. The header is parsed here rather than by the
-//! `safetensors` crate so that every error can name the tensor and the absolute byte offset.
-//! The tensor names are already the canonical ones (`WhisperModel` checkpoints, saved without
-//! the `model.` prefix, get it added).
+//! The `safetensors` crate parses and validates the file (header, dtypes, offsets that cover
+//! the data section exactly). Its errors do not say which tensor or byte is wrong, so when it
+//! rejects a file the header is walked again here to name them. The tensor names are already
+//! the canonical ones (`WhisperModel` checkpoints, saved without the `model.` prefix, get it
+//! added).
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use half::bf16;
+use safetensors::tensor::{SafeTensorError, TensorInfo};
+use safetensors::{Dtype, SafeTensors};
 use serde::Deserialize;
 
 use crate::config::{GenerationConfig, LAYER_NORM_EPS, WhisperConfig};
@@ -26,8 +28,8 @@ const LEN_BYTES: usize = 8;
 #[derive(Clone, Debug)]
 pub struct SafeTensor<'a> {
     pub name: String,
-    /// `F32`, `F16` or `BF16` (the float types a Whisper checkpoint uses).
-    pub dtype: String,
+    /// F32, F16 or BF16 (the float types a Whisper checkpoint uses).
+    pub dtype: Dtype,
     pub dims: Vec<usize>,
     /// Absolute byte offset of the data in the file.
     pub offset: usize,
@@ -37,9 +39,9 @@ pub struct SafeTensor<'a> {
 impl SafeTensor<'_> {
     /// The tensor: f16 stays f16, f32 stays f32, bf16 widens exactly to f32.
     fn to_tensor(&self, file: &str) -> Result<Tensor> {
-        let made = match self.dtype.as_str() {
-            "F32" => Tensor::from_bytes(&TensorType::new(DType::F32, self.dims.clone()), self.data),
-            "F16" => Tensor::from_bytes(&TensorType::new(DType::F16, self.dims.clone()), self.data),
+        let made = match self.dtype {
+            Dtype::F32 => Tensor::from_bytes(&TensorType::new(DType::F32, self.dims.clone()), self.data),
+            Dtype::F16 => Tensor::from_bytes(&TensorType::new(DType::F16, self.dims.clone()), self.data),
             _ => {
                 let values = self.data.chunks_exact(2).map(|c| bf16::from_le_bytes([c[0], c[1]]).to_f32()).collect();
                 Tensor::f32(self.dims.clone(), values)
@@ -53,98 +55,113 @@ impl SafeTensor<'_> {
     }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct HeaderEntry {
-    dtype: String,
-    shape: Vec<usize>,
-    data_offsets: [usize; 2],
-}
-
-/// Parses a safetensors file; `file` names it in errors. Tensors must be F32, F16 or BF16,
-/// lie inside the data section and cover it exactly, without gaps or overlaps, so a truncated
-/// or padded file is an error.
+/// Parses a safetensors file with the `safetensors` crate; `file` names it in errors. Tensors
+/// must be F32, F16 or BF16; the crate requires that they cover the data section exactly,
+/// without gaps or overlaps, so a truncated or padded file is an error.
 pub fn parse_safetensors<'a>(bytes: &'a [u8], file: &str) -> Result<Vec<SafeTensor<'a>>> {
-    let len_bytes: [u8; LEN_BYTES] = bytes
-        .get(..LEN_BYTES)
-        .and_then(|b| b.try_into().ok())
-        .ok_or_else(|| model_error(file, format!("{} bytes are too few for the 8-byte header length", bytes.len())))?;
-    let header_len = u64::from_le_bytes(len_bytes);
-    let data_start = usize::try_from(header_len).ok().and_then(|n| n.checked_add(LEN_BYTES));
-    let Some(header) = data_start.and_then(|end| bytes.get(LEN_BYTES..end)) else {
-        return Err(model_error(
-            file,
-            format!("header length {header_len} at byte 0 runs past the end of the file ({} bytes)", bytes.len()),
-        ));
-    };
-    let data_start = LEN_BYTES + header.len();
-    let header = std::str::from_utf8(header)
-        .map_err(|e| model_error(file, format!("the header is not UTF-8 at byte {}", LEN_BYTES + e.valid_up_to())))?;
-    let entries: BTreeMap<String, serde_json::Value> = serde_json::from_str(header)
-        .map_err(|e| model_error(file, format!("bad header JSON (bytes 8..{data_start}): {e}")))?;
-    let data = bytes.get(data_start..).unwrap_or_default();
+    let (header_len, metadata) =
+        SafeTensors::read_metadata(bytes).map_err(|e| model_error(file, explain(bytes, &e)))?;
+    let data_start = LEN_BYTES + header_len;
     let mut tensors = Vec::new();
-    for (name, value) in entries {
-        if name == "__metadata__" {
-            continue;
-        }
-        let entry: HeaderEntry = serde_json::from_value(value)
-            .map_err(|e| model_error(file, format!("header entry of tensor {name}: {e}")))?;
-        if !matches!(entry.dtype.as_str(), "F32" | "F16" | "BF16") {
+    for (name, info) in metadata.tensors() {
+        if !matches!(info.dtype, Dtype::F32 | Dtype::F16 | Dtype::BF16) {
             return Err(model_error(
                 file,
-                format!("tensor {name}: dtype {} is not supported (F32, F16, BF16)", entry.dtype),
+                format!("tensor {name}: dtype {} is not supported (F32, F16, BF16)", info.dtype),
             ));
         }
-        let size = if entry.dtype == "F32" { 4 } else { 2 };
-        let [begin, end] = entry.data_offsets;
-        let Some(slice) = data.get(begin..end) else {
-            return Err(model_error(
-                file,
-                format!(
-                    "tensor {name}: data_offsets [{begin}, {end}] lie outside the data section (bytes {data_start}..{})",
-                    bytes.len()
-                ),
-            ));
-        };
-        if entry.shape.iter().try_fold(size, |acc: usize, &d| acc.checked_mul(d)) != Some(slice.len()) {
-            return Err(model_error(
-                file,
-                format!(
-                    "tensor {name} (data at byte {}): {} bytes do not match shape {:?} of {}",
-                    data_start + begin,
-                    slice.len(),
-                    entry.shape,
-                    entry.dtype
-                ),
-            ));
-        }
+        let (begin, end) = info.data_offsets;
+        // The crate has checked the offsets; this only keeps a slip from panicking.
+        let data = bytes.get(data_start + begin..data_start + end).ok_or_else(|| {
+            model_error(file, format!("tensor {name}: data_offsets [{begin}, {end}] lie outside the file"))
+        })?;
         tensors.push(SafeTensor {
             name,
-            dtype: entry.dtype,
-            dims: entry.shape,
+            dtype: info.dtype,
+            dims: info.shape.clone(),
             offset: data_start + begin,
-            data: slice,
+            data,
         });
     }
-    tensors.sort_by_key(|t| (t.offset, t.data.len()));
-    let mut covered = data_start;
-    for t in &tensors {
-        if t.offset != covered {
-            return Err(model_error(
-                file,
-                format!("{} does not start where the previous tensor ends (byte {covered})", t.describe()),
+    tensors.sort_by_key(|t| t.offset);
+    Ok(tensors)
+}
+
+/// What is wrong with a file the crate rejected, with the byte or tensor its error leaves out.
+fn explain(bytes: &[u8], error: &SafeTensorError) -> String {
+    let Some(header_len) = bytes.get(..LEN_BYTES).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes) else {
+        return format!("{} bytes are too few for the 8-byte header length", bytes.len());
+    };
+    let header = usize::try_from(header_len).ok().and_then(|n| bytes.get(LEN_BYTES..n.checked_add(LEN_BYTES)?));
+    let Some(header) = header else {
+        return format!("header length {header_len} at byte 0 runs past the end of the file ({} bytes)", bytes.len());
+    };
+    let data_start = LEN_BYTES + header.len();
+    match error {
+        SafeTensorError::HeaderTooLarge => {
+            format!("header length {header_len} at byte 0 is above the 100 MB the safetensors crate reads")
+        }
+        SafeTensorError::InvalidHeader(e) => format!("the header is not UTF-8 at byte {}", LEN_BYTES + e.valid_up_to()),
+        SafeTensorError::InvalidHeaderDeserialization(e) => {
+            bad_entry(header).unwrap_or_else(|| format!("bad header JSON (bytes 8..{data_start}): {e}"))
+        }
+        _ => misplaced(header, bytes.len()).unwrap_or_else(|| error.to_string()),
+    }
+}
+
+/// The header's entries: the tensors and, under `__metadata__`, free-form strings.
+fn header_entries(header: &[u8]) -> Option<BTreeMap<String, serde_json::Value>> {
+    serde_json::from_slice(header).ok()
+}
+
+/// The first tensor entry of a JSON header that is no tensor description.
+fn bad_entry(header: &[u8]) -> Option<String> {
+    header_entries(header)?.into_iter().filter(|(name, _)| name != "__metadata__").find_map(|(name, value)| {
+        let e = serde_json::from_value::<TensorInfo>(value).err()?;
+        Some(format!("header entry of tensor {name}: {e}"))
+    })
+}
+
+/// The first tensor, in data order, whose bytes are not where the header says or do not fit
+/// its shape, or the bytes no tensor covers; `file_len` bytes in all.
+fn misplaced(header: &[u8], file_len: usize) -> Option<String> {
+    let data_start = LEN_BYTES + header.len();
+    let data_len = file_len - data_start;
+    let mut tensors: Vec<(String, TensorInfo)> = header_entries(header)?
+        .into_iter()
+        .filter(|(name, _)| name != "__metadata__")
+        .filter_map(|(name, value)| Some((name, serde_json::from_value(value).ok()?)))
+        .collect();
+    tensors.sort_by_key(|(_, info)| info.data_offsets);
+    let mut covered = 0;
+    for (name, info) in &tensors {
+        let (begin, end) = info.data_offsets;
+        if begin != covered {
+            return Some(format!(
+                "tensor {name} (data at byte {}) does not start where the previous tensor ends (byte {})",
+                data_start + begin,
+                data_start + covered
             ));
         }
-        covered += t.data.len();
+        if end < begin || end > data_len {
+            return Some(format!(
+                "tensor {name}: data_offsets [{begin}, {end}] lie outside the data section (bytes {data_start}..{file_len})"
+            ));
+        }
+        let bits = info.shape.iter().try_fold(info.dtype.bitsize() as u128, |acc, &d| acc.checked_mul(d as u128));
+        if bits != Some((end - begin) as u128 * 8) {
+            return Some(format!(
+                "tensor {name} (data at byte {}): {} bytes do not match shape {:?} of {}",
+                data_start + begin,
+                end - begin,
+                info.shape,
+                info.dtype
+            ));
+        }
+        covered = end;
     }
-    if covered != bytes.len() {
-        return Err(model_error(
-            file,
-            format!("{} bytes after the last tensor, from byte {covered}", bytes.len() - covered),
-        ));
-    }
-    Ok(tensors)
+    (covered != data_len)
+        .then(|| format!("{} bytes after the last tensor, from byte {}", data_len - covered, data_start + covered))
 }
 
 /// The model settings of a Hugging Face `config.json`; the sizes are optional because the
