@@ -147,9 +147,13 @@ async fn bad_audio_and_options_are_errors_and_the_model_stays_usable() {
     assert_eq!(get(&empty, "text"), "");
     assert_eq!(Array::from(&get(&empty, "segments")).length(), 0);
 
-    // One transcription at a time: the second call while the first runs is refused.
+    // One transcription at a time: the second call while the first runs is refused. The first
+    // gets a minute of audio (60 one-second windows of the small model), so it runs long enough
+    // on the CPU executor to give the event loop a turn, whatever the build's speed.
     let audio: JsValue = test_audio().into();
-    let first = model.transcribe(audio.clone(), Some(greedy(&[])));
+    let clip = test_audio().to_vec();
+    let minute: Vec<f32> = clip.iter().copied().cycle().take(clip.len() * 20).collect();
+    let first = model.transcribe(Float32Array::from(minute.as_slice()).into(), Some(greedy(&[])));
     let second = settle(model.transcribe(audio.clone(), Some(greedy(&[])))).await;
     assert_eq!(
         error_message(&second.expect_err("busy")),
