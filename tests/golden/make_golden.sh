@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Regenerates tests/fixtures/golden/ (test speech from espeak-ng and faster-whisper's reference
-# outputs for it; see tests/golden/make_golden.py). Installs espeak-ng with apt-get when it is
-# missing (needs root), and takes the pinned venv and the model from scripts/. Re-runnable: the
-# same espeak-ng, venv and model give byte-identical fixtures (all but timing.json).
-# Extra arguments go to make_golden.py (e.g. --out DIR).
+# outputs for it; see tests/golden/make_golden.py): the tiny.en set, then the multilingual base
+# set in base/. Installs espeak-ng with apt-get when it is missing (needs root), and takes the
+# pinned venv and the models from scripts/. Re-runnable: the same espeak-ng, venv and models
+# give byte-identical fixtures (all but timing.json).
+#
+#   tests/golden/make_golden.sh [--set tiny.en|base] [make_golden.py options, e.g. --out DIR]
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -17,8 +19,15 @@ if ! command -v espeak-ng >/dev/null 2>&1; then
   fi
 fi
 
-python=$("${root}/scripts/python-venv.sh" | tail -n 1)
-model=$("${root}/scripts/fetch-model.sh" | tail -n 1)
+sets=(tiny.en base)
+if [ "${1:-}" = "--set" ]; then
+  sets=("$2")
+  shift 2
+fi
 
+python=$("${root}/scripts/python-venv.sh" | tail -n 1)
 cd "$root"
-exec "$python" tests/golden/make_golden.py --model "$model" "$@"
+for set in "${sets[@]}"; do
+  model=$("${root}/scripts/fetch-model.sh" "$set" | tail -n 1)
+  "$python" tests/golden/make_golden.py --set "$set" --model "$model" "$@"
+done

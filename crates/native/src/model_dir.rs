@@ -63,7 +63,8 @@ mod tests {
     #[test]
     fn the_default_is_the_fetch_scripts_folder() {
         let script = include_str!("../../../scripts/fetch-model.sh");
-        assert!(script.contains("model=\"${cache}/models/whisper-tiny.en-ct2\""), "{script}");
+        assert!(script.contains("name=${1:-tiny.en}"), "{script}");
+        assert!(script.contains("model=\"${cache}/models/whisper-${name}-ct2\""), "{script}");
         assert!(script.contains("cache=\"${HOME}/.cache/susurrus\""), "{script}");
         let home = std::env::home_dir().unwrap();
         assert_eq!(default_dir(), Some(home.join(".cache/susurrus/models/whisper-tiny.en-ct2")));

@@ -92,6 +92,7 @@ struct JsonTranscript<'a> {
     text: &'a str,
     segments: Vec<JsonSegment<'a>>,
     language: &'a str,
+    language_probability: f32,
     backend: &'a str,
     timings: &'a Timings,
 }
@@ -128,6 +129,7 @@ pub fn json(transcript: &Transcript, meta: &Meta) -> String {
             })
             .collect(),
         language: &transcript.language,
+        language_probability: transcript.language_probability,
         backend: meta.backend,
         timings: meta.timings,
     };
@@ -160,7 +162,7 @@ mod tests {
 
     fn transcript(segments: Vec<Segment>) -> Transcript {
         let text = segments.iter().map(|s| s.text.as_str()).collect();
-        Transcript { segments, text, language: "en".into(), duration: 9.5 }
+        Transcript { segments, text, language: "en".into(), language_probability: 1.0, duration: 9.5 }
     }
 
     fn timings() -> Timings {

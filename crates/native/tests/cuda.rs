@@ -4,7 +4,7 @@
 //! the default f16 tensor-core products the golden clips token for token; graph replay with
 //! changing runtime scalars; errors for a missing device and for memory the device lacks.
 
-use susurrus_testkit::golden;
+use susurrus_testkit::golden::{self, Set};
 
 use std::collections::HashMap;
 
@@ -39,13 +39,15 @@ fn every_op_case_matches_the_reference() {
 #[test]
 #[ignore = "needs an NVIDIA GPU: scripts/test-cuda.sh runs it"]
 fn golden_transcripts_match_reference_with_f16_products() {
-    golden::transcripts_match_reference(Box::new(backend(Precision::F16)), &golden::CLIPS);
+    golden::transcripts_match_reference(Box::new(backend(Precision::F16)), Set::TinyEn, &golden::CLIPS);
+    golden::transcripts_match_reference(Box::new(backend(Precision::F16)), Set::Base, &golden::MULTILINGUAL_CLIPS);
 }
 
 #[test]
 #[ignore = "needs an NVIDIA GPU: scripts/test-cuda.sh runs it"]
 fn golden_transcripts_match_reference_with_f32_products() {
-    golden::transcripts_match_reference(Box::new(backend(Precision::F32)), &golden::CLIPS);
+    golden::transcripts_match_reference(Box::new(backend(Precision::F32)), Set::TinyEn, &golden::CLIPS);
+    golden::transcripts_match_reference(Box::new(backend(Precision::F32)), Set::Base, &golden::MULTILINGUAL_CLIPS);
 }
 
 /// `y = concat(x, x) + position`: the first run launches step by step, later ones replay the

@@ -2,7 +2,7 @@
 //! reference interpreter computes the expected values) and every golden clip token for token
 //! against faster-whisper's transcripts (the same checks the core runs on its executors).
 
-use susurrus_testkit::golden;
+use susurrus_testkit::golden::{self, Set};
 
 use susurrus_native::cpu::FastCpuBackend;
 use susurrus_testkit::{CaseReport, check_backend, op_cases, summary_table};
@@ -39,5 +39,11 @@ fn zero_threads_is_refused() {
 
 #[test]
 fn golden_transcripts_match_reference() {
-    golden::transcripts_match_reference(Box::new(FastCpuBackend::new(None).unwrap()), &golden::CLIPS);
+    golden::transcripts_match_reference(Box::new(FastCpuBackend::new(None).unwrap()), Set::TinyEn, &golden::CLIPS);
+}
+
+#[test]
+fn multilingual_golden_transcripts_match_reference() {
+    let backend = Box::new(FastCpuBackend::new(None).unwrap());
+    golden::transcripts_match_reference(backend, Set::Base, &golden::MULTILINGUAL_CLIPS);
 }

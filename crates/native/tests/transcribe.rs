@@ -128,6 +128,7 @@ fn check_json_lines(out: &Output, clips: &[(&str, &str)], run: &str, backend: &s
         let got: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
         assert_eq!(got["file"], *file, "{line}");
         assert_eq!(got["language"], "en", "{line}");
+        assert_eq!(got["language_probability"], 1.0, "{line}");
         // The wgpu backend names its weight precision too (`wgpu-f16`).
         assert!(got["backend"].as_str().is_some_and(|b| b.split('-').next() == Some(backend)), "{line}");
         problems.extend(compare(&got, &reference(clip, run), &format!("{file} ({clip})")));

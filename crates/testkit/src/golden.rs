@@ -1,4 +1,4 @@
-//! Shared by the Whisper golden tests: the real model (fetched once by
+//! Shared by the Whisper golden tests: the real models (fetched once by
 //! scripts/fetch-model.sh), the committed fixtures of tests/fixtures/golden (made by
 //! tests/golden/make_golden.sh) and the backends the tests run on.
 
@@ -11,36 +11,85 @@ use serde_json::Value;
 use susurrus_core::exec::Backend;
 use susurrus_core::exec::cpu::CpuBackend;
 use susurrus_core::exec::wgpu::{WgpuBackend, WgpuOptions};
-use susurrus_whisper::{Event, TranscribeOptions, Whisper};
+use susurrus_whisper::{Event, Task, TranscribeOptions, Whisper};
 
 pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// The tiny.en CTranslate2 folder, fetched on first use (cached under ~/.cache/susurrus).
+/// A set of golden fixtures and the real model its reference outputs came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Set {
+    /// English-only tiny.en: `tests/fixtures/golden/`.
+    TinyEn,
+    /// Multilingual base: `tests/fixtures/golden/base/` (every language given, detected and
+    /// translated).
+    Base,
+}
+
+impl Set {
+    /// The model's name for scripts/fetch-model.sh.
+    pub fn model_name(self) -> &'static str {
+        match self {
+            Set::TinyEn => "tiny.en",
+            Set::Base => "base",
+        }
+    }
+
+    /// The model's CTranslate2 folder, fetched on first use (cached under ~/.cache/susurrus).
+    pub fn model_dir(self) -> PathBuf {
+        static DIRS: [OnceLock<PathBuf>; 2] = [OnceLock::new(), OnceLock::new()];
+        DIRS[self as usize]
+            .get_or_init(|| {
+                let out = std::process::Command::new(root().join("scripts/fetch-model.sh"))
+                    .arg(self.model_name())
+                    .current_dir(root())
+                    .output()
+                    .expect("scripts/fetch-model.sh runs");
+                assert!(out.status.success(), "fetch-model.sh failed: {}", String::from_utf8_lossy(&out.stderr));
+                let stdout = String::from_utf8(out.stdout).expect("the printed path is UTF-8");
+                PathBuf::from(stdout.lines().last().expect("fetch-model.sh prints the folder").trim())
+            })
+            .clone()
+    }
+
+    /// The folder of the set's fixtures.
+    pub fn dir(self) -> PathBuf {
+        let golden = root().join("tests/fixtures/golden");
+        match self {
+            Set::TinyEn => golden,
+            Set::Base => golden.join("base"),
+        }
+    }
+
+    /// The reference record of `clip` (`<clip>.json`).
+    pub fn fixture(self, clip: &str) -> Value {
+        let path = self.dir().join(format!("{clip}.json"));
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    }
+
+    /// The samples of the set's 16 kHz mono 16-bit PCM WAV `file`, scaled to [-1, 1) as the
+    /// reference reads them (`int16 / 32768`).
+    pub fn read_wav(self, file: &str) -> Vec<f32> {
+        let path = self.dir().join(file);
+        let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        pcm16_wav(&bytes, file)
+    }
+}
+
+/// The tiny.en CTranslate2 folder.
 pub fn model_dir() -> PathBuf {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let out = std::process::Command::new(root().join("scripts/fetch-model.sh"))
-            .current_dir(root())
-            .output()
-            .expect("scripts/fetch-model.sh runs");
-        assert!(out.status.success(), "fetch-model.sh failed: {}", String::from_utf8_lossy(&out.stderr));
-        let stdout = String::from_utf8(out.stdout).expect("the printed path is UTF-8");
-        PathBuf::from(stdout.lines().last().expect("fetch-model.sh prints the folder").trim())
-    })
-    .clone()
+    Set::TinyEn.model_dir()
 }
 
 pub fn fixture_dir() -> PathBuf {
-    root().join("tests/fixtures/golden")
+    Set::TinyEn.dir()
 }
 
-/// The reference record of `clip` (`<clip>.json`).
+/// The tiny.en reference record of `clip` (`<clip>.json`).
 pub fn fixture(clip: &str) -> Value {
-    let path = fixture_dir().join(format!("{clip}.json"));
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    Set::TinyEn.fixture(clip)
 }
 
 /// A little-endian f32 fixture file.
@@ -50,11 +99,12 @@ pub fn read_f32(file: &str) -> Vec<f32> {
     bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
 }
 
-/// The samples of a 16 kHz mono 16-bit PCM WAV fixture, scaled to [-1, 1) as the reference
-/// reads them (`int16 / 32768`).
+/// A tiny.en WAV fixture's samples (see [`Set::read_wav`]).
 pub fn read_wav(file: &str) -> Vec<f32> {
-    let path = fixture_dir().join(file);
-    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    Set::TinyEn.read_wav(file)
+}
+
+fn pcm16_wav(bytes: &[u8], file: &str) -> Vec<f32> {
     assert_eq!(&bytes[0..4], b"RIFF", "{file}");
     assert_eq!(&bytes[8..12], b"WAVE", "{file}");
     let mut at = 12;
@@ -115,15 +165,26 @@ pub const CLIPS: [&str; 6] = ["short_1", "short_2", "short_3", "noisy", "silence
 /// suite's time (the CPU backends run the same kernels' plans over every clip).
 pub const SHORT_CLIPS: [&str; 5] = ["short_1", "short_2", "short_3", "noisy", "silence"];
 
-/// The reference run's options as ours (greedy, English, the reference defaults otherwise).
+/// Every multilingual clip (German, Spanish, French, Japanese, English).
+pub const MULTILINGUAL_CLIPS: [&str; 5] = ["de", "es", "fr", "ja", "en"];
+
+/// The reference run's options as ours (greedy; the language, task, temperature, prompt and
+/// timestamps it names; the reference defaults otherwise).
 pub fn options(run: &Value) -> TranscribeOptions {
     let o = &run["options"];
     assert_eq!(o["beam_size"], 1, "the fixtures are greedy runs");
+    let defaults = TranscribeOptions::default();
     TranscribeOptions {
         language: o["language"].as_str().map(str::to_string),
+        task: match o["task"].as_str() {
+            None | Some("transcribe") => Task::Transcribe,
+            Some("translate") => Task::Translate,
+            Some(other) => panic!("unknown task {other}"),
+        },
+        temperatures: o["temperature"].as_f64().map_or(defaults.temperatures.clone(), |t| vec![t as f32]),
         timestamps: !o["without_timestamps"].as_bool().unwrap_or(false),
         initial_prompt: o["initial_prompt"].as_str().map(str::to_string),
-        ..TranscribeOptions::default()
+        ..defaults
     }
 }
 
@@ -150,6 +211,17 @@ pub fn check_run(whisper: &mut Whisper, clip: &str, run: &Value, pcm: &[f32]) ->
         transcript.segments.len()
     );
     let mut problems = Vec::new();
+    let info = &run["info"];
+    if transcript.language != info["language"].as_str().unwrap() {
+        problems.push(format!("{name}: language {}, reference {}", transcript.language, info["language"]));
+    }
+    let reference_probability = info["language_probability"].as_f64().unwrap();
+    if (transcript.language_probability as f64 - reference_probability).abs() > 1e-3 {
+        problems.push(format!(
+            "{name}: language probability {}, reference {reference_probability}",
+            transcript.language_probability
+        ));
+    }
     let want = run["segments"].as_array().unwrap();
     if transcript.segments.len() != want.len() || streamed != want.len() {
         problems.push(format!(
@@ -194,13 +266,20 @@ pub fn check_run(whisper: &mut Whisper, clip: &str, run: &Value, pcm: &[f32]) ->
     problems
 }
 
-/// Every run of the fixtures of `clips` on `backend`: panics listing every difference.
-pub fn transcripts_match_reference(backend: Box<dyn Backend>, clips: &[&str]) {
-    let mut whisper = pollster::block_on(Whisper::load_dir(backend, &model_dir())).unwrap();
+/// Every run of the fixtures of `clips` of `set` on `backend`, with the set's model:
+/// panics listing every difference.
+pub fn transcripts_match_reference(backend: Box<dyn Backend>, set: Set, clips: &[&str]) {
+    let whisper = pollster::block_on(Whisper::load_dir(backend, &set.model_dir())).unwrap();
+    model_matches_reference(whisper, set, clips);
+}
+
+/// Every run of the fixtures of `clips` of `set` on a model already loaded (the set's model
+/// in any form: a converted copy, say): panics listing every difference.
+pub fn model_matches_reference(mut whisper: Whisper, set: Set, clips: &[&str]) {
     let mut problems = Vec::new();
     for &clip in clips {
-        let record = fixture(clip);
-        let pcm = read_wav(record["audio"]["file"].as_str().unwrap());
+        let record = set.fixture(clip);
+        let pcm = set.read_wav(record["audio"]["file"].as_str().unwrap());
         for run in record["runs"].as_array().unwrap() {
             problems.extend(check_run(&mut whisper, clip, run, &pcm));
         }

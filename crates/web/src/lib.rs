@@ -76,7 +76,7 @@ export interface TranscribeOptions {
 }
 export interface Timings { decodeMs: number; transcribeMs: number; audioDurationS: number; rtf: number | null }
 export interface TranscribeResult {
-  text: string; segments: Segment[]; language: string;
+  text: string; segments: Segment[]; language: string; languageProbability: number;
   backend: "webgpu" | "cpu"; adapter: string; timings: Timings;
 }
 /** 16 kHz mono samples, an AudioBuffer, or an audio file's bytes (decoded with WebAudio). */

@@ -56,6 +56,8 @@ pub struct JsTranscript {
     pub text: String,
     pub segments: Vec<JsSegment>,
     pub language: String,
+    /// The detected language's probability (1 when the language was given).
+    pub language_probability: f32,
     /// `"webgpu"` or `"cpu"`.
     pub backend: String,
     pub adapter: String,
@@ -68,6 +70,7 @@ impl JsTranscript {
             text: t.text.clone(),
             segments: t.segments.iter().map(JsSegment::from).collect(),
             language: t.language.clone(),
+            language_probability: t.language_probability,
             backend: backend.to_string(),
             adapter: adapter.to_string(),
             timings: Timings {

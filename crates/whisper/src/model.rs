@@ -108,9 +108,11 @@ impl Whisper {
         }
     }
 
-    /// The most likely language token after `<|startoftranscript|>` on the window the encoder
-    /// last ran on (the reference detects on the first window).
-    pub(crate) async fn detect_language(&mut self) -> Result<String> {
+    /// The most likely language after `<|startoftranscript|>` on the window the encoder last
+    /// ran on, and its probability among the language tokens (the softmax of their logits
+    /// alone, as the reference computes it: the selection bans every other id, so the chosen
+    /// token's log-probability is exactly that).
+    pub(crate) async fn detect_language(&mut self) -> Result<(String, f32)> {
         let langs = self.tokenizer.languages();
         let (lo, hi) = match (langs.iter().map(|l| l.1).min(), langs.iter().map(|l| l.1).max()) {
             (Some(lo), Some(hi)) => (lo, hi + 1),
@@ -123,7 +125,7 @@ impl Whisper {
         langs
             .iter()
             .find(|l| l.1 == choice.token)
-            .map(|l| l.0.clone())
+            .map(|l| (l.0.clone(), choice.logprob.exp()))
             .ok_or_else(|| Error::backend(format!("language detection chose token {}", choice.token)))
     }
 }

@@ -52,6 +52,9 @@ pub struct Transcript {
     pub text: String,
     /// The language code decoded in.
     pub language: String,
+    /// The detected language's probability among all languages; 1 when the language was
+    /// given (or the model is English-only).
+    pub language_probability: f32,
     /// Seconds of audio.
     pub duration: f64,
 }
@@ -120,28 +123,37 @@ impl Whisper {
             all_tokens.extend(ids.map_err(|e| Error::bad_option(format!("initial_prompt: {e}")))?);
         }
         let mut prompt_reset_since = 0;
-        let mut language = self.fixed_language(options)?;
         let mut segments: Vec<Segment> = Vec::new();
         let mut rng = noise_rng(options.seed);
         let vocab = self.config.n_vocab as u32;
+
+        // The window the encoder holds, as (start, frames).
+        let mut encoded = None;
+        let (language, language_probability) = match self.fixed_language(options)? {
+            Some(language) => (language, 1.0),
+            None if content_frames == 0 => ("en".to_string(), 1.0),
+            None => {
+                // The reference detects on the first 3000 frames of the whole log-mel, the
+                // frame of the appended padding included, where the first window stops at
+                // the content: for audio under 30 s the two differ by that one frame.
+                let frames = mel.shape().dims()[1].min(n_frames);
+                self.program.encode(&window(&mel, 0, frames, n_frames)?, false).await?;
+                encoded = Some((0, frames));
+                self.detect_language().await?
+            }
+        };
+        let sot_sequence = self.sot_sequence(&language, options.task)?;
 
         let mut seek = 0;
         while seek < content_frames {
             let time_offset = seek as f64 * frame_seconds;
             let segment_size = n_frames.min(content_frames - seek);
             let segment_duration = segment_size as f64 * frame_seconds;
-            let mel_window = window(&mel, seek, segment_size, n_frames)?;
-            self.program.encode(&mel_window, false).await?;
+            if encoded != Some((seek, segment_size)) {
+                self.program.encode(&window(&mel, seek, segment_size, n_frames)?, false).await?;
+                encoded = Some((seek, segment_size));
+            }
 
-            let lang = match &language {
-                Some(l) => l.clone(),
-                None => {
-                    let l = self.detect_language().await?;
-                    language = Some(l.clone());
-                    l
-                }
-            };
-            let sot_sequence = self.sot_sequence(&lang, options.task)?;
             let previous = &all_tokens[prompt_reset_since..];
             let mut prompt = Vec::new();
             if !previous.is_empty() {
@@ -195,9 +207,7 @@ impl Whisper {
             self.progress(on_event, seek, content_frames, frame_seconds)?;
         }
         let text = segments.iter().map(|s| s.text.as_str()).collect();
-        // Without audio to detect from, a multilingual model's transcript is English.
-        let language = language.unwrap_or_else(|| "en".to_string());
-        Ok(Transcript { segments, text, language, duration })
+        Ok(Transcript { segments, text, language, language_probability, duration })
     }
 
     fn progress(
