@@ -35,16 +35,17 @@ report() {
 }
 trap report EXIT
 
-# Downloads (Debian packages, npm tools, NVRTC, the model) go on in the background while the
+# Downloads (Debian packages, npm tools, NVRTC, the models) go on in the background while the
 # compiler works in the foreground; the tests wait for them.
 downloads_log="${HOME}/.cache/susurrus/downloads.log"
 mkdir -p "$(dirname "$downloads_log")"
-(./scripts/setup.sh system node nvrtc && ./scripts/fetch-model.sh) >"$downloads_log" 2>&1 &
+(./scripts/setup.sh system node nvrtc && ./scripts/fetch-model.sh && ./scripts/fetch-model.sh base) \
+  >"$downloads_log" 2>&1 &
 downloads=$!
 wait_for_downloads() {
   if ! wait "$downloads"; then
     cat "$downloads_log" >&2
-    echo "test: setting up the system packages, npm tools, NVRTC or the model failed" >&2
+    echo "test: setting up the system packages, npm tools, NVRTC or the models failed" >&2
     return 1
   fi
   grep -v '^/' "$downloads_log" || true
@@ -58,7 +59,7 @@ stage "cargo clippy --workspace --all-targets (native, wasm32)" \
 stage "cargo check -p susurrus-native --target aarch64-apple-darwin (macOS, Metal)" \
   cargo check -p susurrus-native --target aarch64-apple-darwin
 stage "cargo test --workspace: build" cargo test --workspace --no-run
-stage "setup: system packages, npm tools, NVRTC, the model (background)" wait_for_downloads
+stage "setup: system packages, npm tools, NVRTC, the models (background)" wait_for_downloads
 stage "cargo test --workspace" cargo test --workspace
 stage "browser: wasm-pack test --headless --chrome (crates/web)" \
   bash -c 'cd crates/web && WASM_BINDGEN_TEST_TIMEOUT=900 wasm-pack test --mode no-install \

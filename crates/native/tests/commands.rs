@@ -6,6 +6,9 @@ use std::process::{Command, Output};
 use std::sync::OnceLock;
 
 use susurrus_core::ir::DType;
+use susurrus_native::cpu::FastCpuBackend;
+use susurrus_testkit::golden::{self, Set};
+use susurrus_whisper::Whisper;
 use susurrus_whisper::ct2::load_ct2_dir;
 use susurrus_whisper::hf::load_hf_dir;
 use susurrus_whisper::tokenizer::{SpecialTokens, Tokenizer};
@@ -158,6 +161,21 @@ fn convert_writes_a_hugging_face_folder_with_the_same_weights_in_f16() {
     assert_eq!(model["weights_file_bytes"], size("model.safetensors"));
     assert_eq!(model["parameters"], tiny_en_parameters());
     assert_eq!(model["dtypes"], serde_json::json!(["f16"]));
+    std::fs::remove_dir_all(dst.parent().unwrap()).unwrap();
+}
+
+/// The multilingual base model converted to the Hugging Face form (no vocabulary.txt: the
+/// tokenizer comes from tokenizer.json, whose id 50256 is the empty token) transcribes every
+/// multilingual golden run as the reference did with the CTranslate2 original.
+#[test]
+fn converted_multilingual_model_matches_the_reference() {
+    let dst = temp_dir("convert-base").join("base-hf");
+    assert_success(&susurrus(&["convert", s(&Set::Base.model_dir()), s(&dst)]));
+    assert!(!dst.join("vocabulary.txt").exists());
+    let backend = Box::new(FastCpuBackend::new(None).unwrap());
+    let whisper = pollster::block_on(Whisper::load_dir(backend, &dst)).unwrap();
+    assert_eq!(whisper.tokenizer().languages().len(), 99);
+    golden::model_matches_reference(whisper, Set::Base, &golden::MULTILINGUAL_CLIPS);
     std::fs::remove_dir_all(dst.parent().unwrap()).unwrap();
 }
 

@@ -4,7 +4,7 @@
 //! executor and on wgpu. tiny.en: every clip on the CPU, the short ones on wgpu (on lavapipe,
 //! a software GPU, the 133 s clip alone took most of the suite). The multilingual base model:
 //! German, Spanish, French, Japanese and English speech with the language given, detected,
-//! and translated, on both. The fixtures (audio made with espeak-ng, transcripts from
+//! and translated, every run on the CPU, one of each kind on wgpu. The fixtures (audio made with espeak-ng, transcripts from
 //! faster-whisper 1.2.1 / CTranslate2 4.8.5 greedy) come from tests/golden/make_golden.sh; the
 //! checks are in the test kit's `golden` module (the native crate runs them on its fast CPU
 //! backend and on CUDA too).
@@ -30,5 +30,5 @@ fn cpu_multilingual_transcripts_match_reference() {
 
 #[test]
 fn wgpu_multilingual_transcripts_match_reference() {
-    transcripts_match_reference(Box::new(golden::wgpu()), Set::Base, &golden::MULTILINGUAL_CLIPS);
+    transcripts_match_reference(Box::new(golden::wgpu()), Set::Base, &golden::MULTILINGUAL_RUNS);
 }
