@@ -65,7 +65,8 @@ export async function useEverything(files: FileList, chosen: File[], blob: Blob)
   const { decodeMs, transcribeMs, audioDurationS } = result.timings;
   const first: Segment | undefined = result.segments[0];
   const backendRan: "webgpu" | "cpu" = result.backend;
-  lines.push(`${result.language} ${result.adapter} ${backendRan} ${decodeMs + transcribeMs + audioDurationS} ${rtf ?? "n/a"} ${first?.text ?? ""}`);
+  const languageProbability: number = result.languageProbability;
+  lines.push(`${result.language} ${languageProbability.toFixed(3)} ${result.adapter} ${backendRan} ${decodeMs + transcribeMs + audioDurationS} ${rtf ?? "n/a"} ${first?.text ?? ""}`);
   for (const format of ["txt", "srt", "vtt", "json"] as const) lines.push(formatTranscript(result, format));
   const cleared: boolean = await clearModelCache();
   const packageVersion: string = version();
