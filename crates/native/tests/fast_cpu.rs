@@ -5,6 +5,8 @@
 use susurrus_testkit::golden::{self, Set};
 
 use susurrus_native::cpu::FastCpuBackend;
+use susurrus_testkit::shapes::real_width_model_matches_reference;
+use susurrus_testkit::whisper::Architecture;
 use susurrus_testkit::{CaseReport, check_backend, op_cases, summary_table};
 
 #[test]
@@ -46,4 +48,14 @@ fn golden_transcripts_match_reference() {
 fn multilingual_golden_transcripts_match_reference() {
     let backend = Box::new(FastCpuBackend::new(None).unwrap());
     golden::transcripts_match_reference(backend, Set::Base, &golden::MULTILINGUAL_CLIPS);
+}
+
+/// The larger sizes at their real widths (random weights, one layer each side) against the
+/// reference executor (`susurrus_testkit::shapes`).
+#[test]
+fn real_width_models_match_the_reference() {
+    let backend = FastCpuBackend::new(None).unwrap();
+    for arch in [Architecture::Small, Architecture::Medium, Architecture::LargeV3] {
+        real_width_model_matches_reference(&backend, arch, 1);
+    }
 }

@@ -9,8 +9,9 @@
 //! real plan / compile / run path and compares every output and written state with
 //! [`susurrus_core::ir::evaluate`]. It lives in the library, not in a test, so every backend (the CPU
 //! executor, wgpu natively and in the browser, CUDA) runs the same cases with one loop.
-//! [`golden`] holds the checks of the real tiny.en model against the committed reference
-//! fixtures, shared by the whisper and native crates' tests.
+//! [`golden`] holds the checks of the real models (tiny.en, multilingual base) against the
+//! committed reference fixtures, shared by the whisper and native crates' tests; [`shapes`]
+//! runs random-weight models at the real widths of the larger sizes on any backend.
 
 pub mod cases;
 pub mod check;
@@ -18,6 +19,8 @@ pub mod compare;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod golden;
 pub mod random;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod shapes;
 pub mod whisper;
 
 pub use cases::{CaseRun, OpCase, op_cases};

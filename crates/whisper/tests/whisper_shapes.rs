@@ -1,0 +1,24 @@
+//! The larger Whisper sizes, which exist nowhere here as files, at their real widths (small
+//! 768 wide with 12 heads, medium 1024 with 16, large-v3 1280 with 20 heads, 128 mels and
+//! 51866 tokens; large-v3-turbo has large-v3's widths) with random weights and one layer each
+//! side: on wgpu (lavapipe here) the encoder output and the decoder's choices equal the CPU
+//! reference executor's (`susurrus_testkit::shapes`).
+
+use susurrus_testkit::golden;
+use susurrus_testkit::shapes::real_width_model_matches_reference;
+use susurrus_testkit::whisper::Architecture;
+
+#[test]
+fn small_width_on_wgpu() {
+    real_width_model_matches_reference(&golden::wgpu(), Architecture::Small, 1);
+}
+
+#[test]
+fn medium_width_on_wgpu() {
+    real_width_model_matches_reference(&golden::wgpu(), Architecture::Medium, 1);
+}
+
+#[test]
+fn large_v3_width_on_wgpu() {
+    real_width_model_matches_reference(&golden::wgpu(), Architecture::LargeV3, 1);
+}
