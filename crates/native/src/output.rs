@@ -184,7 +184,7 @@ mod tests {
         let empty = Transcript { duration: 0.0, ..empty };
         assert_eq!(
             render(Format::Json, &empty, &meta(&zero)),
-            "{\"file\":\"clips/a.wav\",\"text\":\"\",\"segments\":[],\"language\":\"en\",\"backend\":\"cpu\",\
+            "{\"file\":\"clips/a.wav\",\"text\":\"\",\"segments\":[],\"language\":\"en\",\"language_probability\":1.0,\"backend\":\"cpu\",\
              \"timings\":{\"load_ms\":0.0,\"audio_ms\":0.0,\"transcribe_ms\":0.0,\"audio_duration_s\":0.0,\
              \"rtf\":null}}\n"
         );
@@ -199,7 +199,7 @@ mod tests {
             "{\"file\":\"clips/a.wav\",\"text\":\" Hello \\\"there\\\".\",\"segments\":[{\"start\":0.0,\"end\":5.12,\
              \"text\":\" Hello \\\"there\\\".\",\"tokens\":[50363,15496,50619],\"avg_logprob\":-0.25,\
              \"no_speech_prob\":0.5,\"temperature\":0.0,\"compression_ratio\":1.5}],\"language\":\"en\",\
-             \"backend\":\"cpu\",\"timings\":{\"load_ms\":1500.0,\"audio_ms\":20.0,\"transcribe_ms\":4750.0,\
+             \"language_probability\":1.0,\"backend\":\"cpu\",\"timings\":{\"load_ms\":1500.0,\"audio_ms\":20.0,\"transcribe_ms\":4750.0,\
              \"audio_duration_s\":9.5,\"rtf\":0.5}}\n"
         );
     }

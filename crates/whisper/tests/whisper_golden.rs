@@ -9,6 +9,7 @@
 //! checks are in the test kit's `golden` module (the native crate runs them on its fast CPU
 //! backend and on CUDA too).
 
+use susurrus_core::exec::wgpu::{WgpuBackend, WgpuOptions};
 use susurrus_testkit::golden;
 
 use golden::{Set, transcripts_match_reference};
@@ -31,4 +32,14 @@ fn cpu_multilingual_transcripts_match_reference() {
 #[test]
 fn wgpu_multilingual_transcripts_match_reference() {
     transcripts_match_reference(Box::new(golden::wgpu()), Set::Base, &golden::MULTILINGUAL_RUNS);
+}
+
+/// Buffers of at most 16 MiB: the 40 MB token embedding is read as three blocks of rows and
+/// each arena as blocks of 16 MiB (what a browser's 128 MiB binding limit does to large-v3),
+/// and the transcript is still the reference's.
+#[test]
+fn wgpu_with_small_buffers_matches_reference() {
+    let options = WgpuOptions { max_buffer_bytes: Some(16 << 20), ..WgpuOptions::default() };
+    let backend = pollster::block_on(WgpuBackend::with_options(&options)).unwrap();
+    transcripts_match_reference(Box::new(backend), Set::TinyEn, &["short_2/default"]);
 }

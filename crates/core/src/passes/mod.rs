@@ -12,6 +12,7 @@ mod fuse_elementwise;
 mod fuse_matmul;
 mod pattern;
 mod permute_as_reshape;
+pub mod split_weights;
 
 pub use dce::DeadCodeElimination;
 pub use fold::{ConstantFolding, MAX_FOLDED_ELEMENTS};

@@ -6,6 +6,9 @@
 //!
 //! - the leaves: one per weight name, shared by every plan that declares it and checked
 //!   against the supplied tensor in each (so a backend uploads it once), and one per constant;
+//!   a weight larger than the backend's block limit is split into blocks of rows, each a leaf
+//!   of its own, and the plans that read it are rewritten to read the blocks
+//!   ([`crate::passes::split_weights`]);
 //! - the persistent buffers: one per name, shared by the plans, which must agree on its type;
 //! - each plan's arena, split into blocks no larger than the backend's limit (the planner
 //!   placed values so that none straddles two; checked here);
@@ -96,6 +99,9 @@ pub struct Leaf<'w> {
 pub enum LeafValue<'w> {
     /// The supplied weight of this name.
     Weight { name: String, tensor: &'w Tensor },
+    /// Rows of a supplied weight too large for one of the backend's buffers, cut from it
+    /// ([`crate::passes::split_weights`] named them `weight[lo..hi]`).
+    Rows { name: String, tensor: Arc<Tensor> },
     /// A constant of a graph (shared with the graph, not copied).
     Const(Arc<Tensor>),
 }
@@ -104,14 +110,14 @@ impl Leaf<'_> {
     pub fn tensor(&self) -> &Tensor {
         match &self.value {
             LeafValue::Weight { tensor, .. } => tensor,
-            LeafValue::Const(t) => t,
+            LeafValue::Rows { tensor, .. } | LeafValue::Const(tensor) => tensor,
         }
     }
 
     /// A label for device buffers: the weight's name, or `const`.
     pub fn label(&self) -> &str {
         match &self.value {
-            LeafValue::Weight { name, .. } => name,
+            LeafValue::Weight { name, .. } | LeafValue::Rows { name, .. } => name,
             LeafValue::Const(_) => "const",
         }
     }
@@ -131,7 +137,7 @@ impl Leaf<'_> {
     pub fn shared(&self) -> Arc<Tensor> {
         match &self.value {
             LeafValue::Weight { tensor, .. } => Arc::new((*tensor).clone()),
-            LeafValue::Const(t) => Arc::clone(t),
+            LeafValue::Rows { tensor, .. } | LeafValue::Const(tensor) => Arc::clone(tensor),
         }
     }
 }

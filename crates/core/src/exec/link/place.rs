@@ -5,11 +5,13 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::codec;
 use super::{Block, Leaf, LeafValue, Link, LinkedPlan, MAX_RUNTIME_SCALARS, Needs, Place, StateBuffer};
 use crate::error::{Error, Result};
 use crate::exec::Weights;
-use crate::ir::{DType, NodeId};
+use crate::ir::{DType, NodeId, TensorType};
 use crate::ops::{Const, Op, Param};
+use crate::passes::split_weights::{BufferLimit, WeightRows, split_weights};
 use crate::plan::{Plan, Storage, plan_with};
 use crate::tensor::Tensor;
 
@@ -36,8 +38,20 @@ pub(super) fn link<'w>(plans: &[&'w Plan], weights: &'w Weights, needs: &Needs) 
         states,
         leaves: Vec::new(),
         weight_leaf: HashMap::new(),
+        rows: HashMap::new(),
     };
     let plans = plans.iter().map(|plan| linker.plan(plan)).collect::<Result<_>>()?;
+    // No block above the limit: weights were split into rows, arenas into blocks; a constant
+    // or persistent buffer that large has no split.
+    let limit = needs.plan.max_buffer_bytes;
+    let leaves = linker.leaves.iter().map(|l| (l.label(), l.bytes()));
+    let states = linker.states.iter().map(|s| (s.name.as_str(), s.bytes()));
+    if let Some((name, bytes)) = leaves.chain(states).find(|&(_, bytes)| bytes > limit) {
+        return Err(Error::Unsupported {
+            op: format!("'{name}' of {bytes} bytes, more than one buffer's {limit},"),
+            backend: needs.backend.to_string(),
+        });
+    }
     Ok(Link { leaves: linker.leaves, states: linker.states, plans })
 }
 
@@ -93,6 +107,8 @@ struct Linker<'n, 'w> {
     state_index: HashMap<String, usize>,
     leaves: Vec<Leaf<'w>>,
     weight_leaf: HashMap<String, usize>,
+    /// The row blocks of weights too large for one block, by block name.
+    rows: HashMap<String, WeightRows>,
 }
 
 impl<'w> Linker<'_, 'w> {
@@ -108,10 +124,17 @@ impl<'w> Linker<'_, 'w> {
                 backend: self.needs.backend.to_string(),
             });
         }
-        let plan = if given.options == self.needs.plan {
-            Cow::Borrowed(given)
-        } else {
-            Cow::Owned(plan_with(g.clone(), &self.needs.plan)?)
+        let wide = self.needs.wide_f16_leaves;
+        let stored = |ty: &TensorType| codec::stored_size(ty, wide && ty.dtype == DType::F16);
+        let limit =
+            BufferLimit { backend: self.needs.backend, bytes: self.needs.plan.max_buffer_bytes, stored: &stored };
+        let plan = match split_weights(g, &limit)? {
+            Some((split, rows)) => {
+                self.rows.extend(rows.into_iter().map(|r| (r.name.clone(), r)));
+                Cow::Owned(plan_with(split, &self.needs.plan)?)
+            }
+            None if given.options == self.needs.plan => Cow::Borrowed(given),
+            None => Cow::Owned(plan_with(g.clone(), &self.needs.plan)?),
         };
         let arena = arena_blocks(plan.report.arena_bytes, plan.options.max_buffer_bytes);
         let mut places: Vec<Place> = Vec::with_capacity(g.len());
@@ -179,18 +202,32 @@ impl<'w> Linker<'_, 'w> {
         })
     }
 
-    /// The place of weight `p`, a new leaf the first time its name is seen.
+    /// The place of weight `p`, a new leaf the first time its name is seen (rows cut from the
+    /// supplied weight, once, for a block of a split one).
     fn weight(&mut self, p: &Param) -> Result<Place> {
-        let tensor = supplied_weight(self.weights, p)?;
-        let leaf = match self.weight_leaf.get(&p.name) {
-            Some(&leaf) => leaf,
+        if let Some(&leaf) = self.weight_leaf.get(&p.name) {
+            // Every plan's declaration is checked against what the leaf holds.
+            self.leaves[leaf].tensor().expect_type(&p.ty, &format!("weight '{}'", p.name))?;
+            return Ok(self.leaf_place(leaf));
+        }
+        let (value, dtype) = match self.rows.get(&p.name) {
+            Some(rows) => {
+                let whole = self
+                    .weights
+                    .get(&rows.of)
+                    .ok_or_else(|| Error::BadArgument(format!("weight '{}' was not supplied", rows.of)))?;
+                let tensor = rows.cut(whole)?;
+                tensor.expect_type(&p.ty, &format!("weight '{}'", p.name))?;
+                let dtype = tensor.dtype();
+                (LeafValue::Rows { name: p.name.clone(), tensor: Arc::new(tensor) }, dtype)
+            }
             None => {
-                let value = LeafValue::Weight { name: p.name.clone(), tensor };
-                let leaf = self.push_leaf(value, tensor.dtype());
-                self.weight_leaf.insert(p.name.clone(), leaf);
-                leaf
+                let tensor = supplied_weight(self.weights, p)?;
+                (LeafValue::Weight { name: p.name.clone(), tensor }, tensor.dtype())
             }
         };
+        let leaf = self.push_leaf(value, dtype);
+        self.weight_leaf.insert(p.name.clone(), leaf);
         Ok(self.leaf_place(leaf))
     }
 

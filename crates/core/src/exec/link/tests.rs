@@ -220,3 +220,62 @@ fn plans_made_otherwise_are_planned_again_and_leaves_can_be_shared() {
     assert!(Arc::ptr_eq(&link.leaves[1].shared(), &constant.value), "constants are shared, not copied");
     assert_eq!(*link.leaves[0].shared(), w["w"]);
 }
+
+/// An embedding read by a gather and a linear layer, in two plans.
+fn embedding_graph(name: &str) -> Graph {
+    let mut g = Graph::new(name);
+    let ids = g.input("ids", TensorType::new(DType::U32, [1])).unwrap();
+    let table = g.param("table", TensorType::new(DType::F16, [48, 8])).unwrap();
+    let rows = g.gather(table, ids).unwrap();
+    let rows = g.cast(rows, DType::F32).unwrap();
+    let logits = g.matmul_t(rows, table).unwrap();
+    g.output("logits", logits).unwrap();
+    g
+}
+
+#[test]
+fn a_weight_above_the_limit_is_leaves_of_rows_that_every_plan_shares() {
+    let (a, b) = (plan(embedding_graph("a")).unwrap(), plan(embedding_graph("b")).unwrap());
+    let table = Tensor::from_f32(DType::F16, [48, 8], (0..384).map(|i| i as f32).collect()).unwrap();
+    let w = weights(&[("table", table.clone())]);
+    // 16 bytes a row as f16, 768 in all: three blocks of 16 rows within 256 bytes.
+    let limited = PlanOptions { max_buffer_bytes: 256, f16_bytes: 4 };
+    let link = Link::new(&[&a, &b], &w, &needs(limited.clone())).unwrap();
+    let labels: Vec<&str> = link.leaves.iter().map(Leaf::label).collect();
+    assert_eq!(labels[..3], ["table[0..16]", "table[16..32]", "table[32..48]"]);
+    assert!(link.leaves.iter().all(|l| l.label() != "table" && l.bytes() <= 256), "{labels:?}");
+    assert_eq!(link.leaves[1].tensor().to_f32(), table.to_f32()[128..256]);
+    // Plan b reads the same three leaves.
+    let leaves_of = |p: &LinkedPlan| {
+        let mut l: Vec<usize> = p
+            .places
+            .iter()
+            .filter_map(|pl| match pl.block {
+                Block::Leaf(i) if link.leaves[i].label().starts_with("table") => Some(i),
+                _ => None,
+            })
+            .collect();
+        l.dedup();
+        l
+    };
+    assert_eq!(leaves_of(&link.plans[0]), [0, 1, 2]);
+    assert_eq!(leaves_of(&link.plans[1]), [0, 1, 2]);
+
+    let wide = Needs { wide_f16_leaves: true, ..needs(limited) };
+    let link = Link::new(&[&a], &w, &wide).unwrap();
+    let blocks: Vec<&str> = link.leaves.iter().map(Leaf::label).filter(|l| l.starts_with("table")).collect();
+    // As f32 words (CUDA's f32 products) a row takes 32 bytes: six blocks of 8 rows.
+    assert_eq!(
+        blocks,
+        ["table[0..8]", "table[8..16]", "table[16..24]", "table[24..32]", "table[32..40]", "table[40..48]"]
+    );
+}
+
+#[test]
+fn a_persistent_buffer_above_the_limit_is_an_error_naming_it() {
+    let p = plan(graph("big", false, Some(f32t(&[128])))).unwrap();
+    let w = weights(&[("w", Tensor::f32([4], vec![1.0; 4]).unwrap())]);
+    let limited = PlanOptions { max_buffer_bytes: 256, f16_bytes: 2 };
+    let err = Link::new(&[&p], &w, &needs(limited)).unwrap_err().to_string();
+    assert_eq!(err, "'kv' of 512 bytes, more than one buffer's 256, is not supported by the test backend");
+}
