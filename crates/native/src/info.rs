@@ -7,7 +7,9 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
-use susurrus_whisper::weights::load_dir;
+use susurrus_core::exec::wgpu::{DEFAULT_MAX_BUFFER, DEFAULT_MAX_STORAGE_BINDING, buffer_limit};
+use susurrus_core::passes::split_weights::{BufferLimit, row_blocks};
+use susurrus_whisper::weights::{WhisperWeights, load_dir};
 
 use crate::convert::{format_bytes, format_count};
 use crate::cuda::{CudaBackend, CudaOptions};
@@ -46,8 +48,31 @@ pub struct Info {
     /// Threads the CPU backend uses by default (one per core).
     pub cpu_threads: usize,
     pub model: Option<ModelReport>,
+    /// How the model's weights fit the buffers of each adapter and of WebGPU's default limits
+    /// (empty without a model).
+    pub buffers: Vec<BufferPlan>,
     /// Why there is no model report (the default model is not fetched).
     pub model_missing: Option<String>,
+}
+
+/// How a model's weights are stored on a wgpu device whose buffers hold at most `limit_bytes`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BufferPlan {
+    /// Index in [`Info::adapters`]; `None` for WebGPU's default limits (128 MiB per binding,
+    /// 256 MiB per buffer: what any browser grants).
+    pub adapter: Option<usize>,
+    pub limit_bytes: usize,
+    /// The weights larger than that, read as blocks of rows (arenas are cut into blocks of
+    /// the same size).
+    pub split: Vec<SplitWeight>,
+}
+
+/// A weight read as `blocks` blocks of rows.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SplitWeight {
+    pub name: String,
+    pub bytes: usize,
+    pub blocks: usize,
 }
 
 /// One wgpu adapter.
@@ -139,14 +164,48 @@ pub fn gather(model: Option<&Path>) -> Result<Info> {
         .map_err(|e| e.to_string());
     let auto = auto_choice(cuda.as_ref().ok(), &reports, wgpu_adapter);
     let cpu_threads = std::thread::available_parallelism().map_or(1, usize::from);
-    let (model, model_missing) = match model {
-        Some(dir) => (Some(model_report(&model_dir::resolve(Some(dir))?)?), None),
-        None => match model_dir::resolve(None) {
-            Ok(dir) => (Some(model_report(&dir)?), None),
-            Err(e) => (None, Some(e.to_string())),
-        },
+    let dir = match model {
+        Some(dir) => Ok(model_dir::resolve(Some(dir))?),
+        None => model_dir::resolve(None).map_err(|e| e.to_string()),
     };
-    Ok(Info { adapters: reports, wgpu_adapter, cuda, auto, cpu_threads, model, model_missing })
+    let (model, buffers, model_missing) = match dir {
+        Ok(dir) => {
+            let (report, weights) = model_report(&dir)?;
+            let mut limits: Vec<(Option<usize>, usize)> = reports
+                .iter()
+                .enumerate()
+                .map(|(i, a)| (Some(i), adapter_buffer_limit(a.max_storage_buffer_binding_size, a.max_buffer_size)))
+                .collect();
+            limits.push((None, adapter_buffer_limit(DEFAULT_MAX_STORAGE_BINDING, DEFAULT_MAX_BUFFER)));
+            (Some(report), buffer_plans(&weights, &limits)?, None)
+        }
+        Err(why) => (None, Vec::new(), Some(why)),
+    };
+    Ok(Info { adapters: reports, wgpu_adapter, cuda, auto, cpu_threads, model, buffers, model_missing })
+}
+
+/// The wgpu backend's buffer limit on a device with these limits.
+fn adapter_buffer_limit(max_storage_buffer_binding_size: u64, max_buffer_size: u64) -> usize {
+    buffer_limit(&wgpu::Limits { max_storage_buffer_binding_size, max_buffer_size, ..wgpu::Limits::default() })
+}
+
+/// For each `(adapter, limit)`, the weights of `weights` above the limit and their blocks, as
+/// the link layer splits them (weights kept as the file stores them).
+pub fn buffer_plans(weights: &WhisperWeights, limits: &[(Option<usize>, usize)]) -> Result<Vec<BufferPlan>> {
+    let stored = |ty: &susurrus_core::ir::TensorType| ty.byte_size();
+    limits
+        .iter()
+        .map(|&(adapter, limit_bytes)| {
+            let limit = BufferLimit { backend: "wgpu", bytes: limit_bytes, stored: &stored };
+            let mut split = Vec::new();
+            for (name, t) in weights.tensors() {
+                if let Some(blocks) = row_blocks(name, &t.ty(), &limit)? {
+                    split.push(SplitWeight { name: name.to_string(), bytes: stored(&t.ty()), blocks: blocks.len() });
+                }
+            }
+            Ok(BufferPlan { adapter, limit_bytes, split })
+        })
+        .collect()
 }
 
 /// `--backend auto`'s rule: CUDA when a device opens; else the adapter the wgpu backend opens
@@ -203,7 +262,7 @@ fn device_type_name(t: wgpu::DeviceType) -> &'static str {
 }
 
 /// Loads the weights of `dir` (either format) and describes them.
-pub fn model_report(dir: &Path) -> Result<ModelReport> {
+pub fn model_report(dir: &Path) -> Result<(ModelReport, WhisperWeights)> {
     let (format, weights_file) = if dir.join("model.bin").is_file() {
         ("CTranslate2", "model.bin")
     } else {
@@ -215,7 +274,7 @@ pub fn model_report(dir: &Path) -> Result<ModelReport> {
     let c = weights.config();
     let tensors = weights.tensors();
     let dtypes: BTreeSet<String> = tensors.values().map(|t| t.dtype().name().to_string()).collect();
-    Ok(ModelReport {
+    let report = ModelReport {
         path: dir.display().to_string(),
         format,
         weights_file: weights_file.to_string(),
@@ -235,7 +294,8 @@ pub fn model_report(dir: &Path) -> Result<ModelReport> {
         tensors: tensors.len(),
         parameters: tensors.values().map(|t| t.numel()).sum(),
         dtypes: dtypes.into_iter().collect(),
-    })
+    };
+    Ok((report, weights))
 }
 
 /// The report as text.
@@ -261,7 +321,10 @@ pub fn render(info: &Info) -> String {
     };
     let _ = writeln!(w, "cpu backend: {} threads", info.cpu_threads);
     match (&info.model, &info.model_missing) {
-        (Some(m), _) => render_model(w, m),
+        (Some(m), _) => {
+            render_model(w, m);
+            render_buffers(w, info);
+        }
         (None, Some(why)) => {
             let _ = writeln!(w, "model: none ({why})");
         }
@@ -296,6 +359,27 @@ fn render_adapter(w: &mut String, i: usize, a: &AdapterReport) {
     );
 }
 
+fn render_buffers(w: &mut String, info: &Info) {
+    let _ = writeln!(w, "  on wgpu (weights above a buffer's limit are read as blocks of rows):");
+    for plan in &info.buffers {
+        let device = match plan.adapter {
+            Some(i) => format!("[{i}] {}", info.adapters[i].name),
+            None => "WebGPU's default limits (any browser)".to_string(),
+        };
+        let split = if plan.split.is_empty() {
+            "every weight whole".to_string()
+        } else {
+            let names: Vec<String> = plan
+                .split
+                .iter()
+                .map(|s| format!("{} ({}) in {} blocks", s.name, format_bytes(s.bytes as u64), s.blocks))
+                .collect();
+            names.join(", ")
+        };
+        let _ = writeln!(w, "    {device}: buffers of at most {} B, {split}", plan.limit_bytes);
+    }
+}
+
 fn render_model(w: &mut String, m: &ModelReport) {
     let language = if m.multilingual { "multilingual" } else { "English-only (.en)" };
     let _ = writeln!(w, "model: {}", m.path);
@@ -313,4 +397,31 @@ fn render_model(w: &mut String, m: &ModelReport) {
     );
     let _ =
         writeln!(w, "  {} parameters in {} tensors, {}", format_count(m.parameters), m.tensors, m.dtypes.join(" + "));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use susurrus_core::ir::DType;
+    use susurrus_testkit::shapes;
+    use susurrus_testkit::whisper::{Architecture, random_model};
+
+    /// whisper-small with f32 weights: its 51865 x 768 embedding (159 MB) is above WebGPU's
+    /// default 128 MiB and is read as two blocks there; a 2 GiB device holds it whole.
+    #[test]
+    fn buffer_plans_name_the_weights_a_limit_splits() {
+        let weights = random_model(shapes::config(Architecture::Small, 1), DType::F32, 1).unwrap();
+        let default = adapter_buffer_limit(DEFAULT_MAX_STORAGE_BINDING, DEFAULT_MAX_BUFFER);
+        assert_eq!(default, 128 << 20);
+        let plans = buffer_plans(&weights, &[(Some(0), 2 << 30), (None, default)]).unwrap();
+        assert_eq!(plans[0], BufferPlan { adapter: Some(0), limit_bytes: 2 << 30, split: vec![] });
+        let embedding =
+            SplitWeight { name: "model.decoder.embed_tokens.weight".into(), bytes: 51865 * 768 * 4, blocks: 2 };
+        assert_eq!(plans[1], BufferPlan { adapter: None, limit_bytes: 128 << 20, split: vec![embedding] });
+        // A limit below one row is an error naming the weight's type.
+        let err = buffer_plans(&weights, &[(None, 1024)]).unwrap_err().to_string();
+        let row_too_large = "weight 'model.decoder.embed_positions.weight' (f32[448,768]), one row of which is more \
+                             than a buffer's 1024 bytes, is not supported by the wgpu backend";
+        assert_eq!(err, row_too_large);
+    }
 }

@@ -302,9 +302,24 @@ fn info_lists_the_software_adapter_and_describes_the_default_model() {
     assert!(text.contains("--backend auto picks: cpu (the wgpu adapter llvmpipe"), "{text}");
     assert!(text.contains(&format!("\ncpu backend: {threads} threads\n")), "{text}");
     let model_at = text.find("\nmodel: ").unwrap_or_else(|| panic!("no model section in:\n{text}"));
+    let buffers_at = text.find("\n  on wgpu").unwrap_or_else(|| panic!("no buffer section in:\n{text}"));
+    // tiny.en's largest weight, the 40 MB embedding, fits every buffer.
+    let buffers = &text[buffers_at + 1..];
+    assert!(
+        buffers.starts_with("  on wgpu (weights above a buffer's limit are read as blocks of rows):\n"),
+        "{buffers}"
+    );
+    assert!(buffers.contains(&format!("\n    [{index}] llvmpipe")), "{buffers}");
+    assert!(
+        buffers.ends_with(
+            "\n    WebGPU's default limits (any browser): buffers of at most 134217728 B, every weight whole\n"
+        ),
+        "{buffers}"
+    );
+    assert_eq!(buffers.lines().filter(|l| l.ends_with(", every weight whole")).count(), buffers.lines().count() - 1);
     let bytes = std::fs::metadata(tiny_en().join("model.bin")).unwrap().len();
     assert_eq!(
-        &text[model_at + 1..],
+        &text[model_at + 1..buffers_at + 1],
         format!(
             "model: {}\n  format CTranslate2, model.bin {:.1} MB\n  d_model 384, English-only (.en), vocabulary \
              51864, 80 mel bins\n  encoder: 4 layers, 6 heads, feed-forward 1536, audio context 1500\n  decoder: 4 \
@@ -369,6 +384,10 @@ fn info_json_has_the_adapter_limits_and_the_model() {
     });
     assert_eq!(model, &expected);
     assert_eq!(json["model_missing"], serde_json::Value::Null);
+    // One buffer plan per adapter and one for WebGPU's defaults; tiny.en is never split.
+    let buffers = json["buffers"].as_array().unwrap();
+    assert_eq!(buffers.len(), adapters.len() + 1);
+    assert_eq!(buffers.last().unwrap(), &serde_json::json!({"adapter": null, "limit_bytes": 134217728, "split": []}));
 }
 
 #[test]

@@ -19,7 +19,6 @@ pub mod compare;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod golden;
 pub mod random;
-#[cfg(not(target_arch = "wasm32"))]
 pub mod shapes;
 pub mod whisper;
 

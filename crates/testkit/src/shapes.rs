@@ -1,7 +1,7 @@
 //! The released Whisper sizes at their real widths on any backend: a random-weight model of an
 //! [`Architecture`] (fewer layers, so it runs in CI) compiled as Whisper's whole program and
 //! run on a backend and on the CPU reference executor, which must agree on the encoder output
-//! and on the tokens a prefill and greedy steps choose.
+//! and on the tokens a prefill and greedy steps choose. Async, so the browser suite runs it too.
 
 use susurrus_core::exec::Backend;
 use susurrus_core::exec::cpu::CpuBackend;
@@ -30,43 +30,51 @@ pub fn config(arch: Architecture, layers: usize) -> WhisperConfig {
     config
 }
 
-fn run(backend: &dyn Backend, model: &ModelWeights, arch: Architecture) -> Run {
+async fn run(backend: &dyn Backend, model: &ModelWeights, name: &str) -> Result<Run, String> {
     let c = &model.config;
-    let (sot, no_timestamps, timestamp_begin) = arch.special_ids();
+    let fail = |e: susurrus_whisper::Error| format!("{name} on {}: {e}", backend.name());
+    // The multilingual ids: 50363 is <|notimestamps|> in 51865 tokens, shifted by large-v3's
+    // extra language.
+    let shift = (c.n_vocab - 51865) as u32;
+    let (sot, no_timestamps) = (50258, 50363 + shift);
     let spec = ProgramSpec {
         selection: Selection {
             suppress: c.generation.suppress_ids.clone(),
             blank: c.generation.suppress_ids_begin.clone(),
-            timestamp_begin,
+            timestamp_begin: no_timestamps + 1,
         },
         no_speech: no_timestamps - 1,
     };
-    let mut program = pollster::block_on(Program::compile(backend, model, &spec))
-        .unwrap_or_else(|e| panic!("{} on {}: {e}", arch.name(), backend.name()));
+    let mut program = Program::compile(backend, model, &spec).await.map_err(fail)?;
     let frames = c.n_frames();
     let mel: Vec<f32> = (0..c.n_mels * frames).map(|i| ((i * 37 % 101) as f32 / 101.0 - 0.5) * 1.5).collect();
-    let mel = Tensor::f32([c.n_mels, frames], mel).unwrap();
-    let encoder = pollster::block_on(program.encode(&mel, true)).unwrap().expect("the encoder output").to_f32();
+    let mel = Tensor::f32([c.n_mels, frames], mel).map_err(|e| e.to_string())?;
+    let encoder = program.encode(&mel, true).await.map_err(fail)?.ok_or("no encoder output")?.to_f32();
     let prompt = [sot, c.generation.lang_ids[0], no_timestamps - 4, no_timestamps];
     let rules = Rules::default();
-    let mut choices = vec![pollster::block_on(program.prefill(&prompt, 0, &rules, Sampling::Greedy)).unwrap()];
+    let mut choices = vec![program.prefill(&prompt, 0, &rules, Sampling::Greedy).await.map_err(fail)?];
     for position in prompt.len()..prompt.len() + STEPS {
-        let token = choices.last().unwrap().token;
-        choices.push(pollster::block_on(program.step(token, position, &rules, Sampling::Greedy)).unwrap());
+        let token = choices[choices.len() - 1].token;
+        choices.push(program.step(token, position, &rules, Sampling::Greedy).await.map_err(fail)?);
     }
-    Run { encoder, choices }
+    Ok(Run { encoder, choices })
 }
 
-/// Runs `arch` with `layers` layers (f16 weights, seeded) on `backend` and on the CPU
+/// Runs a random model of `config` (weights of `dtype`, seeded) on `backend` and on the CPU
 /// reference executor: the encoder outputs agree within 1e-3 of their largest magnitude, every
 /// prefill and step chooses the same token with a log-probability within 1e-2 and the same
-/// no-speech probability within 1e-3. Panics naming what differs.
-pub fn real_width_model_matches_reference(backend: &dyn Backend, arch: Architecture, layers: usize) {
-    let weights = random_model(config(arch, layers), DType::F16, 11).unwrap();
-    let model = ModelWeights::new(&weights).unwrap();
-    let want = run(&CpuBackend::new(), &model, arch);
-    let got = run(backend, &model, arch);
-    let name = format!("{} ({layers} + {layers} layers) on {}", arch.name(), backend.name());
+/// no-speech probability within 1e-3. `Err` names what differs.
+pub async fn model_matches_reference(
+    backend: &dyn Backend,
+    config: WhisperConfig,
+    dtype: DType,
+    name: &str,
+) -> Result<(), String> {
+    let weights = random_model(config, dtype, 11).map_err(|e| e.to_string())?;
+    let model = ModelWeights::new(&weights).map_err(|e| e.to_string())?;
+    let want = run(&CpuBackend::new(), &model, name).await?;
+    let got = run(backend, &model, name).await?;
+    let name = format!("{name} on {}", backend.name());
 
     let scale = want.encoder.iter().fold(0.0f32, |m, v| m.max(v.abs()));
     let (diff, at) = got
@@ -76,12 +84,12 @@ pub fn real_width_model_matches_reference(backend: &dyn Backend, arch: Architect
         .enumerate()
         .map(|(i, (a, b))| ((a - b).abs(), i))
         .fold((0.0f32, 0), |m, d| if d.0 > m.0 { d } else { m });
-    assert!(
-        diff <= 1e-3 * scale,
-        "{name}: encoder output differs by {diff} at {at} (largest magnitude {scale}): {} vs {}",
-        got.encoder[at],
-        want.encoder[at]
-    );
+    if diff > 1e-3 * scale {
+        return Err(format!(
+            "{name}: encoder output differs by {diff} at {at} (largest magnitude {scale}): {} vs {}",
+            got.encoder[at], want.encoder[at]
+        ));
+    }
     for (i, (g, w)) in got.choices.iter().zip(&want.choices).enumerate() {
         let close = g.token == w.token
             && (g.logprob - w.logprob).abs() <= 1e-2
@@ -89,6 +97,20 @@ pub fn real_width_model_matches_reference(backend: &dyn Backend, arch: Architect
                 (Some(a), Some(b)) => (a - b).abs() <= 1e-3,
                 (a, b) => a == b,
             };
-        assert!(close, "{name}: choice {i} is {g:?}, the reference's {w:?}");
+        if !close {
+            return Err(format!("{name}: choice {i} is {g:?}, the reference's {w:?}"));
+        }
+    }
+    Ok(())
+}
+
+/// `arch` with `layers` layers each side and f16 weights on `backend` against the reference
+/// executor (see [`model_matches_reference`]); panics naming what differs.
+#[cfg(not(target_arch = "wasm32"))]
+pub fn real_width_model_matches_reference(backend: &dyn Backend, arch: Architecture, layers: usize) {
+    let name = format!("{} ({layers} + {layers} layers)", arch.name());
+    let result = pollster::block_on(model_matches_reference(backend, config(arch, layers), DType::F16, &name));
+    if let Err(e) = result {
+        panic!("{e}");
     }
 }

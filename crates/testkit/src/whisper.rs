@@ -157,13 +157,6 @@ impl Architecture {
             },
         }
     }
-
-    /// The special ids of the multilingual vocabulary of this size: (`<|startoftranscript|>`,
-    /// `<|notimestamps|>`, the first timestamp). large-v3's extra language shifts the rest.
-    pub fn special_ids(self) -> (u32, u32, u32) {
-        let shift = (self.config().n_vocab - 51865) as u32;
-        (50258, 50363 + shift, 50364 + shift)
-    }
 }
 
 /// A model of `config` with seeded random weights of `dtype`, uniform in [-0.5, 0.5): graph

@@ -8,8 +8,13 @@ mod support;
 
 use js_sys::{Array, Float32Array, Uint8Array};
 use support::*;
+use susurrus_core::exec::wgpu::{WgpuBackend, WgpuOptions};
+use susurrus_core::ir::DType;
+use susurrus_testkit::shapes;
+use susurrus_testkit::whisper::Architecture;
 use susurrus_testkit::whisper::{small_model_files, small_tokenizer_json, small_vocabulary};
 use susurrus_web::{Model, clear_model_cache, decode_audio, format_transcript};
+use susurrus_whisper::config::WhisperConfig;
 use susurrus_whisper::tokenizer::Tokenizer;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
@@ -59,6 +64,22 @@ async fn small_model_gives_the_same_tokens_on_webgpu_and_cpu() {
     let tokens: usize = runs[0].iter().map(|s| s.2.len()).sum();
     assert!(tokens > 3, "the small model decoded almost nothing: {:?}", runs[0]);
     assert_eq!(runs[0], runs[1], "WebGPU and CPU differ");
+}
+
+/// A large-v3-shaped model (1280 wide, 20 heads, 128 mels, 51866 tokens; one layer each side
+/// and 16 audio positions, so SwiftShader runs it in seconds) with f32 weights, on a WebGPU
+/// device that holds WebGPU's default buffer limits: its 266 MB token embedding is above both
+/// the 128 MiB binding and the 256 MiB buffer limit, so it is read as blocks of rows, and the
+/// encoder output and the decoder's choices are the CPU executor's.
+#[wasm_bindgen_test]
+async fn large_v3_shapes_run_within_the_default_buffer_limits() {
+    let options = WgpuOptions { default_buffer_limits: true, ..WgpuOptions::default() };
+    let backend = WgpuBackend::with_options(&options).await.unwrap();
+    let config = WhisperConfig { n_audio_ctx: 16, ..shapes::config(Architecture::LargeV3, 1) };
+    let name = "large-v3 shapes (1 + 1 layers, 16 audio positions, f32 weights)";
+    if let Err(e) = shapes::model_matches_reference(&backend, config, DType::F32, name).await {
+        panic!("{e}");
+    }
 }
 
 /// `tokenizers` (fancy-regex, one thread) encodes in wasm as natively.

@@ -60,9 +60,10 @@ pub struct BufferLimit<'a> {
     pub stored: &'a dyn Fn(&TensorType) -> usize,
 }
 
-/// The row blocks `ty` splits into so that each fits `limit`: as few blocks as that allows,
-/// of equal rows but the last. `None` when `ty` fits whole; an error when one row does not.
-pub fn row_blocks(ty: &TensorType, limit: &BufferLimit) -> Result<Option<Vec<Range<usize>>>> {
+/// The row blocks the weight `name` of type `ty` splits into so that each fits `limit`: as few
+/// blocks as that allows, of equal rows but the last. `None` when it fits whole; an error when
+/// one row does not.
+pub fn row_blocks(name: &str, ty: &TensorType, limit: &BufferLimit) -> Result<Option<Vec<Range<usize>>>> {
     let stored = limit.stored;
     let (backend, limit) = (limit.backend, limit.bytes);
     if stored(ty) <= limit {
@@ -77,7 +78,7 @@ pub fn row_blocks(ty: &TensorType, limit: &BufferLimit) -> Result<Option<Vec<Ran
     };
     if dims.is_empty() || stored(&with_rows(1)) > limit {
         return Err(Error::Unsupported {
-            op: format!("a {ty} weight, one row of which exceeds its buffer limit of {limit} bytes,"),
+            op: format!("weight '{name}' ({ty}), one row of which is more than a buffer's {limit} bytes,"),
             backend: backend.to_string(),
         });
     }
@@ -96,7 +97,7 @@ pub fn split_weights(g: &Graph, limit: &BufferLimit) -> Result<Option<(Graph, Ve
     let mut any = false;
     for id in g.ids() {
         if let Op::Param(p) = &g.node(id).op {
-            blocks_of[id.index()] = row_blocks(&p.ty, limit)?;
+            blocks_of[id.index()] = row_blocks(&p.name, &p.ty, limit)?;
             any |= blocks_of[id.index()].is_some();
         }
     }
@@ -232,14 +233,14 @@ mod tests {
     #[test]
     fn blocks_are_as_few_as_the_limit_allows() {
         let ty = TensorType::new(DType::F32, [10, 4]);
-        assert_eq!(row_blocks(&ty, &limit(160)).unwrap(), None);
-        assert_eq!(row_blocks(&ty, &limit(159)).unwrap(), Some(vec![0..5, 5..10]));
+        assert_eq!(row_blocks("t", &ty, &limit(160)).unwrap(), None);
+        assert_eq!(row_blocks("t", &ty, &limit(159)).unwrap(), Some(vec![0..5, 5..10]));
         // 16 bytes a row, 48 a block: 3 rows each.
-        assert_eq!(row_blocks(&ty, &limit(48)).unwrap(), Some(vec![0..3, 3..6, 6..9, 9..10]));
-        let err = row_blocks(&ty, &limit(15)).unwrap_err().to_string();
+        assert_eq!(row_blocks("t", &ty, &limit(48)).unwrap(), Some(vec![0..3, 3..6, 6..9, 9..10]));
+        let err = row_blocks("t", &ty, &limit(15)).unwrap_err().to_string();
         assert_eq!(
             err,
-            "a f32[10,4] weight, one row of which exceeds its buffer limit of 15 bytes, is not supported by the test backend"
+            "weight 't' (f32[10,4]), one row of which is more than a buffer's 15 bytes, is not supported by the test backend"
         );
     }
 

@@ -24,12 +24,39 @@ pub struct WgpuOptions {
     /// otherwise gets the `*_cpu` kernel variants (see `kernels/README.md`). Tests set it so
     /// that both kernel families run on the software adapters CI has.
     pub force_gpu_kernels: bool,
+    /// Ask the device for WebGPU's default buffer limits (128 MiB per storage binding, 256 MiB
+    /// per buffer) instead of all the adapter offers: what a page gets where the browser
+    /// grants no more, with the device itself refusing anything larger.
+    pub default_buffer_limits: bool,
 }
+
+/// WebGPU's default `maxStorageBufferBindingSize`.
+pub const DEFAULT_MAX_STORAGE_BINDING: u64 = 128 << 20;
+/// WebGPU's default `maxBufferSize`.
+pub const DEFAULT_MAX_BUFFER: u64 = 256 << 20;
 
 impl Default for WgpuOptions {
     fn default() -> Self {
-        WgpuOptions { allow_f16: true, force_fallback_adapter: false, max_buffer_bytes: None, force_gpu_kernels: false }
+        WgpuOptions {
+            allow_f16: true,
+            force_fallback_adapter: false,
+            max_buffer_bytes: None,
+            force_gpu_kernels: false,
+            default_buffer_limits: false,
+        }
     }
+}
+
+/// The most bytes one buffer of a device with `limits` may hold as this backend uses it (a
+/// storage binding, at most a buffer): the size of its arena blocks, and of the row blocks of
+/// weights larger than that ([`crate::passes::split_weights`]).
+pub fn buffer_limit(limits: &wgpu::Limits) -> usize {
+    aligned(limits.max_storage_buffer_binding_size.min(limits.max_buffer_size) as usize)
+}
+
+/// Rounded down to the arena alignment, so offsets stay aligned in every block.
+fn aligned(bytes: usize) -> usize {
+    bytes / crate::plan::ARENA_ALIGN * crate::plan::ARENA_ALIGN
 }
 
 /// Pipelines and layouts shared by every plan compiled on one device.
@@ -83,7 +110,12 @@ impl WgpuBackend {
             .map_err(|e| Error::Backend(format!("no GPU adapter found: {e}")))?;
         let f16 = options.allow_f16 && adapter.features().contains(wgpu::Features::SHADER_F16);
         let features = if f16 { wgpu::Features::SHADER_F16 } else { wgpu::Features::empty() };
-        let limits = adapter.limits();
+        let mut limits = adapter.limits();
+        if options.default_buffer_limits {
+            limits.max_storage_buffer_binding_size =
+                limits.max_storage_buffer_binding_size.min(DEFAULT_MAX_STORAGE_BINDING);
+            limits.max_buffer_size = limits.max_buffer_size.min(DEFAULT_MAX_BUFFER);
+        }
         let info = adapter.get_info();
         let cpu_adapter = info.device_type == wgpu::DeviceType::Cpu;
         let cpu_kernels = cpu_adapter && !options.force_gpu_kernels;
@@ -154,11 +186,11 @@ impl WgpuBackend {
     /// The plan options this device needs: arena buffers within one binding's limit, f16
     /// activations widened to f32 words.
     pub fn plan_options(&self) -> PlanOptions {
-        let device_max = self.limits.max_storage_buffer_binding_size.min(self.limits.max_buffer_size) as usize;
-        let binding = self.max_buffer_bytes.map_or(device_max, |m| m.min(device_max));
-        // Keep chunks a multiple of the arena alignment so offsets stay aligned in every chunk.
-        let max_buffer_bytes = binding / crate::plan::ARENA_ALIGN * crate::plan::ARENA_ALIGN;
-        PlanOptions { max_buffer_bytes, f16_bytes: 4 }
+        let device_max = buffer_limit(&self.limits);
+        PlanOptions {
+            max_buffer_bytes: self.max_buffer_bytes.map_or(device_max, |m| aligned(m.min(device_max))),
+            f16_bytes: 4,
+        }
     }
 
     /// `Error::DeviceLost` once the device is gone; the first uncaught GPU error otherwise.

@@ -16,7 +16,7 @@ mod lower;
 mod params;
 mod run;
 
-pub use device::{WgpuBackend, WgpuOptions};
+pub use device::{DEFAULT_MAX_BUFFER, DEFAULT_MAX_STORAGE_BINDING, WgpuBackend, WgpuOptions, buffer_limit};
 pub use kernel::{BindingKind, Elem, KernelSpec, PipelineKey, WORKGROUP, grid};
 pub use lower::{KernelCtx, Lowering, lower};
 pub use params::{KernelParams, pack_dims};
