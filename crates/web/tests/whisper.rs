@@ -68,9 +68,9 @@ async fn small_model_gives_the_same_tokens_on_webgpu_and_cpu() {
 
 /// A large-v3-shaped model (1280 wide, 20 heads, 128 mels, 51866 tokens; one layer each side
 /// and 16 audio positions, so SwiftShader runs it in seconds) with f32 weights, on a WebGPU
-/// device that holds WebGPU's default buffer limits: its 266 MB token embedding is above both
-/// the 128 MiB binding and the 256 MiB buffer limit, so it is read as blocks of rows, and the
-/// encoder output and the decoder's choices are the CPU executor's.
+/// device that holds WebGPU's default buffer limits: its 266 MB token embedding is above the
+/// 128 MiB binding limit, so it is read as two blocks of rows, and the encoder output and the
+/// decoder's choices are the CPU executor's.
 #[wasm_bindgen_test]
 async fn large_v3_shapes_run_within_the_default_buffer_limits() {
     let options = WgpuOptions { default_buffer_limits: true, ..WgpuOptions::default() };
