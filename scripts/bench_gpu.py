@@ -5,18 +5,25 @@ GPU. Medians; the ratio columns are PyTorch fp16's time over each row's (above 1
 "step on device" is a decoder step replayed back to back without the host's work between
 steps (`susurrus bench`'s decoder_device_ms_per_step).
 
-    python3 scripts/bench_gpu.py [path/to/susurrus] [--runs N]
+With `--architecture ARCH --tokenizer BASE/tokenizer.json` the table is for a released size
+that exists nowhere here as files (large-v3-turbo: 1280 wide, 32 + 4 layers, 128 mels): one
+random-weight f16 folder (scripts/make_random_model.py) that susurrus benches greedily (random
+weights never pass the fallback thresholds) and PyTorch fp16 runs at the same config.
+
+    python3 scripts/bench_gpu.py [path/to/susurrus] [--runs N] [--architecture ARCH --tokenizer FILE]
 """
 import json
+import pathlib
 import subprocess
 import sys
 
 import bench_pytorch
+import make_random_model
 
 
-def susurrus(binary, backend, runs):
+def susurrus(binary, backend, runs, extra):
     out = subprocess.run(
-        [binary, "bench", "--backend", backend, "--json", "--runs", str(runs)],
+        [binary, "bench", "--backend", backend, "--json", "--runs", str(runs), *extra],
         check=True, capture_output=True, text=True,
     )
     report = json.loads(out.stdout)
@@ -35,15 +42,31 @@ def main():
         i = args.index("--runs")
         runs = int(args[i + 1])
         del args[i:i + 2]
+    option = {}
+    for name in ("--architecture", "--tokenizer"):
+        if name in args:
+            i = args.index(name)
+            option[name] = args[i + 1]
+            del args[i:i + 2]
     binary = args[0] if args else "target/release/susurrus"
+    extra, config, dtypes = [], None, (bench_pytorch.torch.float32, bench_pytorch.torch.float16)
+    if "--architecture" in option:
+        arch = option["--architecture"]
+        folder = f"/tmp/susurrus-{arch}-random"
+        subprocess.run([sys.executable, str(pathlib.Path(__file__).with_name("make_random_model.py")), arch, folder,
+                        "--tokenizer", option["--tokenizer"]], check=True)
+        extra = ["--model", folder, "--temperature", "0"]
+        config, _ = make_random_model.config(arch)
+        dtypes = (bench_pytorch.torch.float16,)
+        print(f"model: {arch} shapes, random f16 weights ({folder})")
     rows = []
     for backend in ("cuda", "wgpu"):
         try:
-            enc, dec, device, rtf = susurrus(binary, backend, runs)
+            enc, dec, device, rtf = susurrus(binary, backend, runs, extra)
             rows.append((f"susurrus {backend}", enc, dec, device, rtf))
         except subprocess.CalledProcessError as e:
             print(f"susurrus {backend} failed: {e.stderr.strip()}", file=sys.stderr)
-    for name, enc, dec in bench_pytorch.measure():
+    for name, enc, dec in bench_pytorch.measure(config, dtypes):
         rows.append((f"PyTorch {name}", enc, dec, None, None))
     peer = next(r for r in rows if r[0] == "PyTorch fp16")
     print(f"GPU: {bench_pytorch.torch.cuda.get_device_name()}, median of {runs} runs (susurrus) / 50 (PyTorch)")

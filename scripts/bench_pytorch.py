@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""PyTorch peer figures for `susurrus bench` on a GPU: Whisper tiny.en's shapes in Hugging Face
-transformers (random weights: timing does not depend on them), one 30 s encoder window and one
-decoder step with a KV cache, fp32 and fp16, median of CUDA-synchronised runs. Run on the GPU
-machine beside `susurrus bench --backend wgpu`; prints one table."""
+"""PyTorch peer figures for `susurrus bench` on a GPU: Whisper tiny.en's shapes (or another
+config's) in Hugging Face transformers (random weights: timing does not depend on them), one
+30 s encoder window and one decoder step with a KV cache, fp32 and fp16, median of
+CUDA-synchronised runs. Run on the GPU machine beside `susurrus bench --backend wgpu`; prints
+one table."""
 import statistics
 import time
 
@@ -23,18 +24,19 @@ def median_ms(fn, runs=50, warmup=10):
     return statistics.median(times)
 
 
-def measure():
-    """[(precision, encoder ms per window, decoder ms per token)] for fp32 and fp16."""
-    # Whisper tiny.en's dimensions.
-    config = WhisperConfig(
-        vocab_size=51864, num_mel_bins=80, d_model=384, encoder_layers=4, decoder_layers=4,
-        encoder_attention_heads=6, decoder_attention_heads=6, encoder_ffn_dim=1536, decoder_ffn_dim=1536,
-        max_source_positions=1500, max_target_positions=448,
-    )
+def measure(config=None, dtypes=(torch.float32, torch.float16)):
+    """[(precision, encoder ms per window, decoder ms per token)] for each of `dtypes`."""
+    if config is None:
+        # Whisper tiny.en's dimensions.
+        config = WhisperConfig(
+            vocab_size=51864, num_mel_bins=80, d_model=384, encoder_layers=4, decoder_layers=4,
+            encoder_attention_heads=6, decoder_attention_heads=6, encoder_ffn_dim=1536, decoder_ffn_dim=1536,
+            max_source_positions=1500, max_target_positions=448,
+        )
     rows = []
-    for dtype in (torch.float32, torch.float16):
+    for dtype in dtypes:
         model = WhisperForConditionalGeneration(config).to("cuda", dtype).eval()
-        mel = torch.randn(1, 80, 3000, device="cuda", dtype=dtype)
+        mel = torch.randn(1, config.num_mel_bins, 3000, device="cuda", dtype=dtype)
         with torch.inference_mode():
             encoder = model.model.encoder
             enc_ms = median_ms(lambda: encoder(mel))

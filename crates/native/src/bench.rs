@@ -42,6 +42,16 @@ pub struct BenchArgs {
     /// Audio to transcribe for the end-to-end figure (default: the bundled sample).
     #[arg(long, value_name = "FILE")]
     pub audio: Option<PathBuf>,
+    /// Temperatures of the end-to-end transcription, as `transcribe --temperature` (0: greedy
+    /// only, as a model with random weights needs: its text always fails the thresholds).
+    /// Default: 0,0.2,0.4,0.6,0.8,1.0.
+    #[arg(
+        long = "temperature",
+        value_name = "T",
+        value_delimiter = ',',
+        value_parser = crate::transcribe::parse_temperature
+    )]
+    pub temperatures: Vec<f32>,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -139,7 +149,10 @@ pub fn measure(args: &BenchArgs) -> Result<BenchReport> {
     })? / 100.0;
 
     profile.clear();
-    let options = TranscribeOptions::default();
+    let mut options = TranscribeOptions::default();
+    if !args.temperatures.is_empty() {
+        options.temperatures = args.temperatures.clone();
+    }
     let transcribe = time_runs(runs, || {
         pollster::block_on(whisper.transcribe(&pcm, &options, &mut |_| ControlFlow::Continue(()))).map(drop)
     })?;

@@ -160,7 +160,7 @@ fn parse_number(s: &str) -> std::result::Result<f32, String> {
     s.trim().parse::<f32>().map_err(|_| "not a number".to_string())
 }
 
-fn parse_temperature(s: &str) -> std::result::Result<f32, String> {
+pub(crate) fn parse_temperature(s: &str) -> std::result::Result<f32, String> {
     match parse_number(s)? {
         t if t.is_finite() && t >= 0.0 => Ok(t),
         _ => Err("a temperature is a number >= 0 (0 decodes greedily)".into()),
