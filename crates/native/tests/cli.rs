@@ -112,3 +112,14 @@ fn bench_ops_rejects_an_unknown_backend() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("invalid value 'tpu' for '--backend <BACKEND>'"), "{err}");
 }
+
+#[test]
+fn bench_refuses_a_negative_temperature() {
+    let out = susurrus(&["bench", "--temperature", "0,-1"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("invalid value '-1' for '--temperature <T>': a temperature is a number >= 0 (0 decodes greedily)"),
+        "{err}"
+    );
+}
