@@ -13,6 +13,8 @@ use susurrus_core::ir::{Graph, TensorType};
 use susurrus_core::plan::plan;
 use susurrus_core::{DType, Shape, Tensor};
 use susurrus_native::cuda::{CudaBackend, CudaOptions, Precision};
+use susurrus_testkit::shapes::real_width_model_matches_reference;
+use susurrus_testkit::whisper::Architecture;
 use susurrus_testkit::{CaseReport, check_backend, op_cases, summary_table};
 
 fn backend(precision: Precision) -> CudaBackend {
@@ -48,6 +50,17 @@ fn golden_transcripts_match_reference_with_f16_products() {
 fn golden_transcripts_match_reference_with_f32_products() {
     golden::transcripts_match_reference(Box::new(backend(Precision::F32)), Set::TinyEn, &golden::CLIPS);
     golden::transcripts_match_reference(Box::new(backend(Precision::F32)), Set::Base, &golden::MULTILINGUAL_CLIPS);
+}
+
+/// The larger sizes at their real widths (random weights, one layer each side) against the
+/// reference executor, with f32 products (`susurrus_testkit::shapes`).
+#[test]
+#[ignore = "needs an NVIDIA GPU: scripts/test-cuda.sh runs it"]
+fn real_width_models_match_the_reference() {
+    let backend = backend(Precision::F32);
+    for arch in [Architecture::Small, Architecture::Medium, Architecture::LargeV3] {
+        real_width_model_matches_reference(&backend, arch, 1);
+    }
 }
 
 /// `y = concat(x, x) + position`: the first run launches step by step, later ones replay the
