@@ -129,15 +129,14 @@ pub fn split_weights(g: &Graph, limit: &BufferLimit) -> Result<Option<(Graph, Ve
             continue;
         }
         let inputs: Vec<NodeId> = node.inputs.iter().map(|i| map[i.index()]).collect();
+        // The first oversized input decides: a product of two oversized weights is refused
+        // for its first operand.
         let oversized = node.inputs.iter().position(|i| !split[i.index()].is_empty());
         let new = match (oversized, &node.op) {
             (None, op) => out.push(op.clone(), &inputs)?,
             (Some(0), Op::Gather(_)) => {
                 let ranges = blocks_of[node.inputs[0].index()].as_deref().unwrap_or_default();
                 split_gather(&mut out, &split[node.inputs[0].index()], ranges, inputs[1])?
-            }
-            (Some(1), Op::MatMul(MatMul { transpose_b: true })) if !split[node.inputs[0].index()].is_empty() => {
-                return Err(refused(g, id, node.inputs[0], limit));
             }
             (Some(1), Op::MatMul(MatMul { transpose_b: true })) => {
                 let parts: Vec<NodeId> =
