@@ -32,6 +32,9 @@
  *   #audio-name, #audio-duration   chosen audio (#audio-duration has data-seconds once known)
  *   #audio-player          playback of the chosen audio
  * Transcript
+ *   #language              "detect" or one of the model's languages (English-only models: en,
+ *                          and the select is disabled)
+ *   #task                  transcribe | translate (to English; multilingual models only)
  *   #transcribe, #abort    buttons
  *   #transcribe-progress   seconds of audio done / total
  *   #transcribe-status     data-state idle | running | done | cancelled | error; data-elapsed-ms
@@ -41,6 +44,8 @@
  *                          "[mm:ss.mmm --> mm:ss.mmm] text"; data-streamed counts the segments
  *                          that arrived through onSegment
  *   #text                  the full text
+ *   #result-language       the language decoded in, with its detected probability
+ *                          (data-language, data-probability)
  *   #result-backend        backend and adapter that ran (data-backend)
  *   #timings               audio decode, transcription, audio duration, real-time factor
  *   #download-srt, #download-vtt, #download-json, #download-txt   transcript downloads
@@ -54,8 +59,8 @@ const el = Object.fromEntries(
     "model-adapter", "model-load-time", "model-bytes", "model-fallback-label", "model-fallback",
     "drop-zone", "audio-file", "record", "stop-record", "record-status", "audio-name",
     "audio-duration", "audio-player",
-    "transcribe", "abort", "transcribe-progress", "transcribe-status", "transcribe-elapsed", "segments", "text",
-    "result-backend", "timings", "download-srt", "download-vtt", "download-json", "download-txt",
+    "language", "task", "transcribe", "abort", "transcribe-progress", "transcribe-status", "transcribe-elapsed", "segments", "text",
+    "result-language", "result-backend", "timings", "download-srt", "download-vtt", "download-json", "download-txt",
   ].map((id) => [id.replace(/-(.)/g, (_, c) => c.toUpperCase()), document.getElementById(id)]),
 );
 const downloadButtons = [el.downloadSrt, el.downloadVtt, el.downloadJson, el.downloadTxt];
@@ -172,6 +177,8 @@ function render() {
   el.load.disabled = !pkg || loading || running;
   el.clearCache.disabled = !pkg || loading;
   el.transcribe.disabled = !transcriber || !audio || loading || running || recording !== null;
+  const multilingual = transcriber?.info.multilingual ?? false;
+  el.language.disabled = el.task.disabled = !multilingual || running;
   el.abort.disabled = !running;
   el.record.disabled = recording !== null;
   el.stopRecord.disabled = recording === null;
@@ -249,6 +256,7 @@ async function loadModel() {
     el.modelFallback.textContent = fallback;
     el.modelFallback.hidden = el.modelFallbackLabel.hidden = fallback === "";
     el.modelInfo.hidden = false;
+    showLanguages(info);
     el.loadStatus.dataset.fromCache = String(info.fromCache);
     el.loadStatus.dataset.backend = info.backend;
     const origin = info.fromCache ? "from cache" : "downloaded";
@@ -263,6 +271,13 @@ async function loadModel() {
     state.loading = false;
     render();
   }
+}
+
+/** The language choices of the loaded model: detection, then its languages. */
+function showLanguages({ multilingual, languages }) {
+  const options = multilingual ? [["", "detect"], ...languages.map((code) => [code, code])] : [["en", "en"]];
+  el.language.replaceChildren(...options.map(([value, label]) => new Option(label, value)));
+  if (!multilingual) el.task.value = "transcribe";
 }
 
 async function clearCache() {
@@ -370,16 +385,25 @@ function resetTranscript() {
   el.segments.replaceChildren();
   el.segments.dataset.streamed = "0";
   el.text.textContent = "";
+  el.resultLanguage.textContent = "";
+  delete el.resultLanguage.dataset.language;
+  delete el.resultLanguage.dataset.probability;
   el.resultBackend.textContent = "";
   delete el.resultBackend.dataset.backend;
   el.timings.textContent = "";
   el.transcribeProgress.value = 0;
 }
 
-function showResult(transcript) {
+function showResult(transcript, detected) {
   // The streamed list and the result should agree; the result is what the downloads hold.
   el.segments.replaceChildren(...transcript.segments.map(segmentItem));
   el.text.textContent = transcript.text.trim();
+  const { language, languageProbability } = transcript;
+  el.resultLanguage.textContent = detected
+    ? `${language} (detected, probability ${languageProbability.toFixed(3)})`
+    : language;
+  el.resultLanguage.dataset.language = language;
+  el.resultLanguage.dataset.probability = String(languageProbability);
   el.resultBackend.textContent = `${transcript.backend} (${transcript.adapter})`;
   el.resultBackend.dataset.backend = transcript.backend;
   const { decodeMs, transcribeMs, audioDurationS, rtf } = transcript.timings;
@@ -414,7 +438,10 @@ async function transcribe() {
   startMeasuring();
   let streamed = 0;
   try {
+    const detected = el.language.value === "";
     const transcript = await transcriber.transcribe(audio.blob, {
+      language: detected ? null : el.language.value,
+      task: el.task.value,
       signal: controller.signal,
       onSegment: (segment) => {
         streamed += 1;
@@ -429,7 +456,7 @@ async function transcribe() {
     stopMeasuring();
     const elapsed = performance.now() - started;
     state.result = { transcript, name: audio.name };
-    showResult(transcript);
+    showResult(transcript, detected);
     el.transcribeProgress.value = 1;
     el.transcribeStatus.dataset.elapsedMs = String(Math.round(elapsed));
     setStatus(el.transcribeStatus, "done", `Done in ${formatMs(elapsed)}.`);

@@ -40,6 +40,9 @@ export async function useEverything(files: FileList, chosen: File[], blob: Blob)
   const info: ModelInfo = transcriber.info;
   const ran: "webgpu" | "cpu" = info.backend;
   lines.push(`${ran} ${info.adapter} ${info.fromCache} ${info.loadMs.toFixed(0)} ${info.bytes}`);
+  const languages: string[] = info.languages;
+  const multilingual: boolean = info.multilingual;
+  lines.push(`${multilingual} ${languages.join(" ")}`);
 
   const pcm: Float32Array = await decodeAudio(blob);
   const inputs: AudioInput[] = [pcm, blob, new ArrayBuffer(8), new Uint8Array(8)];

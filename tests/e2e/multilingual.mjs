@@ -3,7 +3,10 @@
 // golden run of each kind — German with the language detected, French translated to English,
 // Japanese with the language given — and every segment's token ids, text and times, the
 // language and its detected probability must be faster-whisper's (tests/fixtures/golden/base,
-// made by tests/golden/make_golden.sh). The CPU executor in wasm: on Chromium's SwiftShader
+// made by tests/golden/make_golden.sh). Then the demo page itself, through its controls: the
+// base model loads with its 99 languages in the language list, and German speech transcribed
+// with "detect" shows the reference's language and probability. The CPU executor in wasm: on
+// Chromium's SwiftShader
 // WebGPU adapter a base-model window takes minutes (wgpu on lavapipe checks the GPU kernels
 // on these clips natively).
 // Run by tests/e2e/run.sh; needs target/debug/susurrus, www/pkg and the base model
@@ -50,6 +53,21 @@ function packageOptions(options) {
     task: options.task ?? "transcribe",
     temperatures: [options.temperature],
   };
+}
+
+/** Waits until `selector`'s data-state is one of `states`; fails on the page's error box. */
+async function waitForState(page, selector, states, what) {
+  const started = Date.now();
+  for (;;) {
+    const { state, error } = await page.evaluate((sel) => {
+      const box = document.getElementById("error");
+      return { state: document.querySelector(sel).dataset.state, error: box.hidden ? null : box.textContent };
+    }, selector);
+    if (error !== null) throw new Error(`${what}: the page shows an error: ${error}`);
+    if (states.includes(state)) return state;
+    assert(Date.now() - started < TRANSCRIBE_TIMEOUT_MS, `${what}: still "${state}" after ${seconds(TRANSCRIBE_TIMEOUT_MS)}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
 }
 
 /** Every difference between the package's result and the reference run. */
@@ -116,5 +134,32 @@ await runTest("multilingual", async (onCleanup) => {
     problems.push(...compare(result, run, `${clip}/${name}`));
   }
   assertEqual(problems, [], "differences from the reference");
+
+  // The demo page's own controls.
+  await page.evaluate(() => window.transcriber.dispose());
+  await page.selectOption("#backend", "cpu");
+  await page.click("#load");
+  assertEqual(await waitForState(page, "#load-status", ["loaded", "error"], "loading through the page"), "loaded",
+    "#load-status");
+  const choices = await page.evaluate(() => ({
+    languages: [...document.querySelectorAll("#language option")].map((o) => o.value),
+    disabled: document.getElementById("language").disabled || document.getElementById("task").disabled,
+  }));
+  assertEqual(choices.languages.length, 100, "language choices (detect and the model's 99)");
+  assertEqual(choices.languages.slice(0, 4), ["", "en", "zh", "de"], "the first language choices");
+  assertEqual(choices.disabled, false, "the language and task choices are enabled for a multilingual model");
+  const german = JSON.parse(readFileSync(join(fixtures, "de.json"), "utf8"));
+  const detect = german.runs.find((r) => r.name === "detect");
+  await page.setInputFiles("#audio-file", join(fixtures, german.audio.file));
+  await page.waitForFunction(() => !document.getElementById("transcribe").disabled);
+  await page.click("#transcribe");
+  assertEqual(await waitForState(page, "#transcribe-status", ["done", "error"], "transcribing through the page"),
+    "done", "#transcribe-status");
+  const shown = await page.evaluate(() => ({ ...document.getElementById("result-language").dataset,
+    text: document.getElementById("result-language").textContent }));
+  console.log(`multilingual: the page shows language ${shown.text}`);
+  assertEqual(shown.language, detect.info.language, "the page's detected language");
+  assert(Math.abs(Number(shown.probability) - detect.info.language_probability) <= 1e-3,
+    `the page's language probability ${shown.probability}, reference ${detect.info.language_probability}`);
   assertEqual(pageProblems, [], "uncaught errors and console errors on the page");
 });

@@ -44,6 +44,10 @@ export interface ModelInfo {
   fromCache: boolean;
   loadMs: number;
   bytes: number;
+  /** Whether the model detects languages and translates, or knows English only. */
+  multilingual: boolean;
+  /** The language codes it knows ("en", "zh", "de", ...; ["en"] when English-only). */
+  languages: string[];
 }
 export interface Segment {
   start: number; end: number; text: string; tokens: number[];

@@ -33,6 +33,11 @@ struct ModelInfo {
     from_cache: bool,
     load_ms: f64,
     bytes: f64,
+    /// Whether the model knows many languages (detection, translation) or English only.
+    multilingual: bool,
+    /// The language codes the model knows, in its vocabulary's order (`["en"]` for an
+    /// English-only model).
+    languages: Vec<String>,
 }
 
 struct Loaded {
@@ -66,6 +71,12 @@ impl Model {
         let (weights, tokenizer) = load_files(&model.files).map_err(from_core)?;
         drop(model.files);
         let (whisper, placed) = compile(options.backend, &weights, tokenizer).await?;
+        let multilingual = whisper.config().is_multilingual();
+        let languages = if multilingual {
+            whisper.tokenizer().languages().iter().map(|(code, _)| code.clone()).collect()
+        } else {
+            vec!["en".to_string()]
+        };
         let info = ModelInfo {
             backend: placed.kind,
             adapter: placed.adapter,
@@ -73,6 +84,8 @@ impl Model {
             from_cache: model.from_cache,
             load_ms: now_ms() - start,
             bytes: bytes as f64,
+            multilingual,
+            languages,
         };
         Ok(Model { loaded: Rc::new(RefCell::new(Loaded { whisper, pace: placed.pace })), info })
     }
