@@ -260,6 +260,15 @@ __device__ __forceinline__ unsigned ew_f16_word(float x) {
     return __float_as_uint(round_f16(x));
 }
 
+// A q8 weight widened for the op that reads it: byte i times the scale of its row.
+extern "C" __global__ void dequantize_q8(const DequantizeQ8Params p) {
+    u64 i = global_index();
+    if (i >= p.n) return;
+    float v = (float)((const signed char*)p.x)[i] * ((const float*)p.x)[p.scales_at + i / p.row_len];
+    if (p.half) ((unsigned short*)p.out)[i] = float_to_half(v);
+    else ((float*)p.out)[i] = v;
+}
+
 // Rust `as` between dtypes: floats (and integers) to floats round to nearest, floats to
 // integers truncate and saturate, integers to integers keep their bits.
 extern "C" __global__ void cast_convert(const CastParams p) {

@@ -113,6 +113,36 @@ impl Ct2Variable<'_> {
         made.map_err(|e| model_error(file, format!("{}: {e}", self.describe())))
     }
 
+    /// An int8 weight and its CTranslate2 scales (`weight_scale`: one per row, `q / scale`
+    /// being the value) as a q8 tensor, whose scales are their reciprocals (`q * scale`).
+    fn to_q8(&self, scale: &Ct2Variable, file: &str) -> Result<Tensor> {
+        let rows = self.dims.first().copied().unwrap_or(1);
+        let scales = match scale.to_tensor(file) {
+            Ok(t) if scale.dims == [rows] => t.to_f32(),
+            _ => {
+                return Err(model_error(
+                    file,
+                    format!(
+                        "{} ({:?} {:?}) is not one float scale per row of {} ({rows} rows)",
+                        scale.describe(),
+                        scale.dtype,
+                        scale.dims,
+                        self.describe()
+                    ),
+                ));
+            }
+        };
+        if let Some(bad) = scales.iter().position(|s| !s.is_finite() || *s <= 0.0) {
+            return Err(model_error(
+                file,
+                format!("{}: scale {} of row {bad} is not a positive number", scale.describe(), scales[bad]),
+            ));
+        }
+        let inverse: Vec<f32> = scales.iter().map(|s| 1.0 / s).collect();
+        Tensor::q8(self.dims.clone(), bytemuck::cast_slice(self.data), &inverse)
+            .map_err(|e| model_error(file, format!("{}: {e}", self.describe())))
+    }
+
     fn describe(&self) -> String {
         format!("variable {} at byte {}", self.name, self.offset)
     }
@@ -379,15 +409,34 @@ fn load_named(model_bin: &[u8], model_file: &str, config_json: &[u8], config_fil
     let mut parts = Parts::new(model_file, source_name);
     let mut settings: BTreeMap<&str, &Ct2Variable> = BTreeMap::new();
     let mut seen = BTreeSet::new();
+    // int8 models (CTranslate2's `int8`, `int8_float16`, ...): each int8 weight has its
+    // scales beside it as `<weight>_scale`.
+    let mut scales: BTreeMap<&str, &Ct2Variable> = BTreeMap::new();
+    for var in &parsed.variables {
+        if let Some(weight) = var.name.strip_suffix("_scale").filter(|w| w.ends_with("/weight")) {
+            if !parsed.variables.iter().any(|v| v.name == weight && v.dtype == Ct2DType::I8) {
+                return Err(model_error(model_file, format!("{} scales no int8 {weight}", var.describe())));
+            }
+            scales.insert(weight, var);
+        }
+    }
     for var in &parsed.variables {
         if !seen.insert(var.name.as_str()) {
             return Err(model_error(model_file, format!("{} repeats an earlier variable", var.describe())));
         }
-        if var.dims.is_empty() || !var.dtype.is_float() {
+        if scales.values().any(|s| std::ptr::eq(*s, var)) {
+            continue;
+        }
+        let quantized = var.dtype == Ct2DType::I8 && !var.dims.is_empty();
+        if var.dims.is_empty() || !(var.dtype.is_float() || quantized) {
             if !var.dtype.is_float() && var.name.ends_with("/weight") {
                 return Err(model_error(
                     model_file,
-                    format!("{} is {:?}: quantized models are not supported", var.describe(), var.dtype),
+                    format!(
+                        "{} is {:?}: this quantization is not supported (int8 and int8_float16 are)",
+                        var.describe(),
+                        var.dtype
+                    ),
                 ));
             }
             settings.insert(&var.name, var);
@@ -395,7 +444,14 @@ fn load_named(model_bin: &[u8], model_file: &str, config_json: &[u8], config_fil
         }
         let target = target(&var.name)
             .ok_or_else(|| model_error(model_file, format!("unexpected {} for a Whisper model", var.describe())))?;
-        let tensor = var.to_tensor(model_file)?;
+        let tensor = if quantized {
+            let scale = scales.get(var.name.as_str()).ok_or_else(|| {
+                model_error(model_file, format!("{} is int8 but the file has no {}_scale", var.describe(), var.name))
+            })?;
+            var.to_q8(scale, model_file)?
+        } else {
+            var.to_tensor(model_file)?
+        };
         match target {
             Target::One(name) => parts.insert(name, tensor, var.describe())?,
             Target::Split(names) => {
@@ -745,6 +801,41 @@ mod tests {
     }
 
     #[test]
+    fn int8_weights_load_as_q8_with_reciprocal_scales() {
+        // fc1 of decoder layer 1 is [12, 8]: int8 rows with CTranslate2 scales (value = q / scale).
+        let fc1 = "decoder/layer_1/ffn/linear_0/weight";
+        let values: Vec<i8> = (0..96).map(|i| (i * 37 % 255 - 127) as i8).collect();
+        let scales: Vec<f32> = (0..12).map(|r| 100.0 + r as f32).collect();
+        let with_scales = |scales: &[f32]| {
+            let scales = scales.to_vec();
+            let values = values.clone();
+            edited(move |v| {
+                let w = v.iter_mut().find(|(n, ..)| n == fc1).unwrap();
+                w.2 = Ct2DType::I8.code();
+                w.3 = bytemuck::cast_slice(&values).to_vec();
+                let dims = vec![scales.len()];
+                v.push((format!("{fc1}_scale"), dims, Ct2DType::F32.code(), bytemuck::cast_slice(&scales).to_vec()));
+            })
+        };
+        let w = load_ct2(&with_scales(&scales), b"{}").unwrap();
+        let t = w.get("model.decoder.layers.1.fc1.weight").unwrap();
+        assert_eq!(t.dtype(), DType::Q8);
+        let got = t.to_f32();
+        for (i, &q) in values.iter().enumerate() {
+            assert_eq!(got[i], f32::from(q) * (1.0 / scales[i / 8]), "value {i}");
+        }
+        let short = err(&with_scales(&scales[..11]), b"{}");
+        assert!(short.starts_with(&format!("model.bin: variable {fc1}_scale at byte ")), "{short}");
+        assert!(short.contains(" (F32 [11]) is not one float scale per row of variable "), "{short}");
+        assert!(short.ends_with(" (12 rows)"), "{short}");
+        let mut zero = scales.clone();
+        zero[3] = 0.0;
+        assert!(err(&with_scales(&zero), b"{}").ends_with("scale 0 of row 3 is not a positive number"));
+        let orphan = edited(|v| v.push((format!("{fc1}_scale"), vec![12], Ct2DType::F32.code(), vec![0; 48])));
+        assert!(err(&orphan, b"{}").ends_with(&format!("scales no int8 {fc1}")), "{}", err(&orphan, b"{}"));
+    }
+
+    #[test]
     fn errors_name_file_variable_and_offset() {
         let good = model_bin(&small(DType::F16));
         let mut bad_version = good.clone();
@@ -810,12 +901,15 @@ mod tests {
         assert!(err(&odd, b"{}").ends_with("with shape [23] cannot be split into 3 row blocks"));
         let relu = edited(|v| v[0].3 = vec![0]);
         assert_eq!(err(&relu, b"{}"), "model.bin: decoder/activation is 0: Whisper needs 3 (GELU)");
-        let quantized = edited(|v| {
-            let fc1 = v.iter_mut().find(|(n, ..)| n == "decoder/layer_1/ffn/linear_0/weight").unwrap();
-            fc1.2 = Ct2DType::I8.code();
-            fc1.3.truncate(96);
+        let fc1 = "decoder/layer_1/ffn/linear_0/weight";
+        let unscaled = edited(|v| {
+            let w = v.iter_mut().find(|(n, ..)| n == fc1).unwrap();
+            w.2 = Ct2DType::I8.code();
+            w.3.truncate(96);
         });
-        assert!(err(&quantized, b"{}").ends_with("is I8: quantized models are not supported"));
+        assert!(err(&unscaled, b"{}").ends_with(&format!("is int8 but the file has no {fc1}_scale")));
+        let int16 = edited(|v| v.iter_mut().find(|(n, ..)| n == fc1).unwrap().2 = Ct2DType::I16.code());
+        assert!(err(&int16, b"{}").ends_with("is I16: this quantization is not supported (int8 and int8_float16 are)"));
         let heads = edited(|v| v[4].3 = 3i16.to_le_bytes().to_vec());
         assert_eq!(err(&heads, b"{}"), "model.bin: decoder heads 3 do not divide d_model 8");
         let dup = edited(|v| {

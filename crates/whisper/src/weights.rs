@@ -270,6 +270,10 @@ pub(crate) fn split_rows(t: &Tensor, k: usize) -> Option<Vec<Tensor>> {
     let parts: Vec<TensorData> = match t.data() {
         TensorData::F32(v) => v.chunks(chunk).map(|c| TensorData::F32(c.to_vec())).collect(),
         TensorData::F16(v) => v.chunks(chunk).map(|c| TensorData::F16(c.to_vec())).collect(),
+        TensorData::Q8(q) => {
+            let per = rows / k;
+            (0..k).map(|i| q.rows(i * per, (i + 1) * per).ok().map(TensorData::Q8)).collect::<Option<_>>()?
+        }
         TensorData::I32(_) | TensorData::U32(_) => return None,
     };
     parts.into_iter().map(|data| Tensor::new(shape.clone(), data).ok()).collect()

@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::ops::{Const, Input, Op, Param, ScalarRead, State};
 use crate::tensor::Tensor;
 
-use crate::tensor::TensorType;
+use crate::tensor::{DType, TensorType};
 
 /// Index of a node in its graph.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -111,6 +111,7 @@ impl Graph {
             tys.push(&self.nodes[i.index()].ty);
         }
         let ty = op.infer(&tys)?;
+        check_q8(op, &tys, &ty)?;
         if ty.checked_byte_size().is_none_or(|b| b > isize::MAX as usize) {
             return Err(Error::shape(op.name(), format!("result shape {} is too large to address", ty.shape)));
         }
@@ -273,6 +274,31 @@ impl Graph {
             })
             .collect()
     }
+}
+
+/// q8 is a storage type of weights only: a param may be q8, and only a product's right
+/// operand, a gather's table, a convolution's weight and a cast read one (each dequantizes),
+/// so no computed value, and nothing a backend keeps in its arena, is q8.
+fn check_q8(op: &Op, inputs: &[&TensorType], ty: &TensorType) -> Result<()> {
+    if ty.dtype == DType::Q8 && !matches!(op, Op::Param(_)) {
+        return Err(Error::shape(op.name(), format!("only weights can be q8, not the result {ty}")));
+    }
+    for (k, t) in inputs.iter().enumerate() {
+        let reads = matches!(
+            (op, k),
+            (Op::MatMul(_) | Op::MatMulBias(_) | Op::Conv1d(_), 1) | (Op::Gather(_) | Op::Cast(_), 0)
+        );
+        if t.dtype == DType::Q8 && !reads {
+            return Err(Error::shape(
+                op.name(),
+                format!(
+                    "input {k} is the q8 weight {t}; q8 weights are read only by matmul (right operand), \
+                     gather (table), conv1d (weight) and cast"
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

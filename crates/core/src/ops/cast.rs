@@ -28,7 +28,7 @@ impl OpKind for Cast {
         // Integers go through i64 so values above 2^24 stay exact between i32 and u32; an
         // integer reaching f16 through f32 rounds once, since every i32/u32 that f16 can
         // hold without overflowing to infinity is exact in f32.
-        if x.dtype().is_float() {
+        if x.dtype().is_weight_float() {
             Tensor::from_f32(self.to, x.shape().clone(), x.to_f32())
         } else {
             Tensor::from_i64(self.to, x.shape().clone(), x.to_i64())

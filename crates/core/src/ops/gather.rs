@@ -7,7 +7,7 @@
 
 use super::{EvalCtx, Memory, OpKind, expect_arity};
 use crate::error::{Error, Result};
-use crate::ir::{Graph, NodeId, Shape, TensorType};
+use crate::ir::{DType, Graph, NodeId, Shape, TensorType};
 use crate::tensor::{Tensor, TensorData};
 
 #[derive(Clone, Debug, PartialEq)]
@@ -49,6 +49,7 @@ pub(crate) fn take(op: &str, parts: &[&Tensor], index: &[usize]) -> Result<Tenso
         TensorData::F16(_) => pick_as!(F16),
         TensorData::I32(_) => pick_as!(I32),
         TensorData::U32(_) => pick_as!(U32),
+        TensorData::Q8(_) => return Err(Error::runtime(op, "q8 weights are not copied, only read by products")),
     };
     data.ok_or_else(|| Error::runtime(op, "an element index is out of range of the input data"))
 }
@@ -81,7 +82,9 @@ impl OpKind for Gather {
         }
         let mut dims = ids.shape.dims().to_vec();
         dims.extend_from_slice(&table.shape.dims()[1..]);
-        Ok(TensorType::new(table.dtype, Shape(dims)))
+        // A q8 table's rows come out dequantized.
+        let dtype = if table.dtype == DType::Q8 { DType::F32 } else { table.dtype };
+        Ok(TensorType::new(dtype, Shape(dims)))
     }
     fn eval(&self, inputs: &[&Tensor], _: &EvalCtx) -> Result<Tensor> {
         let out = infer_values(self, inputs)?;
@@ -102,6 +105,14 @@ impl OpKind for Gather {
             TensorData::F16(v) => TensorData::F16(take_rows(v, &picked, row_len)),
             TensorData::I32(v) => TensorData::I32(take_rows(v, &picked, row_len)),
             TensorData::U32(v) => TensorData::U32(take_rows(v, &picked, row_len)),
+            TensorData::Q8(q) => {
+                let mut values = Vec::with_capacity(picked.len() * row_len);
+                for &r in &picked {
+                    let row = q.rows(r, r + 1)?;
+                    values.extend(row.to_f32());
+                }
+                TensorData::F32(values)
+            }
         };
         Tensor::new(out.shape, data)
     }

@@ -1,7 +1,7 @@
 //! Batched matrix multiply: `a [..., M, K] x b [..., K, N] -> [..., M, N]`, or with
 //! `transpose_b`, `b [..., N, K]` (weights stored `[out, in]`). Batch dimensions broadcast
 //! numpy-style, so a 2-D weight serves every batch. Accumulates in f32; the output has `a`'s
-//! dtype, so f16 weights can multiply f32 activations.
+//! dtype, so f16 (or q8) weights can multiply f32 activations.
 
 use super::cpu_kernels::{Mat, gemm, gemm_par, par_chunks};
 use super::gather::infer_values;
@@ -17,7 +17,7 @@ pub struct MatMul {
 
 /// The output type of `a x b` (shared with the fused matmul + bias).
 pub(crate) fn matmul_type(op: &str, a: &TensorType, b: &TensorType, transpose_b: bool) -> Result<TensorType> {
-    if !a.dtype.is_float() || !b.dtype.is_float() || a.shape.rank() < 2 || b.shape.rank() < 2 {
+    if !a.dtype.is_float() || !b.dtype.is_weight_float() || a.shape.rank() < 2 || b.shape.rank() < 2 {
         return Err(Error::shape(op, format!("needs float operands of rank >= 2, got {a} and {b}")));
     }
     let (ra, rb) = (a.shape.rank(), b.shape.rank());

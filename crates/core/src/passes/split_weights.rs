@@ -22,7 +22,7 @@ use std::ops::Range;
 use crate::error::{Error, Result};
 use crate::ir::{DType, Graph, NodeId, TensorType};
 use crate::ops::{CmpKind, MatMul, Op, Param};
-use crate::tensor::Tensor;
+use crate::tensor::{Tensor, TensorData};
 
 /// Rows `rows` of the weight `of`, a weight of its own named `name`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -42,9 +42,12 @@ impl WeightRows {
                 self.of, self.rows.start, self.rows.end, self.name
             )));
         }
-        let row_bytes = tensor.as_bytes().len() / dims[0];
         let mut shape = dims.to_vec();
         shape[0] = self.rows.len();
+        if let TensorData::Q8(q) = tensor.data() {
+            return Tensor::new(shape, TensorData::Q8(q.rows(self.rows.start, self.rows.end)?));
+        }
+        let row_bytes = tensor.as_bytes().len() / dims[0];
         let bytes = &tensor.as_bytes()[self.rows.start * row_bytes..self.rows.end * row_bytes];
         Tensor::from_bytes(&TensorType::new(tensor.dtype(), shape), bytes)
     }
@@ -218,10 +221,14 @@ mod tests {
 
     /// A 10 x 4 embedding read by a gather and by a linear layer (as Whisper's decoder does).
     fn embedding_graph() -> Graph {
+        embedding_graph_of(DType::F32)
+    }
+
+    fn embedding_graph_of(dtype: DType) -> Graph {
         let mut g = Graph::new("embed");
         let ids = g.input("ids", TensorType::new(DType::U32, [5])).unwrap();
         let x = g.input("x", TensorType::new(DType::F32, [2, 4])).unwrap();
-        let table = g.param("table", TensorType::new(DType::F32, [10, 4])).unwrap();
+        let table = g.param("table", TensorType::new(dtype, [10, 4])).unwrap();
         let rows = g.gather(table, ids).unwrap();
         let logits = g.matmul_t(x, table).unwrap();
         g.output("rows", rows).unwrap();
@@ -260,6 +267,31 @@ mod tests {
         let names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
         assert_eq!(names, ["table[0..3]", "table[3..6]", "table[6..9]", "table[9..10]"]);
         assert!(split.nodes().iter().all(|n| n.op.leaf_name() != Some("table")), "the whole table is gone");
+        let mut block_weights = HashMap::new();
+        for r in &rows {
+            block_weights.insert(r.name.clone(), r.cut(&table).unwrap());
+        }
+        assert_eq!(block_weights["table[3..6]"].to_f32(), table.to_f32()[12..24]);
+        let got = evaluate(&split, &inputs, &block_weights, &none, &HashMap::new()).unwrap().outputs;
+        assert_eq!(got["rows"], want["rows"]);
+        assert_eq!(got["logits"], want["logits"]);
+    }
+
+    #[test]
+    fn a_q8_table_splits_with_its_scales() {
+        let g = embedding_graph_of(DType::Q8);
+        let floats = Tensor::f32([10, 4], (0..40).map(|i| (i as f32 * 0.37).sin() * (1 + i / 4) as f32).collect());
+        let table = floats.unwrap().quantized_q8().unwrap();
+        let weights = HashMap::from([("table".to_string(), table.clone())]);
+        let inputs = HashMap::from([
+            ("ids".to_string(), Tensor::u32([5], vec![9, 0, 3, 6, 5]).unwrap()),
+            ("x".to_string(), Tensor::f32([2, 4], vec![0.5, -1.0, 2.0, 0.25, 1.5, 0.0, -0.5, 1.0]).unwrap()),
+        ]);
+        let none = HashMap::new();
+        let want = evaluate(&g, &inputs, &weights, &none, &HashMap::new()).unwrap().outputs;
+        // A q8 row of 4 values is 8 bytes with its scale; 24-byte blocks hold 3 rows (12 + 12).
+        let (split, rows) = split_weights(&g, &limit(24)).unwrap().expect("the table is split");
+        assert_eq!(rows.len(), 4);
         let mut block_weights = HashMap::new();
         for r in &rows {
             block_weights.insert(r.name.clone(), r.cut(&table).unwrap());

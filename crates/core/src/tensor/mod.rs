@@ -11,9 +11,11 @@ use std::collections::HashMap;
 use half::f16;
 
 mod dtype;
+mod q8;
 mod shape;
 
 pub use dtype::{DType, TensorType};
+pub use q8::Q8Data;
 pub use shape::{Shape, broadcast_offset};
 
 use crate::error::{Error, Result};
@@ -25,6 +27,7 @@ pub enum TensorData {
     F16(Vec<f16>),
     I32(Vec<i32>),
     U32(Vec<u32>),
+    Q8(Q8Data),
 }
 
 impl TensorData {
@@ -34,6 +37,7 @@ impl TensorData {
             TensorData::F16(_) => DType::F16,
             TensorData::I32(_) => DType::I32,
             TensorData::U32(_) => DType::U32,
+            TensorData::Q8(_) => DType::Q8,
         }
     }
 
@@ -43,6 +47,7 @@ impl TensorData {
             TensorData::F16(v) => v.len(),
             TensorData::I32(v) => v.len(),
             TensorData::U32(v) => v.len(),
+            TensorData::Q8(q) => q.len(),
         }
     }
 
@@ -92,6 +97,23 @@ impl Tensor {
         Tensor::new(shape, TensorData::U32(data))
     }
 
+    /// A `Q8` tensor: int8 values and one scale per index of the first axis.
+    pub fn q8(shape: impl Into<Shape>, values: &[i8], scales: &[f32]) -> Result<Self> {
+        let shape = shape.into();
+        let rows = TensorType::new(DType::Q8, shape.clone()).q8_rows();
+        if scales.len() != rows {
+            return Err(Error::BadTensor(format!("q8{shape} needs {rows} scales, got {}", scales.len())));
+        }
+        Tensor::new(shape, TensorData::Q8(Q8Data::new(values, scales)?))
+    }
+
+    /// This float tensor quantized to `Q8` (CTranslate2's int8 rule, one scale per index of
+    /// the first axis; see [`Q8Data`]).
+    pub fn quantized_q8(&self) -> Result<Tensor> {
+        let rows = TensorType::new(DType::Q8, self.shape.clone()).q8_rows();
+        Tensor::new(self.shape.clone(), TensorData::Q8(Q8Data::quantize(&self.to_f32(), rows)?))
+    }
+
     /// A rank-0 f32 tensor.
     pub fn scalar_f32(v: f32) -> Self {
         Tensor { shape: Shape::scalar(), data: TensorData::F32(vec![v]) }
@@ -105,6 +127,7 @@ impl Tensor {
             DType::F16 => TensorData::F16(vec![f16::ZERO; n]),
             DType::I32 => TensorData::I32(vec![0; n]),
             DType::U32 => TensorData::U32(vec![0; n]),
+            DType::Q8 => TensorData::Q8(Q8Data::new(&vec![0; n], &vec![0.0; ty.q8_rows()]).expect("one scale per row")),
         };
         Tensor { shape: ty.shape.clone(), data }
     }
@@ -117,6 +140,7 @@ impl Tensor {
             DType::F16 => TensorData::F16(values.into_iter().map(f16::from_f32).collect()),
             DType::I32 => TensorData::I32(values.into_iter().map(|v| v as i32).collect()),
             DType::U32 => TensorData::U32(values.into_iter().map(|v| v as u32).collect()),
+            DType::Q8 => return Tensor::f32(shape, values)?.quantized_q8(),
         };
         Tensor::new(shape, data)
     }
@@ -128,6 +152,7 @@ impl Tensor {
             DType::F16 => TensorData::F16(values.into_iter().map(|v| f16::from_f32(v as f32)).collect()),
             DType::I32 => TensorData::I32(values.into_iter().map(|v| v as i32).collect()),
             DType::U32 => TensorData::U32(values.into_iter().map(|v| v as u32).collect()),
+            DType::Q8 => return Tensor::from_f32(dtype, shape, values.into_iter().map(|v| v as f32).collect()),
         };
         Tensor::new(shape, data)
     }
@@ -169,6 +194,7 @@ impl Tensor {
             TensorData::F16(v) => v.iter().map(|x| x.to_f32()).collect(),
             TensorData::I32(v) => v.iter().map(|&x| x as f32).collect(),
             TensorData::U32(v) => v.iter().map(|&x| x as f32).collect(),
+            TensorData::Q8(q) => q.to_f32(),
         }
     }
 
@@ -193,6 +219,7 @@ impl Tensor {
             TensorData::F16(v) => v.iter().map(|x| x.to_f32() as i64).collect(),
             TensorData::I32(v) => v.iter().map(|&x| x as i64).collect(),
             TensorData::U32(v) => v.iter().map(|&x| x as i64).collect(),
+            TensorData::Q8(q) => q.to_f32().into_iter().map(|x| x as i64).collect(),
         }
     }
 
@@ -227,6 +254,7 @@ impl Tensor {
             TensorData::F16(v) => bytemuck::cast_slice(v).to_vec(),
             TensorData::I32(v) => bytemuck::cast_slice(v).to_vec(),
             TensorData::U32(v) => bytemuck::cast_slice(v).to_vec(),
+            TensorData::Q8(q) => q.as_bytes().to_vec(),
         }
     }
 
@@ -237,6 +265,7 @@ impl Tensor {
             TensorData::F16(v) => bytemuck::cast_slice(v),
             TensorData::I32(v) => bytemuck::cast_slice(v),
             TensorData::U32(v) => bytemuck::cast_slice(v),
+            TensorData::Q8(q) => q.as_bytes(),
         }
     }
 
@@ -250,6 +279,7 @@ impl Tensor {
             DType::F16 => TensorData::F16(bytemuck::pod_collect_to_vec(bytes)),
             DType::I32 => TensorData::I32(bytemuck::pod_collect_to_vec(bytes)),
             DType::U32 => TensorData::U32(bytemuck::pod_collect_to_vec(bytes)),
+            DType::Q8 => TensorData::Q8(Q8Data::from_bytes(bytes, ty.numel(), ty.q8_rows())?),
         };
         Tensor::new(ty.shape.clone(), data)
     }

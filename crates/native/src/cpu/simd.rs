@@ -165,6 +165,36 @@ multiversion! {
 }
 
 multiversion! {
+    /// `out[j] = dot(x, m[j*k..(j+1)*k]) * scales[j]` for every row `j` of the int8 `m`
+    /// (a q8 weight: values widened exactly, summed in the order of [`dot_rows`]).
+    fn dot_rows_q8(x: &[f32], m: &[i8], scales: &[f32], k: usize, out: &mut [f32]) {
+        for ((o, row), &s) in out.iter_mut().zip(m.chunks_exact(k)).zip(scales) {
+            let mut acc = [0.0f32; LANES];
+            let mut cx = x.chunks_exact(LANES);
+            let mut cr = row.chunks_exact(LANES);
+            for (a, b) in (&mut cx).zip(&mut cr) {
+                for l in 0..LANES {
+                    acc[l] = a[l].mul_add(f32::from(b[l]), acc[l]);
+                }
+            }
+            for (l, (a, b)) in cx.remainder().iter().zip(cr.remainder()).enumerate() {
+                acc[l] = a.mul_add(f32::from(*b), acc[l]);
+            }
+            *o = fold(acc) * s;
+        }
+    }
+}
+
+multiversion! {
+    /// `out[i] = q[i] * scale` (one row of a q8 weight).
+    fn dequantize_row(q: &[i8], scale: f32, out: &mut [f32]) {
+        for (o, &v) in out.iter_mut().zip(q) {
+            *o = f32::from(v) * scale;
+        }
+    }
+}
+
+multiversion! {
     /// `out = sum_j p[j] * v[j*d..(j+1)*d]` (attention's weighted sum of values).
     fn weighted_rows(p: &[f32], v: &[f32], d: usize, out: &mut [f32]) {
         out.fill(0.0);

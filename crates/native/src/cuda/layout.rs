@@ -21,6 +21,7 @@ pub fn stored_kind(place: &Place) -> u32 {
         DType::F32 | DType::F16 => kind::F32,
         DType::I32 => kind::I32,
         DType::U32 => kind::U32,
+        DType::Q8 => kind::Q8,
     }
 }
 

@@ -17,6 +17,9 @@ pub mod kind {
     pub const F16: u32 = 1;
     pub const I32: u32 = 2;
     pub const U32: u32 = 3;
+    /// A q8 weight (int8 values, then one f32 scale per row). Kernels never read one: the
+    /// lowering dequantizes it into scratch first (`dequantize_q8`).
+    pub const Q8: u32 = 4;
 }
 
 /// The dtype codes of [`Out::dtype`]: every output element is a 32-bit word; f16 values are
@@ -27,6 +30,7 @@ pub fn dtype_code(dtype: DType) -> u32 {
         DType::F16 => 1,
         DType::I32 => 2,
         DType::U32 => 3,
+        DType::Q8 => unreachable!("no op computes a q8 value (the graph refuses it)"),
     }
 }
 

@@ -36,14 +36,9 @@ pub(super) struct Loc {
 }
 
 impl Loc {
-    /// The range of `place`: f16 leaves are read natively with `shader-f16` (`f16`), else
-    /// as packed pairs; everything else is 32-bit words.
-    fn of(place: Place, f16: bool) -> Loc {
-        let elem = match place.dtype {
-            DType::F16 if !place.f16_words && f16 => Elem::F16Native,
-            DType::F16 if !place.f16_words => Elem::F16Packed,
-            dtype => Elem::Word(dtype),
-        };
+    /// The range of `place`, holding a value of type `ty`, stored as [`Elem::of`] says.
+    fn of(place: Place, ty: &TensorType, f16: bool) -> Loc {
+        let elem = Elem::of(&TensorType::new(place.dtype, ty.shape.clone()), place.f16_words, f16);
         Loc { buf: place.block, offset: place.offset as u64, size: pad4(place.bytes as u64), elem }
     }
 }
@@ -207,7 +202,7 @@ fn build(backend: &WgpuBackend, linked: &LinkedPlan, shared: &Shared) -> Result<
         };
         buffers.entry(place.block).or_insert_with(|| buffer.clone());
     }
-    let loc = |id: NodeId| Loc::of(linked.place(id), backend.f16);
+    let loc = |id: NodeId| Loc::of(linked.place(id), g.ty(id), backend.f16);
 
     let mut cache = backend.cache.lock().map_err(|_| Error::Backend("pipeline cache poisoned".into()))?;
     let mut specs = Vec::new();

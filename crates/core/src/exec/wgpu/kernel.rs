@@ -17,7 +17,7 @@ use std::fmt::Write;
 
 use super::params::KernelParams;
 use crate::exec::link::MAX_RUNTIME_SCALARS;
-use crate::ir::DType;
+use crate::ir::{DType, TensorType};
 
 /// Workgroup size of one-dimensional kernels (SwiftShader allows at most 256 invocations).
 pub const WORKGROUP: u32 = 256;
@@ -92,6 +92,26 @@ pub enum Elem {
     F16Packed,
     /// Native `f16` (the device has `shader-f16`).
     F16Native,
+    /// A q8 weight: int8 values packed four to a word, then one f32 scale per row of
+    /// `row_len` values from word `scales_at` on; loads dequantize.
+    Q8 { row_len: u32, scales_at: u32 },
+}
+
+impl Elem {
+    /// How a leaf of type `ty` is stored: f16 natively with `shader-f16` (`f16`), else as
+    /// packed pairs, unless the link keeps it as f32 words (`f16_words`); q8 as itself;
+    /// everything else as 32-bit words.
+    pub fn of(ty: &TensorType, f16_words: bool, f16: bool) -> Elem {
+        match ty.dtype {
+            DType::F16 if !f16_words && f16 => Elem::F16Native,
+            DType::F16 if !f16_words => Elem::F16Packed,
+            DType::Q8 => Elem::Q8 {
+                row_len: (ty.numel().checked_div(ty.q8_rows()).unwrap_or(0)) as u32,
+                scales_at: ty.numel().div_ceil(4) as u32,
+            },
+            dtype => Elem::Word(dtype),
+        }
+    }
 }
 
 /// One storage binding of a dispatch.
@@ -162,6 +182,7 @@ pub fn module_source(key: &PipelineKey, source: &str) -> String {
         DType::F16 => "bitcast<u32>(unpack2x16float(pack2x16float(vec2<f32>(v, 0.0))).x)".to_string(),
         DType::I32 => "bitcast<u32>(i32(v))".to_string(),
         DType::U32 => "u32(v)".to_string(),
+        DType::Q8 => unreachable!("no op computes a q8 value (the graph refuses it)"),
     };
     let _ = writeln!(
         s,
@@ -209,5 +230,12 @@ fn loads(elem: Elem, j: usize) -> [String; 4] {
         Elem::Word(DType::U32) => [format!("f32({word})"), format!("bitcast<i32>({word})"), word.clone(), word],
         Elem::F16Packed => from_float(format!("unpack2x16float(b{j}[i >> 1u])[i & 1u]")),
         Elem::F16Native => from_float(format!("f32({word})")),
+        // The byte of element i, sign-extended by an arithmetic shift, times its row's scale.
+        Elem::Q8 { row_len, scales_at } => from_float(format!(
+            "f32(bitcast<i32>(b{j}[i >> 2u] << (24u - 8u * (i & 3u))) >> 24u) * \
+             bitcast<f32>(b{j}[{scales_at}u + i / {row_len}u])",
+            row_len = row_len.max(1)
+        )),
+        Elem::Word(DType::Q8) => unreachable!("q8 values are stored as Elem::Q8"),
     }
 }

@@ -9,7 +9,7 @@ use susurrus_core::ir::{DType, TensorType};
 
 use super::super::compile::Operand;
 use super::super::memory::Bases;
-use super::linear::weight_f32;
+use super::linear::{WeightKind, weight_f32};
 use super::product::{View, matmul};
 use super::{Scratch, input};
 
@@ -23,7 +23,7 @@ pub struct Conv1d {
     stride: usize,
     padding: usize,
     dilation: usize,
-    f16: bool,
+    weight: WeightKind,
     bias: bool,
 }
 
@@ -34,11 +34,7 @@ impl Conv1d {
         if t[0].dtype != DType::F32 || out.dtype != DType::F32 || (x.len() == 3 && x[0] != 1) {
             return None;
         }
-        let f16 = match t[1].dtype {
-            DType::F16 => true,
-            DType::F32 => false,
-            _ => return None,
-        };
+        let weight = WeightKind::of(&t[1])?;
         if t.get(2).is_some_and(|b| b.dtype != DType::F32) {
             return None;
         }
@@ -54,7 +50,7 @@ impl Conv1d {
             stride: op.stride,
             padding: op.padding,
             dilation: op.dilation,
-            f16,
+            weight,
             bias: t.len() == 3,
         })
     }
@@ -86,7 +82,7 @@ impl Conv1d {
             }
         });
         // SAFETY: the caller's contract.
-        let w = unsafe { weight_f32(bases, ops[1], self.f16, weights)? };
+        let w = unsafe { weight_f32(bases, ops[1], self.weight, weights)? };
         matmul(self.c_out, n, red, View::rows(w, red), View::rows(cols, n), out, threads);
         if self.bias {
             // SAFETY: the caller's contract.

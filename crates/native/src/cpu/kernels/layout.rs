@@ -9,6 +9,8 @@ use susurrus_core::{Error, Result};
 use super::super::compile::Operand;
 use super::super::memory::{Bases, Region};
 use super::input;
+use super::linear::{WeightKind, q8_parts};
+use super::super::simd;
 
 /// A permute of 4-byte or 2-byte elements, copied in runs of the innermost axis when the
 /// permutation keeps it last.
@@ -128,23 +130,21 @@ impl KvWrite {
     }
 }
 
-/// Rows of a table `[V, D]` (f32 or f16, the output's dtype) picked by ids.
+/// Rows of a table `[V, D]` picked by ids: f32 or f16 copied (the output's dtype), q8
+/// dequantized to f32.
 #[derive(Debug)]
 pub struct Gather {
     rows: usize,
     d: usize,
-    f16: bool,
+    table: WeightKind,
 }
 
 impl Gather {
     pub fn choose(t: &[TensorType], out: &TensorType) -> Option<Self> {
         let [rows, d] = *t[0].shape.dims() else { return None };
-        let f16 = match t[0].dtype {
-            DType::F16 => true,
-            DType::F32 => false,
-            _ => return None,
-        };
-        (matches!(t[1].dtype, DType::U32 | DType::I32) && out.dtype == t[0].dtype).then_some(Gather { rows, d, f16 })
+        let table = WeightKind::of(&t[0])?;
+        let out_dtype = if table == WeightKind::F16 { DType::F16 } else { DType::F32 };
+        (matches!(t[1].dtype, DType::U32 | DType::I32) && out.dtype == out_dtype).then_some(Gather { rows, d, table })
     }
 
     /// # Safety
@@ -161,17 +161,27 @@ impl Gather {
         let d = self.d;
         // SAFETY: the caller's contract.
         unsafe {
-            if self.f16 {
-                let (table, dst) = (input::<f16>(bases, ops[0])?, bases.slice_mut::<f16>(out));
-                for (i, &id) in ids.iter().enumerate() {
-                    let r = row(id)?;
-                    dst[i * d..(i + 1) * d].copy_from_slice(&table[r * d..(r + 1) * d]);
+            match self.table {
+                WeightKind::F16 => {
+                    let (table, dst) = (input::<f16>(bases, ops[0])?, bases.slice_mut::<f16>(out));
+                    for (i, &id) in ids.iter().enumerate() {
+                        let r = row(id)?;
+                        dst[i * d..(i + 1) * d].copy_from_slice(&table[r * d..(r + 1) * d]);
+                    }
                 }
-            } else {
-                let (table, dst) = (input::<f32>(bases, ops[0])?, bases.slice_mut::<f32>(out));
-                for (i, &id) in ids.iter().enumerate() {
-                    let r = row(id)?;
-                    dst[i * d..(i + 1) * d].copy_from_slice(&table[r * d..(r + 1) * d]);
+                WeightKind::F32 => {
+                    let (table, dst) = (input::<f32>(bases, ops[0])?, bases.slice_mut::<f32>(out));
+                    for (i, &id) in ids.iter().enumerate() {
+                        let r = row(id)?;
+                        dst[i * d..(i + 1) * d].copy_from_slice(&table[r * d..(r + 1) * d]);
+                    }
+                }
+                WeightKind::Q8 { len, .. } => {
+                    let ((table, scales), dst) = (q8_parts(bases, ops[0], len)?, bases.slice_mut::<f32>(out));
+                    for (i, &id) in ids.iter().enumerate() {
+                        let r = row(id)?;
+                        simd::dequantize_row(&table[r * d..(r + 1) * d], scales[r], &mut dst[i * d..(i + 1) * d]);
+                    }
                 }
             }
         }

@@ -1,9 +1,10 @@
-//! `x · Wᵀ (+ bias) (+ GELU)` with `W [N, K]` (a linear layer; f32 or f16 weights).
+//! `x · Wᵀ (+ bias) (+ GELU)` with `W [N, K]` (a linear layer; f32, f16 or q8 weights).
 //!
 //! A few rows (a decoder step, a short prompt) are dot products that read each weight row
-//! once, f16 widened on the fly: a decoder step is bound by reading the weights, and f16
-//! halves that. More rows are a matrix product ([`super::product`]) on an f32 copy of the weight made into scratch memory: converting `N x K`
-//! values is small beside `M x N x K` multiply-adds.
+//! once, f16 widened or q8 dequantized on the fly: a decoder step is bound by reading the
+//! weights, and f16 halves that, int8 quarters it. More rows are a matrix product
+//! ([`super::product`]) on an f32 copy of the weight made into scratch memory: converting
+//! `N x K` values is small beside `M x N x K` multiply-adds.
 
 use half::f16;
 use rayon::prelude::*;
@@ -29,9 +30,44 @@ pub struct Linear {
     rows: usize,
     n: usize,
     k: usize,
-    f16: bool,
+    weight: WeightKind,
     bias: bool,
     gelu: bool,
+}
+
+/// How a weight operand is stored: the kernels that read weights (products, convolutions,
+/// gathers) take any of these.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WeightKind {
+    F32,
+    F16,
+    /// int8 values, then one f32 scale per row of `row_len` values (`DType::Q8`).
+    Q8 { len: usize, row_len: usize },
+}
+
+impl WeightKind {
+    pub fn of(ty: &TensorType) -> Option<Self> {
+        match ty.dtype {
+            DType::F32 => Some(WeightKind::F32),
+            DType::F16 => Some(WeightKind::F16),
+            DType::Q8 => {
+                Some(WeightKind::Q8 { len: ty.numel(), row_len: ty.numel().checked_div(ty.q8_rows()).unwrap_or(0) })
+            }
+            _ => None,
+        }
+    }
+}
+
+/// A q8 operand's values and scales.
+///
+/// # Safety
+/// As [`Bases::slice`] for the operand.
+pub unsafe fn q8_parts<'a>(bases: &Bases, op: Operand, len: usize) -> Result<(&'a [i8], &'a [f32])> {
+    // SAFETY: the caller's contract; the region holds the values padded to 4 bytes, then the
+    // scales, and starts 4-byte aligned like every region.
+    let bytes = unsafe { input::<u8>(bases, op)? };
+    let at = len.div_ceil(4) * 4;
+    Ok((bytemuck::cast_slice(&bytes[..len]), bytemuck::cast_slice(&bytes[at..])))
 }
 
 impl Linear {
@@ -43,17 +79,13 @@ impl Linear {
         };
         let (a, w) = (&t[0], &t[1]);
         let [n, k] = *w.shape.dims() else { return None };
-        let f16 = match w.dtype {
-            DType::F16 => true,
-            DType::F32 => false,
-            _ => return None,
-        };
+        let weight = WeightKind::of(w)?;
         let ok = a.dtype == DType::F32
             && out.dtype == DType::F32
             && a.shape.dims().last() == Some(&k)
             && k > 0
             && (!bias || (t[2].dtype == DType::F32 && t[2].shape.dims() == [n]));
-        ok.then(|| Linear { rows: a.numel() / k, n, k, f16, bias, gelu })
+        ok.then(|| Linear { rows: a.numel() / k, n, k, weight, bias, gelu })
     }
 
     /// # Safety
@@ -71,19 +103,29 @@ impl Linear {
             (input::<f32>(bases, ops[0])?, if self.bias { Some(input::<f32>(bases, ops[2])?) } else { None })
         };
         if self.rows <= DOT_ROWS {
-            if self.f16 {
-                // SAFETY: the caller's contract.
-                let w = unsafe { input::<f16>(bases, ops[1])? };
-                self.dots(a, w, bias, out, |x, m, o| simd::dot_rows_f16(x, m, self.k, o));
-            } else {
-                // SAFETY: the caller's contract.
-                let w = unsafe { input::<f32>(bases, ops[1])? };
-                self.dots(a, w, bias, out, |x, m, o| simd::dot_rows(x, m, self.k, o));
+            match self.weight {
+                WeightKind::F16 => {
+                    // SAFETY: the caller's contract.
+                    let w = unsafe { input::<f16>(bases, ops[1])? };
+                    self.dots(a, w, bias, out, |x, m, _, o| simd::dot_rows_f16(x, m, self.k, o));
+                }
+                WeightKind::F32 => {
+                    // SAFETY: the caller's contract.
+                    let w = unsafe { input::<f32>(bases, ops[1])? };
+                    self.dots(a, w, bias, out, |x, m, _, o| simd::dot_rows(x, m, self.k, o));
+                }
+                WeightKind::Q8 { len, .. } => {
+                    // SAFETY: the caller's contract.
+                    let (w, scales) = unsafe { q8_parts(bases, ops[1], len)? };
+                    self.dots(a, w, bias, out, |x, m, cols, o| {
+                        simd::dot_rows_q8(x, m, &scales[cols], self.k, o)
+                    });
+                }
             }
             return Ok(());
         }
         // SAFETY: the caller's contract.
-        let w = unsafe { weight_f32(bases, ops[1], self.f16, &mut scratch.weights)? };
+        let w = unsafe { weight_f32(bases, ops[1], self.weight, &mut scratch.weights)? };
         let (m, n, k) = (self.rows, self.n, self.k);
         matmul(m, n, k, View::rows(a, k), View::transposed(w, k), out, threads);
         if self.bias || self.gelu {
@@ -109,7 +151,7 @@ impl Linear {
         w: &[W],
         bias: Option<&[f32]>,
         out: &mut [f32],
-        rows_dot: impl Fn(&[f32], &[W], &mut [f32]) + Sync,
+        rows_dot: impl Fn(&[f32], &[W], std::ops::Range<usize>, &mut [f32]) + Sync,
     ) {
         let (rows, n, k) = (self.rows, self.n, self.k);
         let dst = SendPtr(out.as_mut_ptr());
@@ -118,7 +160,7 @@ impl Linear {
             let mut tmp = [0.0f32; COLUMN_BLOCK];
             let tmp = &mut tmp[..cols.len()];
             for r in 0..rows {
-                rows_dot(&a[r * k..(r + 1) * k], &w[cols.start * k..cols.end * k], tmp);
+                rows_dot(&a[r * k..(r + 1) * k], &w[cols.start * k..cols.end * k], cols.clone(), tmp);
                 if let Some(b) = bias {
                     tmp.iter_mut().zip(&b[cols.clone()]).for_each(|(v, b)| *v += b);
                 }
@@ -140,19 +182,41 @@ impl Linear {
     }
 }
 
-/// A weight operand as f32: read in place when it is f32, else widened into `dst`.
+/// A weight operand as f32: read in place when it is f32, else widened (f16) or dequantized
+/// (q8) into `dst`.
 ///
 /// # Safety
 /// As [`Bases::slice`] for the operand.
-pub unsafe fn weight_f32<'a>(bases: &Bases, op: Operand, f16: bool, dst: &'a mut Vec<f32>) -> Result<&'a [f32]> {
-    if !f16 {
+pub unsafe fn weight_f32<'a>(
+    bases: &Bases,
+    op: Operand,
+    kind: WeightKind,
+    dst: &'a mut Vec<f32>,
+) -> Result<&'a [f32]> {
+    match kind {
         // SAFETY: the caller's contract.
-        return unsafe { input::<f32>(bases, op) };
+        WeightKind::F32 => unsafe { input::<f32>(bases, op) },
+        WeightKind::F16 => {
+            // SAFETY: the caller's contract.
+            let w16 = unsafe { input::<f16>(bases, op)? };
+            widen_into(w16, dst);
+            Ok(&dst[..w16.len()])
+        }
+        WeightKind::Q8 { len, row_len } => {
+            // SAFETY: the caller's contract.
+            let (q, scales) = unsafe { q8_parts(bases, op, len)? };
+            if dst.len() < len {
+                dst.resize(len, 0.0);
+            }
+            let row_len = row_len.max(1);
+            dst[..len]
+                .par_chunks_mut(row_len)
+                .zip(q.par_chunks(row_len))
+                .zip(scales.par_iter())
+                .for_each(|((d, q), &s)| simd::dequantize_row(q, s, d));
+            Ok(&dst[..len])
+        }
     }
-    // SAFETY: the caller's contract.
-    let w16 = unsafe { input::<f16>(bases, op)? };
-    widen_into(w16, dst);
-    Ok(&dst[..w16.len()])
 }
 
 /// Widens `w` into `dst` (grown as needed), in parallel.

@@ -8,12 +8,13 @@
 //! axis of stride 1, and only shapes that keep more than 8 axes after merging are unsupported.
 
 use susurrus_core::exec::index::coalesce;
-use susurrus_core::ir::Shape;
+use susurrus_core::ir::{DType, Shape, TensorType};
 use susurrus_core::ops::*;
 use susurrus_core::{Error, Result};
 
-use super::{KernelLaunch, Launch, LowerCtx};
-use crate::cuda::params::{In, Out, ParamsInfo, dims8};
+use super::{KernelLaunch, Launch, LowerCtx, Operand};
+use crate::cuda::Precision;
+use crate::cuda::params::{In, Out, ParamsInfo, dims8, kind};
 
 /// Most axes a broadcast kernel walks (after merging).
 const MAX_RANK: usize = 8;
@@ -72,6 +73,7 @@ mod code {
             DType::F32 | DType::F16 => 0,
             DType::I32 => 1,
             DType::U32 => 2,
+            DType::Q8 => unreachable!("elementwise ops take no q8 operand (the graph refuses it)"),
         }
     }
 
@@ -141,6 +143,12 @@ crate::cuda_params! {
 }
 
 crate::cuda_params! {
+    /// `dequantize_q8`: the `n` values of a q8 weight at `x` (int8, then from word
+    /// `scales_at` one f32 scale per row of `row_len`) as f16 (`half` 1) or f32.
+    pub struct DequantizeQ8Params { pub x: u64, pub out: u64, pub n: u32, pub row_len: u32, pub scales_at: u32, pub half: u32 }
+}
+
+crate::cuda_params! {
     /// `cast_convert`: `x` converted to the output's dtype.
     pub struct CastParams { pub x: In, pub out: Out, pub n: u32 }
 }
@@ -157,6 +165,7 @@ pub(super) fn params() -> Vec<ParamsInfo> {
         ParamsInfo::of::<SelectParams>(),
         ParamsInfo::of::<FusedElementwiseParams>(),
         ParamsInfo::of::<CastParams>(),
+        ParamsInfo::of::<DequantizeQ8Params>(),
         ParamsInfo::of::<ScalarReadParams>(),
     ]
 }
@@ -306,6 +315,30 @@ pub fn cast(_op: &Cast, ctx: &LowerCtx) -> Result<Vec<Launch>> {
     }
     let params = CastParams { x: ctx.input(0), out: ctx.out(), n: count("cast", n)? };
     Ok(vec![Launch::Kernel(KernelLaunch::new("cast_convert", &params).threads(n))])
+}
+
+/// A q8 weight read by `op`, dequantized into scratch (f16 for tensor-core products, else
+/// f32): the operand the op then reads instead. The weight stays int8 in device memory; only
+/// the op running holds its widened copy.
+pub fn dequantize_q8(operand: &Operand, ctx: &LowerCtx, op: &str) -> Result<(Operand, Launch)> {
+    let ty = &operand.ty;
+    let n = ty.numel();
+    let half = ctx.precision == Precision::F16;
+    let ptr = ctx.scratch.take(n * if half { 2 } else { 4 });
+    let params = DequantizeQ8Params {
+        x: operand.ptr,
+        out: ptr,
+        n: count(op, n)?,
+        row_len: (n.checked_div(ty.q8_rows()).unwrap_or(0)) as u32,
+        scales_at: n.div_ceil(4) as u32,
+        half: u32::from(half),
+    };
+    let widened = Operand {
+        ptr,
+        kind: if half { kind::F16 } else { kind::F32 },
+        ty: TensorType::new(if half { DType::F16 } else { DType::F32 }, ty.shape.clone()),
+    };
+    Ok((widened, Launch::Kernel(KernelLaunch::new("dequantize_q8", &params).threads(n))))
 }
 
 /// One thread copies the scalar; the value is read from `ctx.scalars` when the launch runs.

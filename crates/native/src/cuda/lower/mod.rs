@@ -68,6 +68,7 @@ impl Operand {
             DType::F32 | DType::F16 => kind::F32,
             DType::I32 => kind::I32,
             DType::U32 => kind::U32,
+            DType::Q8 => unreachable!("the arena holds no q8 value (the graph refuses it)"),
         };
         Operand { ptr, kind, ty }
     }
@@ -210,8 +211,28 @@ pub enum Launch {
     Gemm(CublasGemm),
 }
 
-/// The device work of `op`; nothing for leaves (uploaded or copied in) and views.
+/// The device work of `op`; nothing for leaves (uploaded or copied in) and views. A q8
+/// weight operand is first dequantized into scratch (`elementwise::dequantize_q8`).
 pub fn lower(op: &Op, ctx: &LowerCtx) -> Result<Vec<Launch>> {
+    if !ctx.inputs.iter().any(|o| o.ty.dtype == DType::Q8) {
+        return lower_op(op, ctx);
+    }
+    let mut launches = Vec::new();
+    let mut inputs = Vec::with_capacity(ctx.inputs.len());
+    for operand in ctx.inputs {
+        if operand.ty.dtype == DType::Q8 {
+            let (widened, launch) = elementwise::dequantize_q8(operand, ctx, op.name())?;
+            launches.push(launch);
+            inputs.push(widened);
+        } else {
+            inputs.push(operand.clone());
+        }
+    }
+    launches.extend(lower_op(op, &LowerCtx { inputs: &inputs, ..*ctx })?);
+    Ok(launches)
+}
+
+fn lower_op(op: &Op, ctx: &LowerCtx) -> Result<Vec<Launch>> {
     match op {
         Op::Input(_) | Op::Param(_) | Op::Const(_) | Op::State(_) | Op::Reshape(_) => Ok(Vec::new()),
         Op::Unary(o) => elementwise::unary(o, ctx),

@@ -98,6 +98,7 @@ fn compute_type(dtype: DType) -> (&'static str, &'static str, &'static str) {
         DType::F32 | DType::F16 => ("f32", "ld", "st"),
         DType::I32 => ("i32", "ldi", "sti"),
         DType::U32 => ("u32", "ldu", "stu"),
+        DType::Q8 => unreachable!("elementwise ops take no q8 operand (the graph refuses it)"),
     }
 }
 
@@ -271,12 +272,13 @@ pub fn fused(op: &FusedElementwise, ctx: &KernelCtx) -> Result<Lowering> {
 
 /// The WGSL statement storing element `i` of a `from` tensor converted to `to`.
 fn cast_store(from: DType, to: DType) -> &'static str {
-    match (from.is_float(), to) {
+    match (from.is_weight_float(), to) {
         (_, DType::F32) => "st(i, ld0(i))",
         (_, DType::F16) => "st_f16(i, ld0(i))",
         (true, DType::I32) => "sti(i, f32_to_i32(ld0(i)))",
         (true, DType::U32) => "stu(i, f32_to_u32(ld0(i)))",
         (false, DType::I32 | DType::U32) => "stw(i, ldw0(i))",
+        (_, DType::Q8) => unreachable!("no cast makes a q8 value (the graph refuses it)"),
     }
 }
 

@@ -77,6 +77,7 @@ pub fn argmax(op: &Argmax, ctx: &KernelCtx) -> Result<Lowering> {
         DType::F32 | DType::F16 => ("f32", "ld0", "(is_nan(a) && !is_nan(b)) || a > b"),
         DType::I32 => ("i32", "ldi0", "a > b"),
         DType::U32 => ("u32", "ldu0", "a > b"),
+        DType::Q8 => unreachable!("argmax takes no q8 operand (the graph refuses it)"),
     };
     let spec =
         KernelSpec::new("argmax", include_str!("../../../../../../kernels/argmax.wgsl"), &AxisParams::new(split))
