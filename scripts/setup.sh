@@ -7,7 +7,8 @@
 # - rust:   the rustfmt and clippy components, the wasm32 and aarch64-apple-darwin targets,
 #           wasm-pack and wasm-bindgen-cli (built from crates.io: minutes of CPU, once)
 # - system: Debian packages: Mesa's software Vulkan driver (lavapipe) for the native GPU tests,
-#           Chromium and its WebDriver for the browser tests, Node.js and npm
+#           Chromium and its WebDriver for the browser tests, Node.js and npm, Python's venv
+#           (CTranslate2's quantizer makes the int8 test model)
 # - node:   TypeScript and playwright-core for the web package and its browser tests
 # - nvrtc:  NVIDIA's NVRTC library, for compiling the CUDA kernels in the host-side tests
 # The parts other than rust are mostly downloads: scripts/test.sh runs them in the
@@ -22,7 +23,7 @@ mkdir -p "$cache" "$tools"
 
 setup_system() {
   local missing=()
-  for pkg in mesa-vulkan-drivers libvulkan1 chromium chromium-driver; do
+  for pkg in mesa-vulkan-drivers libvulkan1 chromium chromium-driver python3-venv; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
   done
   # Node.js and npm for the web package (kept when another Node.js is already installed).

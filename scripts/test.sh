@@ -39,7 +39,8 @@ trap report EXIT
 # compiler works in the foreground; the tests wait for them.
 downloads_log="${HOME}/.cache/susurrus/downloads.log"
 mkdir -p "$(dirname "$downloads_log")"
-(./scripts/setup.sh system node nvrtc && ./scripts/fetch-model.sh && ./scripts/fetch-model.sh base) \
+(./scripts/setup.sh system node nvrtc && ./scripts/fetch-model.sh && ./scripts/fetch-model.sh base &&
+  ./scripts/fetch-model.sh tiny.en-int8) \
   >"$downloads_log" 2>&1 &
 downloads=$!
 wait_for_downloads() {
@@ -59,7 +60,7 @@ stage "cargo clippy --workspace --all-targets (native, wasm32)" \
 stage "cargo check -p susurrus-native --target aarch64-apple-darwin (macOS, Metal)" \
   cargo check -p susurrus-native --target aarch64-apple-darwin
 stage "cargo test --workspace: build" cargo test --workspace --no-run
-stage "setup: system packages, npm tools, NVRTC, the models (background)" wait_for_downloads
+stage "setup: system packages, npm tools, NVRTC, the models, int8 tiny.en (background)" wait_for_downloads
 stage "cargo test --workspace" cargo test --workspace
 stage "browser: wasm-pack test --headless --chrome (crates/web)" \
   bash -c 'cd crates/web && WASM_BINDGEN_TEST_TIMEOUT=900 wasm-pack test --mode no-install \

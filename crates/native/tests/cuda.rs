@@ -45,6 +45,16 @@ fn golden_transcripts_match_reference_with_f16_products() {
     golden::transcripts_match_reference(Box::new(backend(Precision::F16)), Set::Base, &golden::MULTILINGUAL_CLIPS);
 }
 
+/// int8 tiny.en: q8 weights dequantized into scratch before each product, gather and
+/// convolution give the reference executor's token ids, with f16 and f32 products.
+#[test]
+#[ignore = "needs an NVIDIA GPU: scripts/test-cuda.sh runs it"]
+fn int8_transcripts_match_the_reference_executor() {
+    for precision in [Precision::F16, Precision::F32] {
+        golden::int8_transcripts_match(Some(Box::new(backend(precision))), &golden::SHORT_CLIPS, 0.10);
+    }
+}
+
 #[test]
 #[ignore = "needs an NVIDIA GPU: scripts/test-cuda.sh runs it"]
 fn golden_transcripts_match_reference_with_f32_products() {

@@ -50,6 +50,14 @@ fn multilingual_golden_transcripts_match_reference() {
     golden::transcripts_match_reference(backend, Set::Base, &golden::MULTILINGUAL_CLIPS);
 }
 
+/// int8 tiny.en (CTranslate2's quantization): the int8 dot products, dequantizing gathers and
+/// convolutions give the reference executor's token ids, within 10% of the f16 words.
+#[test]
+fn int8_transcripts_match_the_reference_executor() {
+    let backend = Box::new(FastCpuBackend::new(None).unwrap());
+    golden::int8_transcripts_match(Some(backend), &golden::SHORT_CLIPS, 0.10);
+}
+
 /// The larger sizes at their real widths (random weights, one layer each side) against the
 /// reference executor (`susurrus_testkit::shapes`).
 #[test]

@@ -25,6 +25,10 @@ pub enum Set {
     /// Multilingual base: `tests/fixtures/golden/base/` (every language given, detected and
     /// translated).
     Base,
+    /// tiny.en quantized to int8 by CTranslate2, on tiny.en's clips: its transcripts are
+    /// compared with the reference executor's on the same model and, by word error rate,
+    /// with tiny.en's fixtures ([`int8_transcripts_match`]).
+    TinyEnInt8,
 }
 
 impl Set {
@@ -33,12 +37,13 @@ impl Set {
         match self {
             Set::TinyEn => "tiny.en",
             Set::Base => "base",
+            Set::TinyEnInt8 => "tiny.en-int8",
         }
     }
 
     /// The model's CTranslate2 folder, fetched on first use (cached under ~/.cache/susurrus).
     pub fn model_dir(self) -> PathBuf {
-        static DIRS: [OnceLock<PathBuf>; 2] = [OnceLock::new(), OnceLock::new()];
+        static DIRS: [OnceLock<PathBuf>; 3] = [OnceLock::new(), OnceLock::new(), OnceLock::new()];
         DIRS[self as usize]
             .get_or_init(|| {
                 let out = std::process::Command::new(root().join("scripts/fetch-model.sh"))
@@ -57,7 +62,7 @@ impl Set {
     pub fn dir(self) -> PathBuf {
         let golden = root().join("tests/fixtures/golden");
         match self {
-            Set::TinyEn => golden,
+            Set::TinyEn | Set::TinyEnInt8 => golden,
             Set::Base => golden.join("base"),
         }
     }
@@ -293,4 +298,89 @@ pub fn model_matches_reference(mut whisper: Whisper, set: Set, clips: &[&str]) {
         }
     }
     assert!(problems.is_empty(), "{} differences from the reference:\n{}", problems.len(), problems.join("\n"));
+}
+
+/// Word error rate of `hypothesis` against `reference`: word-level edit distance over the
+/// reference's word count, words lower-cased with punctuation stripped.
+pub fn word_error_rate(reference: &str, hypothesis: &str) -> f64 {
+    let words = |s: &str| -> Vec<String> {
+        s.split_whitespace()
+            .map(|w| w.chars().filter(|c| c.is_alphanumeric() || *c == '\'').flat_map(char::to_lowercase).collect())
+            .filter(|w: &String| !w.is_empty())
+            .collect()
+    };
+    let (r, h) = (words(reference), words(hypothesis));
+    let mut row: Vec<usize> = (0..=h.len()).collect();
+    for (i, rw) in r.iter().enumerate() {
+        let mut previous = row[0];
+        row[0] = i + 1;
+        for (j, hw) in h.iter().enumerate() {
+            let substitution = previous + usize::from(rw != hw);
+            previous = row[j + 1];
+            row[j + 1] = substitution.min(row[j] + 1).min(previous + 1);
+        }
+    }
+    if r.is_empty() { if h.is_empty() { 0.0 } else { 1.0 } } else { row[h.len()] as f64 / r.len() as f64 }
+}
+
+/// The int8 model's transcript of the first run of each of `clips` on `backend`: (clip, token
+/// ids of every segment, text).
+fn int8_runs(backend: Box<dyn Backend>, clips: &[&str]) -> Vec<(String, Vec<u32>, String)> {
+    let mut whisper = pollster::block_on(Whisper::load_dir(backend, &Set::TinyEnInt8.model_dir())).unwrap();
+    let mut out = Vec::new();
+    for &clip in clips {
+        let record = Set::TinyEnInt8.fixture(clip);
+        let pcm = Set::TinyEnInt8.read_wav(record["audio"]["file"].as_str().unwrap());
+        let run = &record["runs"][0];
+        let started = Instant::now();
+        let mut ignore = |_: Event| ControlFlow::Continue(());
+        let transcript = pollster::block_on(whisper.transcribe(&pcm, &options(run), &mut ignore))
+            .unwrap_or_else(|e| panic!("{clip} (int8): {e}"));
+        println!("{} int8 {clip}: {:.1} s, {:?}", whisper.backend_name(), started.elapsed().as_secs_f64(), transcript.text);
+        let tokens = transcript.segments.iter().flat_map(|s| s.tokens.iter().copied()).collect();
+        out.push((clip.to_string(), tokens, transcript.text));
+    }
+    out
+}
+
+/// The int8 tiny.en (CTranslate2's quantization) on `clips`, each clip's first reference
+/// run: on the reference executor its words stay within `max_wer` of the f16 reference's
+/// (faster-whisper on tiny.en), and on `backend`, when given, its token ids are the
+/// reference executor's (every backend dequantizes the same int8 values and scales).
+pub fn int8_transcripts_match(backend: Option<Box<dyn Backend>>, clips: &[&str], max_wer: f64) {
+    let reference = int8_runs(Box::new(cpu()), clips);
+    let mut problems = Vec::new();
+    for (clip, _, text) in &reference {
+        let f16_text = Set::TinyEn.fixture(clip)["runs"][0]["text"].as_str().unwrap().to_string();
+        let wer = word_error_rate(&f16_text, text);
+        println!("int8 {clip}: word error rate {wer:.3} against the f16 reference");
+        if wer > max_wer {
+            problems.push(format!("{clip}: int8 text {text:?} is {wer:.3} words off the f16 reference {f16_text:?}"));
+        }
+    }
+    if let Some(backend) = backend {
+        for ((clip, want, _), (_, got, text)) in reference.iter().zip(int8_runs(backend, clips)) {
+            if &got != want {
+                problems.push(format!("{clip}: int8 tokens {got:?} ({text:?})\n  reference executor {want:?}"));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{} differences:\n{}", problems.len(), problems.join("\n"));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::word_error_rate;
+
+    #[test]
+    fn word_error_rate_counts_edits_over_reference_words() {
+        assert_eq!(word_error_rate("The cat sat.", "the cat sat"), 0.0);
+        // One substitution and one deletion in four words.
+        assert_eq!(word_error_rate("a b c d", "a x c"), 0.5);
+        // One insertion.
+        assert_eq!(word_error_rate("a b", "a b c"), 0.5);
+        assert_eq!(word_error_rate("", ""), 0.0);
+        assert_eq!(word_error_rate("", "words"), 1.0);
+        assert_eq!(word_error_rate("Don't stop!", "dont stop"), 0.5);
+    }
 }

@@ -43,3 +43,11 @@ fn wgpu_with_small_buffers_matches_reference() {
     let backend = pollster::block_on(WgpuBackend::with_options(&options)).unwrap();
     transcripts_match_reference(Box::new(backend), Set::TinyEn, &["short_2/default"]);
 }
+
+/// int8 (tiny.en quantized by CTranslate2): within 10% of the f16 reference's words on the
+/// reference executor, and wgpu's token ids are the reference executor's (two clips: on
+/// lavapipe each takes ~9 s; the fast CPU backend runs every short clip).
+#[test]
+fn wgpu_int8_transcripts_match_the_reference_executor() {
+    golden::int8_transcripts_match(Some(Box::new(golden::wgpu())), &["short_2", "silence"], 0.10);
+}
