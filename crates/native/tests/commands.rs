@@ -412,3 +412,32 @@ fn info_without_the_default_model_still_lists_adapters_but_a_named_model_must_ex
     );
     std::fs::remove_dir_all(&home).unwrap();
 }
+
+/// `convert --quantize int8` quantizes as CTranslate2 does: the folder it writes from the f16
+/// tiny.en loads to exactly the weights of CTranslate2's own int8 quantization of it
+/// (`scripts/fetch-model.sh tiny.en-int8`): the same int8 values and scales in every matrix,
+/// the same f16 vectors.
+#[test]
+fn convert_quantize_int8_matches_ctranslate2s_quantization() {
+    let dst = temp_dir("convert-int8").join("tiny.en-int8-hf");
+    let out = susurrus(&["convert", "--quantize", "int8", s(tiny_en()), s(&dst)]);
+    assert_success(&out);
+    assert!(stdout(&out).contains("(Hugging Face, int8 matrices, f16 vectors)"), "{}", stdout(&out));
+    let ours = load_hf_dir(&dst).unwrap();
+    let theirs = load_ct2_dir(&Set::TinyEnInt8.model_dir()).unwrap();
+    assert_eq!(ours.config(), theirs.config());
+    let mut quantized = 0;
+    for (name, t) in theirs.tensors() {
+        let mine = ours.get(name).unwrap();
+        assert_eq!(mine.dtype(), t.dtype(), "{name}");
+        assert!(mine == t, "{name}: our int8 differs from CTranslate2's");
+        quantized += usize::from(t.dtype() == DType::Q8);
+    }
+    // 4 encoder layers x 6 matrices, 4 decoder layers x 10, two convolutions, the embedding.
+    assert_eq!(quantized, 4 * 6 + 4 * 10 + 2 + 1);
+    assert_eq!(ours.tensors().len(), theirs.tensors().len());
+    let size = std::fs::metadata(dst.join("model.safetensors")).unwrap().len();
+    let f16_size = std::fs::metadata(tiny_en().join("model.bin")).unwrap().len();
+    assert!(size * 100 < f16_size * 55, "{size} bytes of int8 against {f16_size} of f16");
+    std::fs::remove_dir_all(dst.parent().unwrap()).unwrap();
+}

@@ -176,7 +176,7 @@ pub fn small_model_files(seed: u64) -> Result<BTreeMap<String, Vec<u8>>> {
     let eot = (256 + WORDS.len()) as u32;
     let tokens = SPECIALS.iter().zip(eot..).map(|(s, id)| (s.to_string(), id)).collect();
     Ok(BTreeMap::from([
-        ("model.safetensors".to_string(), hf_safetensors(&weights)?),
+        ("model.safetensors".to_string(), hf_safetensors(&weights, susurrus_whisper::convert::WeightFormat::F16)?),
         ("config.json".to_string(), hf_config_json(&config, &tokens).into_bytes()),
         ("generation_config.json".to_string(), hf_generation_config_json(&config, &tokens)?.into_bytes()),
         ("vocabulary.txt".to_string(), small_vocabulary().into_bytes()),

@@ -16,7 +16,7 @@ use crate::ct2::load_ct2;
 use crate::error::Result;
 use crate::weights::{WhisperWeights, model_error};
 use susurrus_core::ir::DType;
-use susurrus_core::tensor::Tensor;
+use susurrus_core::tensor::{Tensor, TensorData};
 
 /// The files of a Hugging Face Whisper folder, in memory.
 #[derive(Clone, Debug)]
@@ -39,23 +39,47 @@ struct AddedToken {
     content: String,
 }
 
-/// `model.safetensors` bytes of `weights`, every tensor rounded to f16 (exact for f16 models).
-/// A tied output projection is left out, as Hugging Face checkpoints do.
-pub fn hf_safetensors(weights: &WhisperWeights) -> Result<Vec<u8>> {
+/// How the converter stores the weights.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WeightFormat {
+    /// Every tensor f16.
+    F16,
+    /// The matrices (linear, convolution and token embedding weights) int8 with one f32 scale
+    /// per row (CTranslate2's int8 rule: `amax / 127`), as `<name>` (I8) and `<name>_scale`
+    /// (F32, the value being `q * scale`); vectors and position tables f16. A model that is
+    /// int8 already keeps its values and scales.
+    Int8,
+}
+
+/// `model.safetensors` bytes of `weights`, every tensor rounded to f16 (exact for f16 models)
+/// or, with [`WeightFormat::Int8`], the matrices quantized. A tied output projection is left
+/// out, as Hugging Face checkpoints do.
+pub fn hf_safetensors(weights: &WhisperWeights, format: WeightFormat) -> Result<Vec<u8>> {
     const FILE: &str = "model.safetensors";
-    let mut halves: Vec<(&str, Vec<usize>, Vec<u8>)> = Vec::new();
+    let mut stored: Vec<(String, Vec<usize>, Vec<u8>, safetensors::Dtype)> = Vec::new();
     for (name, t) in weights.tensors() {
+        let dims = t.shape().dims().to_vec();
+        let matrix = dims.len() >= 2 && !name.ends_with("embed_positions.weight");
+        if format == WeightFormat::Int8 && matrix {
+            let q = if t.dtype() == DType::Q8 { t.clone() } else { t.quantized_q8()? };
+            let TensorData::Q8(q) = q.data() else { unreachable!("quantized_q8 gives q8 data") };
+            let values = bytemuck::cast_slice::<i8, u8>(q.values()).to_vec();
+            stored.push((name.clone(), dims, values, safetensors::Dtype::I8));
+            let scales = bytemuck::cast_slice::<f32, u8>(q.scales()).to_vec();
+            stored.push((format!("{name}_scale"), vec![q.scales().len()], scales, safetensors::Dtype::F32));
+            continue;
+        }
         let half = match t.dtype() {
             DType::F16 => t.to_bytes(),
             _ => Tensor::from_f32(DType::F16, t.shape().clone(), t.to_f32())?.to_bytes(),
         };
-        halves.push((name, t.shape().dims().to_vec(), half));
+        stored.push((name.clone(), dims, half, safetensors::Dtype::F16));
     }
-    let mut views = Vec::with_capacity(halves.len());
-    for (name, dims, bytes) in &halves {
-        let view = safetensors::tensor::TensorView::new(safetensors::Dtype::F16, dims.clone(), bytes)
+    let mut views = Vec::with_capacity(stored.len());
+    for (name, dims, bytes, dtype) in &stored {
+        let view = safetensors::tensor::TensorView::new(*dtype, dims.clone(), bytes)
             .map_err(|e| model_error(FILE, format!("tensor {name}: {e}")))?;
-        views.push((*name, view));
+        views.push((name.as_str(), view));
     }
     let metadata = std::collections::HashMap::from([("format".to_string(), "pt".to_string())]);
     safetensors::serialize(views, Some(metadata)).map_err(|e| model_error(FILE, e.to_string()))
@@ -125,11 +149,16 @@ fn added_tokens(tokenizer_json: &[u8]) -> Result<BTreeMap<String, u32>> {
 }
 
 /// Converts a CTranslate2 model in memory (`model.bin`, `config.json`, `tokenizer.json`).
-pub fn convert_ct2_to_hf(model_bin: &[u8], config_json: &[u8], tokenizer_json: &[u8]) -> Result<HfFiles> {
+pub fn convert_ct2_to_hf(
+    model_bin: &[u8],
+    config_json: &[u8],
+    tokenizer_json: &[u8],
+    format: WeightFormat,
+) -> Result<HfFiles> {
     let weights = load_ct2(model_bin, config_json)?;
     let tokens = added_tokens(tokenizer_json)?;
     Ok(HfFiles {
-        safetensors: hf_safetensors(&weights)?,
+        safetensors: hf_safetensors(&weights, format)?,
         config_json: hf_config_json(weights.config(), &tokens),
         generation_config_json: hf_generation_config_json(weights.config(), &tokens)?,
     })
@@ -142,7 +171,7 @@ pub fn convert_ct2_dir_to_hf(src: &Path, dst: &Path) -> Result<()> {
         std::fs::read(&path).map_err(|e| model_error(&path.display().to_string(), format!("cannot read: {e}")))
     };
     let tokenizer = read("tokenizer.json")?;
-    let files = convert_ct2_to_hf(&read("model.bin")?, &read("config.json")?, &tokenizer)?;
+    let files = convert_ct2_to_hf(&read("model.bin")?, &read("config.json")?, &tokenizer, WeightFormat::F16)?;
     std::fs::create_dir_all(dst)
         .map_err(|e| model_error(&dst.display().to_string(), format!("cannot create the folder: {e}")))?;
     let outputs: [(&str, &[u8]); 4] = [

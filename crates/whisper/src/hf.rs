@@ -50,6 +50,30 @@ impl SafeTensor<'_> {
         made.map_err(|e| model_error(file, format!("{}: {e}", self.describe())))
     }
 
+    /// An I8 tensor and its scales (`<name>_scale`: F32, one per row, the value being
+    /// `q * scale`, as `susurrus convert --quantize int8` writes them) as a q8 tensor.
+    fn to_q8(&self, scale: &SafeTensor, file: &str) -> Result<Tensor> {
+        let rows = self.dims.first().copied().unwrap_or(1);
+        if scale.dtype != Dtype::F32 || scale.dims != [rows] {
+            return Err(model_error(
+                file,
+                format!(
+                    "{} ({} {:?}) is not one F32 scale per row of {} ({rows} rows)",
+                    scale.describe(),
+                    scale.dtype,
+                    scale.dims,
+                    self.describe()
+                ),
+            ));
+        }
+        let scales: Vec<f32> = bytemuck::pod_collect_to_vec(scale.data);
+        if let Some(bad) = scales.iter().position(|s| !s.is_finite() || *s < 0.0) {
+            return Err(model_error(file, format!("{}: scale {} of row {bad} is not a number >= 0", scale.describe(), scales[bad])));
+        }
+        Tensor::q8(self.dims.clone(), bytemuck::cast_slice(self.data), &scales)
+            .map_err(|e| model_error(file, format!("{}: {e}", self.describe())))
+    }
+
     fn describe(&self) -> String {
         format!("tensor {} (data at byte {})", self.name, self.offset)
     }
@@ -64,10 +88,10 @@ pub fn parse_safetensors<'a>(bytes: &'a [u8], file: &str) -> Result<Vec<SafeTens
     let data_start = LEN_BYTES + header_len;
     let mut tensors = Vec::new();
     for (name, info) in metadata.tensors() {
-        if !matches!(info.dtype, Dtype::F32 | Dtype::F16 | Dtype::BF16) {
+        if !matches!(info.dtype, Dtype::F32 | Dtype::F16 | Dtype::BF16 | Dtype::I8) {
             return Err(model_error(
                 file,
-                format!("tensor {name}: dtype {} is not supported (F32, F16, BF16)", info.dtype),
+                format!("tensor {name}: dtype {} is not supported (F32, F16, BF16, I8 with scales)", info.dtype),
             ));
         }
         let (begin, end) = info.data_offsets;
@@ -286,8 +310,23 @@ fn load_named(
     }
 
     let mut parts = Parts::new(model_file, |_| None);
-    for t in parse_safetensors(safetensors, model_file)? {
-        parts.insert(canonical(&t.name), t.to_tensor(model_file)?, t.describe())?;
+    let tensors = parse_safetensors(safetensors, model_file)?;
+    for t in &tensors {
+        if let Some(weight) = t.name.strip_suffix("_scale") {
+            if !tensors.iter().any(|w| w.name == weight && w.dtype == Dtype::I8) {
+                return Err(model_error(model_file, format!("{} scales no I8 tensor {weight}", t.describe())));
+            }
+            continue;
+        }
+        let tensor = if t.dtype == Dtype::I8 {
+            let scale = tensors.iter().find(|s| s.name == format!("{}_scale", t.name)).ok_or_else(|| {
+                model_error(model_file, format!("{} is I8 but the file has no {}_scale", t.describe(), t.name))
+            })?;
+            t.to_q8(scale, model_file)?
+        } else {
+            t.to_tensor(model_file)?
+        };
+        parts.insert(canonical(&t.name), tensor, t.describe())?;
     }
     let config = WhisperConfig::derive(
         &parts,
