@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The end-to-end browser tests: the demo page (tests/e2e/page.mjs) and the npm package
 # (tests/e2e/npm-package.mjs) with the real whisper-tiny.en model, and the multilingual base
-# model's golden runs in the package (tests/e2e/multilingual.mjs), in headless Debian Chromium
+# model's golden runs in the package (tests/e2e/multilingual.mjs), the int8 tiny.en in the demo
+# page (tests/e2e/int8.mjs), in headless Debian Chromium
 # through playwright-core. Run from anywhere after ./scripts/setup.sh; builds what it needs.
 # The real model on Chromium's SwiftShader WebGPU adapter is slow: expect minutes.
 set -euo pipefail
@@ -15,15 +16,18 @@ cargo build -p susurrus-native
 ./scripts/build-web.sh
 model=$(./scripts/fetch-model.sh | tail -n 1)
 base_model=$(./scripts/fetch-model.sh base | tail -n 1)
+int8_model=$(./scripts/fetch-model.sh tiny.en-int8 | tail -n 1)
 
 export SUSURRUS_BIN="$PWD/target/debug/susurrus"
 export SUSURRUS_MODEL="$model"
 export SUSURRUS_BASE_MODEL="$base_model"
+export SUSURRUS_INT8_MODEL="$int8_model"
 # Both suites run even when the first fails, so one run reports every failure.
 failed=()
 node tests/e2e/page.mjs || failed+=(page)
 node tests/e2e/npm-package.mjs || failed+=(npm-package)
 node tests/e2e/multilingual.mjs || failed+=(multilingual)
+node tests/e2e/int8.mjs || failed+=(int8)
 
 elapsed=$(($(date +%s) - started))
 if ((${#failed[@]})); then

@@ -10,7 +10,7 @@ use rand::rngs::StdRng;
 use susurrus_core::ir::DType;
 use susurrus_whisper::Result;
 use susurrus_whisper::config::{GenerationConfig, WhisperConfig};
-use susurrus_whisper::convert::{hf_config_json, hf_generation_config_json, hf_safetensors};
+use susurrus_whisper::convert::{WeightFormat, hf_config_json, hf_generation_config_json, hf_safetensors};
 use susurrus_whisper::tokenizer::byte_to_char;
 use susurrus_whisper::weights::WhisperWeights;
 
@@ -171,12 +171,18 @@ pub fn random_model(config: WhisperConfig, dtype: DType, seed: u64) -> Result<Wh
 /// The small model's folder as Hugging Face files (`model.safetensors` with f16 weights
 /// uniform in [-0.5, 0.5) from `seed`, `config.json`, `generation_config.json`) with a CTranslate2 `vocabulary.txt`.
 pub fn small_model_files(seed: u64) -> Result<BTreeMap<String, Vec<u8>>> {
+    small_model_files_as(seed, WeightFormat::F16)
+}
+
+/// [`small_model_files`] with the weights stored as `format` (int8: as `susurrus convert
+/// --quantize int8` writes them).
+pub fn small_model_files_as(seed: u64, format: WeightFormat) -> Result<BTreeMap<String, Vec<u8>>> {
     let config = small_config();
     let weights = random_model(config.clone(), DType::F16, seed)?;
     let eot = (256 + WORDS.len()) as u32;
     let tokens = SPECIALS.iter().zip(eot..).map(|(s, id)| (s.to_string(), id)).collect();
     Ok(BTreeMap::from([
-        ("model.safetensors".to_string(), hf_safetensors(&weights, susurrus_whisper::convert::WeightFormat::F16)?),
+        ("model.safetensors".to_string(), hf_safetensors(&weights, format)?),
         ("config.json".to_string(), hf_config_json(&config, &tokens).into_bytes()),
         ("generation_config.json".to_string(), hf_generation_config_json(&config, &tokens)?.into_bytes()),
         ("vocabulary.txt".to_string(), small_vocabulary().into_bytes()),

@@ -12,7 +12,8 @@ use susurrus_core::exec::wgpu::{WgpuBackend, WgpuOptions};
 use susurrus_core::ir::DType;
 use susurrus_testkit::shapes;
 use susurrus_testkit::whisper::Architecture;
-use susurrus_testkit::whisper::{small_model_files, small_tokenizer_json, small_vocabulary};
+use susurrus_testkit::whisper::{small_model_files, small_model_files_as, small_tokenizer_json, small_vocabulary};
+use susurrus_whisper::convert::WeightFormat;
 use susurrus_web::{Model, clear_model_cache, decode_audio, format_transcript};
 use susurrus_whisper::config::WhisperConfig;
 use susurrus_whisper::tokenizer::Tokenizer;
@@ -63,6 +64,27 @@ async fn small_model_gives_the_same_tokens_on_webgpu_and_cpu() {
     }
     let tokens: usize = runs[0].iter().map(|s| s.2.len()).sum();
     assert!(tokens > 3, "the small model decoded almost nothing: {:?}", runs[0]);
+    assert_eq!(runs[0], runs[1], "WebGPU and CPU differ");
+}
+
+/// The small model with int8 matrices (as `susurrus convert --quantize int8` writes them):
+/// it loads, and WebGPU (int8 dequantized in the kernels' loads)
+/// gives the CPU executor's tokens.
+#[wasm_bindgen_test]
+async fn int8_model_gives_the_same_tokens_on_webgpu_and_cpu() {
+    let files = small_model_files_as(5, WeightFormat::Int8).unwrap();
+    let named: Vec<(&str, &[u8])> = files.iter().map(|(n, b)| (n.as_str(), b.as_slice())).collect();
+    let audio: JsValue = test_audio().into();
+    let mut runs = Vec::new();
+    for backend in ["webgpu", "cpu"] {
+        let model = Model::load(as_files(&named), Some(object(&[("backend", backend.into())])))
+            .await
+            .unwrap_or_else(|e| panic!("{backend}: {}", error_message(&e)));
+        let result = transcribe(&model, &audio, greedy(&[])).await.unwrap_or_else(|e| panic!("{}", error_message(&e)));
+        runs.push(segments(&result));
+    }
+    let tokens: usize = runs[0].iter().map(|s| s.2.len()).sum();
+    assert!(tokens > 3, "the int8 model decoded almost nothing: {:?}", runs[0]);
     assert_eq!(runs[0], runs[1], "WebGPU and CPU differ");
 }
 
