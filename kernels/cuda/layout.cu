@@ -91,7 +91,12 @@ extern "C" __global__ void gather_rows(const GatherParams p) {
     } else {
         row = min(ldu(p.ids, k), p.rows - 1u);
     }
-    stw(p.out, i, ldw(p.table, (u64)row * p.row_len + (i - k * p.row_len)));
+    u64 at = (u64)row * p.row_len + (i - k * p.row_len);
+    if (p.table.kind == KIND_Q8) {
+        st(p.out, i, (float)((const signed char*)p.table.ptr)[at] * ((const float*)p.scales)[row]);
+    } else {
+        stw(p.out, i, ldw(p.table, at));
+    }
 }
 
 // KV-cache write: value unit `i` (of [outer, len, inner]) goes to row `offset + j` of the

@@ -38,6 +38,26 @@ extern "C" __global__ void matmul_gemv(const GemvParams p) {
                 }
             }
         }
+    } else if (p.mode == 3) {
+        const uint2* row = (const uint2*)((const signed char*)p.b.ptr + (u64)c * p.k);
+        for (unsigned k = lane * 8; k < p.k; k += 256) {
+            uint2 q = row[k / 8];
+            float w[8];
+            #pragma unroll
+            for (int j = 0; j < 4; j++) {
+                w[j] = (float)(signed char)(q.x >> (8 * j));
+                w[4 + j] = (float)(signed char)(q.y >> (8 * j));
+            }
+            #pragma unroll
+            for (int r = 0; r < 8; r++) {
+                if (r < (int)p.m) {
+                    float4 x0 = *(const float4*)(a + r * p.k + k);
+                    float4 x1 = *(const float4*)(a + r * p.k + k + 4);
+                    acc[r] += x0.x * w[0] + x0.y * w[1] + x0.z * w[2] + x0.w * w[3]
+                            + x1.x * w[4] + x1.y * w[5] + x1.z * w[6] + x1.w * w[7];
+                }
+            }
+        }
     } else if (p.mode == 2) {
         const float4* row = (const float4*)((const float*)p.b.ptr + (u64)c * p.k);
         for (unsigned k = lane * 4; k < p.k; k += 128) {
@@ -71,6 +91,7 @@ extern "C" __global__ void matmul_gemv(const GemvParams p) {
     for (int r = 0; r < 8; r++) {
         if (r < (int)p.m) {
             float v = acc[r];
+            if (p.mode == 3) v *= ((const float*)p.scales)[c];
             if (p.has_bias) v += ld(p.bias, c);
             if (p.gelu) v = gelu_f32(v);
             st(p.out, (u64)r * p.n + c, v);

@@ -20,6 +20,9 @@ typedef struct Out {
 #define KIND_F16 1u
 #define KIND_I32 2u
 #define KIND_U32 3u
+// A q8 weight: int8 values, then one f32 scale per row. Only the kernels that take one read it
+// (matmul_gemv, gather_rows, dequantize_q8); the lowering dequantizes it for the others.
+#define KIND_Q8 4u
 
 #define DTYPE_F32 0u
 #define DTYPE_F16 1u

@@ -2,7 +2,8 @@
 # The end-to-end browser tests: the demo page (tests/e2e/page.mjs) and the npm package
 # (tests/e2e/npm-package.mjs) with the real whisper-tiny.en model, and the multilingual base
 # model's golden runs in the package (tests/e2e/multilingual.mjs), the int8 tiny.en in the demo
-# page (tests/e2e/int8.mjs), in headless Debian Chromium
+# page (tests/e2e/int8.mjs) and a large-v3-shaped model loading in the demo page on WebGPU
+# (tests/e2e/large.mjs), in headless Debian Chromium
 # through playwright-core. Run from anywhere after ./scripts/setup.sh; builds what it needs.
 # The real model on Chromium's SwiftShader WebGPU adapter is slow: expect minutes.
 set -euo pipefail
@@ -17,17 +18,22 @@ cargo build -p susurrus-native
 model=$(./scripts/fetch-model.sh | tail -n 1)
 base_model=$(./scripts/fetch-model.sh base | tail -n 1)
 int8_model=$(./scripts/fetch-model.sh tiny.en-int8 | tail -n 1)
+# large-v3's widths, one layer each side, random weights; its tokenizer from the base model's.
+large_model="$PWD/target/e2e/large-v3"
+cargo run -q -p susurrus-testkit --example random_model -- large-v3 1 "$large_model" "${base_model}/tokenizer.json"
 
 export SUSURRUS_BIN="$PWD/target/debug/susurrus"
 export SUSURRUS_MODEL="$model"
 export SUSURRUS_BASE_MODEL="$base_model"
 export SUSURRUS_INT8_MODEL="$int8_model"
+export SUSURRUS_LARGE_MODEL="$large_model"
 # Both suites run even when the first fails, so one run reports every failure.
 failed=()
 node tests/e2e/page.mjs || failed+=(page)
 node tests/e2e/npm-package.mjs || failed+=(npm-package)
 node tests/e2e/multilingual.mjs || failed+=(multilingual)
 node tests/e2e/int8.mjs || failed+=(int8)
+node tests/e2e/large.mjs || failed+=(large)
 
 elapsed=$(($(date +%s) - started))
 if ((${#failed[@]})); then

@@ -189,6 +189,56 @@ pub fn small_model_files_as(seed: u64, format: WeightFormat) -> Result<BTreeMap<
     ]))
 }
 
+/// A released size's folder as Hugging Face files with random f16 weights (`seed`) and
+/// `layers` layers each side, stored as `format`: `model.safetensors`, `config.json`,
+/// `generation_config.json`, and `tokenizer.json` made from the multilingual base model's
+/// (`base_tokenizer_json`, from scripts/fetch-model.sh base) — for large-v3's 51866 tokens
+/// with its extra language `<|yue|>` inserted at 50358 and every later added token one id up,
+/// as in large-v3's own tokenizer. What the demo page loads to show a large model fits a
+/// browser (`examples/random_model.rs` writes it).
+pub fn released_shape_files(
+    arch: Architecture,
+    layers: usize,
+    base_tokenizer_json: &[u8],
+    format: WeightFormat,
+    seed: u64,
+) -> std::result::Result<BTreeMap<String, Vec<u8>>, String> {
+    let mut config = arch.config();
+    config.encoder_layers = layers;
+    config.decoder_layers = layers;
+    config.generation.alignment_heads = vec![(layers - 1, 0)];
+    let mut doc: serde_json::Value =
+        serde_json::from_slice(base_tokenizer_json).map_err(|e| format!("the base tokenizer.json: {e}"))?;
+    const YUE: u64 = 50358;
+    if config.n_vocab == 51866 {
+        let added = doc["added_tokens"].as_array_mut().ok_or("the base tokenizer.json has no added_tokens")?;
+        let mut yue = added.iter().find(|t| t["id"] == YUE).ok_or("the base tokenizer has no id 50358")?.clone();
+        yue["content"] = "<|yue|>".into();
+        for token in added.iter_mut() {
+            let id = token["id"].as_u64().ok_or("an added token without an id")?;
+            if id >= YUE {
+                token["id"] = (id + 1).into();
+            }
+        }
+        added.push(yue);
+        added.sort_by_key(|t| t["id"].as_u64());
+    }
+    let tokens: BTreeMap<String, u32> = doc["added_tokens"]
+        .as_array()
+        .ok_or("no added_tokens")?
+        .iter()
+        .filter_map(|t| Some((t["content"].as_str()?.to_string(), t["id"].as_u64()? as u32)))
+        .collect();
+    let weights = random_model(config.clone(), DType::F16, seed).map_err(|e| e.to_string())?;
+    let fail = |e: susurrus_whisper::Error| e.to_string();
+    Ok(BTreeMap::from([
+        ("model.safetensors".to_string(), hf_safetensors(&weights, format).map_err(fail)?),
+        ("config.json".to_string(), hf_config_json(&config, &tokens).into_bytes()),
+        ("generation_config.json".to_string(), hf_generation_config_json(&config, &tokens).map_err(fail)?.into_bytes()),
+        ("tokenizer.json".to_string(), doc.to_string().into_bytes()),
+    ]))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -208,6 +258,27 @@ mod tests {
             tokenizer.decode(&[256, 257], susurrus_whisper::tokenizer::SpecialTokens::Keep).unwrap(),
             " hello world"
         );
+    }
+
+    /// The large-v3-shaped folder loads as large-v3 (widths, 128 mels, 51866 tokens) with
+    /// large-v3's special ids: <|yue|> at 50358 as the 100th language, <|notimestamps|> at
+    /// 50364, timestamps from 50365; with int8 matrices too.
+    #[test]
+    fn large_v3_shaped_files_load_with_large_v3s_tokens() {
+        let base = std::fs::read(crate::golden::Set::Base.model_dir().join("tokenizer.json")).unwrap();
+        for format in [WeightFormat::F16, WeightFormat::Int8] {
+            let files = released_shape_files(Architecture::LargeV3, 1, &base, format, 0).unwrap();
+            let (weights, tokenizer) = load_files(&files).unwrap();
+            let config = weights.config();
+            assert_eq!((config.d_model, config.n_mels, config.n_vocab), (1280, 128, 51866));
+            assert_eq!((config.encoder_layers, config.decoder_layers, config.encoder_heads), (1, 1, 20));
+            assert_eq!(tokenizer.languages().len(), 100);
+            assert_eq!(tokenizer.language_id("yue"), Some(50358));
+            let ids = tokenizer.special_ids();
+            assert_eq!((ids.translate, ids.transcribe, ids.no_timestamps, ids.timestamp_begin), (50359, 50360, 50364, 50365));
+            let embedding = weights.get("model.decoder.embed_tokens.weight").unwrap().dtype();
+            assert_eq!(embedding, if format == WeightFormat::Int8 { DType::Q8 } else { DType::F16 });
+        }
     }
 
     #[test]

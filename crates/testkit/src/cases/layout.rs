@@ -92,9 +92,11 @@ pub(crate) fn concat(cases: &mut CaseGen) -> Result<()> {
     Ok(())
 }
 
-/// Harness cases: f32 and f16 tables with i32 and u32 ids of rank 1 and 2, every id in range.
+/// Harness cases: f32, f16 and q8 tables (q8 rows come out f32) with i32 and u32 ids of rank
+/// 1 and 2, every id in range.
 pub(crate) fn gather(cases: &mut CaseGen) -> Result<()> {
-    for (table_dtype, ids_dtype) in [(DType::F32, DType::I32), (DType::F16, DType::U32), (DType::F32, DType::U32)] {
+    let pairs = [(DType::F32, DType::I32), (DType::F16, DType::U32), (DType::F32, DType::U32), (DType::Q8, DType::U32)];
+    for (table_dtype, ids_dtype) in pairs {
         let v = cases.pick(&[1, 7, 33, 127, 200]);
         let mut table = vec![v, cases.pick(&[1, 3, 17, 64, 65])];
         if ids_dtype == DType::U32 && table_dtype == DType::F32 {
@@ -176,7 +178,7 @@ mod tests {
             let mut cases = CaseGen::new(seed);
             gather(&mut cases).unwrap();
             let cases = cases.into_cases();
-            assert_eq!(cases.len(), 3);
+            assert_eq!(cases.len(), 4);
             for case in &cases {
                 let v = case.weights["table"].shape().dims()[0] as i64;
                 assert!(case.runs[0].inputs["ids"].to_i64().iter().all(|&i| (0..v).contains(&i)), "{}", case.name);

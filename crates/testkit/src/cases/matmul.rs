@@ -25,6 +25,12 @@ pub(crate) fn matmul(cases: &mut CaseGen) -> Result<()> {
     case(cases, "f16 weight", &[b, m, k], &[n, k], DType::F32, DType::F16, true, true)?;
     let (b, m, k, n) = (cases.pick(&[1, 3]), cases.pick(&ms), cases.pick(&ks), cases.pick(&ns));
     case(cases, "f16", &[b, m, k], &[b, k, n], DType::F16, DType::F16, false, false)?;
+    // int8 weights (q8: one scale per output row), as a linear layer of an int8 model: a few
+    // rows (a decoder step) and many.
+    let (m, k, n) = (cases.pick(&[1, 2, 5, 8]), cases.pick(&[8, 16, 17, 64, 65]), cases.pick(&ns));
+    case(cases, "q8 weight, few rows", &[m, k], &[n, k], DType::F32, DType::Q8, true, true)?;
+    let (b, m, k, n) = (cases.pick(&[1, 3]), cases.pick(&ms), cases.pick(&ks), cases.pick(&ns));
+    case(cases, "q8 weight", &[b, m, k], &[n, k], DType::F32, DType::Q8, true, true)?;
     // One larger product, to exercise tiling past one workgroup in every direction.
     let (m, k, n) = (cases.pick(&[64, 127]), cases.pick(&[256, 384]), cases.pick(&[129, 255]));
     case(cases, "f32 large", &[m, k], &[n, k], DType::F32, DType::F32, true, true)
@@ -53,6 +59,17 @@ pub(crate) fn matmul_bias(cases: &mut CaseGen) -> Result<()> {
             label += " gelu";
         }
         cases.push("matmul_bias", &label, g, accumulate(k), &[])?;
+    }
+    // An int8 model's linear layer: q8 weight, f32 bias, GELU, few rows and many.
+    for m in [cases.pick(&[1, 3, 8]), cases.pick(&[9, 17, 33])] {
+        let (k, n) = (cases.pick(&[8, 16, 17, 64, 65]), cases.pick(&[1, 7, 33, 64, 65]));
+        let mut g = Graph::new("matmul_bias");
+        let a = g.input("a", ty(DType::F32, &[m, k]))?;
+        let b = g.param("w", ty(DType::Q8, &[n, k]))?;
+        let bias = g.param("bias", ty(DType::F32, &[n]))?;
+        let y = g.push(MatMulBias { transpose_b: true, gelu: true }, &[a, b, bias])?;
+        g.output("y", y)?;
+        cases.push("matmul_bias", &format!("matmul_bias w q8 transpose_b gelu, {m} rows"), g, accumulate(k), &[])?;
     }
     Ok(())
 }

@@ -317,13 +317,14 @@ pub fn cast(_op: &Cast, ctx: &LowerCtx) -> Result<Vec<Launch>> {
     Ok(vec![Launch::Kernel(KernelLaunch::new("cast_convert", &params).threads(n))])
 }
 
-/// A q8 weight read by `op`, dequantized into scratch (f16 for tensor-core products, else
-/// f32): the operand the op then reads instead. The weight stays int8 in device memory; only
-/// the op running holds its widened copy.
+/// A q8 weight read by `op`, dequantized into scratch (f16 for the tensor-core products of
+/// products and convolutions with `Precision::F16`, else f32): the operand the op then reads
+/// instead. The weight stays int8 in device memory; only the op running holds its widened copy.
 pub fn dequantize_q8(operand: &Operand, ctx: &LowerCtx, op: &str) -> Result<(Operand, Launch)> {
     let ty = &operand.ty;
     let n = ty.numel();
-    let half = ctx.precision == Precision::F16;
+    let product = matches!(op, "matmul" | "matmul_bias" | "conv1d");
+    let half = product && ctx.precision == Precision::F16;
     let ptr = ctx.scratch.take(n * if half { 2 } else { 4 });
     let params = DequantizeQ8Params {
         x: operand.ptr,

@@ -6,7 +6,7 @@
 
 use susurrus_core::exec::index::collapse;
 use susurrus_core::ops::{Concat, Gather, KvWrite, Permute, Slice};
-use susurrus_core::{Error, Result};
+use susurrus_core::{DType, Error, Result};
 
 use super::{KernelLaunch, Launch, LowerCtx};
 use crate::cuda::params::{In, Out, ParamsInfo, dims8, kind};
@@ -30,8 +30,9 @@ crate::cuda_params! {
 }
 
 crate::cuda_params! {
-    /// Output words, table rows and words per row; the ids' kind says how to read them.
-    pub struct GatherParams { pub table: In, pub ids: In, pub out: Out, pub n: u32, pub rows: u32, pub row_len: u32 }
+    /// Output words, table rows and words per row; the ids' kind says how to read them. A q8
+    /// table (kind Q8) is read as stored: its row scales at `scales`, the rows dequantized.
+    pub struct GatherParams { pub table: In, pub ids: In, pub out: Out, pub scales: u64, pub n: u32, pub rows: u32, pub row_len: u32 }
 }
 
 crate::cuda_params! {
@@ -234,10 +235,13 @@ pub fn gather(_op: &Gather, ctx: &LowerCtx) -> Result<Vec<Launch>> {
     if rows == 0 {
         return Err(Error::Unsupported { op: format!("gather from the empty table {table}"), backend: "cuda".into() });
     }
+    let q8 = ctx.inputs[0].ty.dtype == DType::Q8;
+    let scales = if q8 { ctx.inputs[0].ptr + table.numel().div_ceil(4) as u64 * 4 } else { 0 };
     let params = GatherParams {
         table: ctx.input(0),
         ids: ctx.input(1),
         out: ctx.out(),
+        scales,
         n: count(n, "gather")?,
         rows: count(rows, "gather")?,
         row_len: count(table.shape.dims()[1..].iter().product::<usize>(), "gather")?,

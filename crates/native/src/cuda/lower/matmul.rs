@@ -28,8 +28,11 @@ crate::cuda_params! {
         pub k: u32,
         pub has_bias: u32,
         pub gelu: u32,
-        /// How the kernel loads: [`GEMV_HALF8`], [`GEMV_FLOAT4`] or element by element (0).
+        /// How the kernel loads: [`GEMV_HALF8`], [`GEMV_FLOAT4`], [`GEMV_Q8`] or element by
+        /// element (0).
         pub mode: u32,
+        /// [`GEMV_Q8`]: the weight's row scales.
+        pub scales: u64,
     }
 }
 
@@ -38,6 +41,10 @@ pub const GEMV_HALF8: u32 = 1;
 /// `matmul_gemv` loads four f32 weights and four f32 row values at a time.
 pub const GEMV_FLOAT4: u32 = 2;
 
+/// `matmul_gemv` loads eight int8 weights (a q8 weight as stored) and eight f32 row values at
+/// a time, and scales each column's sum by its row's scale.
+pub const GEMV_Q8: u32 = 3;
+
 /// The widest loads `matmul_gemv` can use for rows `a` and weights `b` of length `k` (every
 /// row then starts 16-byte aligned: blocks are 256-aligned and rows a multiple of 16 bytes).
 fn gemv_mode(a: In, b: In, k: usize) -> u32 {
@@ -45,8 +52,24 @@ fn gemv_mode(a: In, b: In, k: usize) -> u32 {
     match (a.kind, b.kind) {
         (kind::F32, kind::F16) if k.is_multiple_of(8) && aligned(a) && aligned(b) => GEMV_HALF8,
         (kind::F32, kind::F32) if k.is_multiple_of(4) && aligned(a) && aligned(b) => GEMV_FLOAT4,
+        (kind::F32, kind::Q8) if k.is_multiple_of(8) && aligned(a) && aligned(b) => GEMV_Q8,
         _ => 0,
     }
+}
+
+/// Whether a product of `ctx` (input 1 a q8 weight) runs `matmul_gemv` on the weight as stored:
+/// a decoder step's few rows, with loads [`GEMV_Q8`] takes. Otherwise the lowering dequantizes
+/// the weight into scratch first.
+pub fn gemv_reads_q8(ctx: &LowerCtx, transpose_b: bool) -> bool {
+    let (a, b) = (&ctx.inputs[0], &ctx.inputs[1]);
+    let (ra, k) = (a.ty.shape.rank(), a.ty.shape.last());
+    let rows = a.ty.numel() / k.max(1);
+    b.ty.dtype == susurrus_core::DType::Q8
+        && transpose_b
+        && ra >= 2
+        && b.ty.shape.rank() == 2
+        && rows <= GEMV_ROWS
+        && gemv_mode(a.input(), b.input(), k) == GEMV_Q8
 }
 
 crate::cuda_params! {
@@ -233,6 +256,7 @@ fn product(ctx: &LowerCtx, transpose_b: bool, bias: Option<In>, gelu: bool) -> R
             has_bias: bias.is_some() as u32,
             gelu: gelu as u32,
             mode: gemv_mode(ctx.input(0), ctx.input(1), k),
+            scales: ctx.inputs[1].ptr + (n * k).div_ceil(4) as u64 * 4,
         };
         // A warp per output column, four columns per block (a 384-wide layer is 96 blocks).
         let launch = KernelLaunch::new("matmul_gemv", &params).grid(n.div_ceil(4) as u32, 1, 1).block(128, 1, 1);

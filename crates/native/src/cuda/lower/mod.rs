@@ -212,15 +212,22 @@ pub enum Launch {
 }
 
 /// The device work of `op`; nothing for leaves (uploaded or copied in) and views. A q8
-/// weight operand is first dequantized into scratch (`elementwise::dequantize_q8`).
+/// weight is read as stored by a gather and by a decoder step's product (`matmul_gemv`);
+/// for every other op it is first dequantized into scratch (`elementwise::dequantize_q8`).
 pub fn lower(op: &Op, ctx: &LowerCtx) -> Result<Vec<Launch>> {
     if !ctx.inputs.iter().any(|o| o.ty.dtype == DType::Q8) {
         return lower_op(op, ctx);
     }
+    let reads_q8 = |k: usize| match op {
+        Op::Gather(_) => k == 0,
+        Op::MatMul(m) => k == 1 && matmul::gemv_reads_q8(ctx, m.transpose_b),
+        Op::MatMulBias(m) => k == 1 && matmul::gemv_reads_q8(ctx, m.transpose_b),
+        _ => false,
+    };
     let mut launches = Vec::new();
     let mut inputs = Vec::with_capacity(ctx.inputs.len());
-    for operand in ctx.inputs {
-        if operand.ty.dtype == DType::Q8 {
+    for (k, operand) in ctx.inputs.iter().enumerate() {
+        if operand.ty.dtype == DType::Q8 && !reads_q8(k) {
             let (widened, launch) = elementwise::dequantize_q8(operand, ctx, op.name())?;
             launches.push(launch);
             inputs.push(widened);

@@ -1,0 +1,51 @@
+// A large-v3-shaped model in the demo page: random f16 weights at large-v3's real widths (1280,
+// 20 heads, 128 mels, 51866 tokens with large-v3's tokenizer; one layer each side, written by
+// `cargo run -p susurrus-testkit --example random_model`), served by `susurrus serve`, loaded
+// through the page's controls on WebGPU (Chromium's SwiftShader adapter here). Its 133 MB
+// token embedding is more than WebGPU's default 128 MiB storage binding: the package splits
+// it into blocks of rows, and the page reports the model loaded on WebGPU, with its size.
+// Run by tests/e2e/run.sh; needs target/debug/susurrus, www/pkg and SUSURRUS_LARGE_MODEL.
+
+import { statSync } from "node:fs";
+import { join } from "node:path";
+import { assert, assertEqual, launchBrowser, repoRoot, runTest, seconds, startServer, watchPage } from "./common.mjs";
+
+const largeModel = process.env.SUSURRUS_LARGE_MODEL;
+const TIMEOUT_MS = 5 * 60_000;
+
+await runTest("large", async (onCleanup) => {
+  assert(largeModel, "SUSURRUS_LARGE_MODEL is not set (tests/e2e/run.sh writes the model and sets it)");
+  const server = await startServer(["--root", join(repoRoot, "www"), "--model", largeModel]);
+  onCleanup(() => server.stop());
+  const browser = await launchBrowser();
+  onCleanup(() => browser.close());
+  const page = await browser.newPage();
+  page.setDefaultTimeout(TIMEOUT_MS);
+  const pageProblems = watchPage(page, (line) => console.log(`large:${line}`));
+  await page.goto(server.url);
+
+  await page.selectOption("#backend", "webgpu");
+  const started = Date.now();
+  await page.click("#load");
+  for (;;) {
+    const { state, error } = await page.evaluate(() => {
+      const box = document.getElementById("error");
+      return { state: document.getElementById("load-status").dataset.state, error: box.hidden ? null : box.textContent };
+    });
+    if (error !== null) throw new Error(`loading the large-v3-shaped model: the page shows an error: ${error}`);
+    if (state === "loaded") break;
+    assert(Date.now() - started < TIMEOUT_MS, `still "${state}" after ${seconds(TIMEOUT_MS)}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  const shown = await page.evaluate(() => ({
+    backend: document.getElementById("model-backend").textContent,
+    bytes: document.getElementById("model-bytes").textContent,
+    fallback: document.getElementById("model-fallback").textContent,
+  }));
+  const weights = statSync(join(largeModel, "model.safetensors")).size;
+  console.log(`large: loaded in ${seconds(Date.now() - started)} on ${shown.backend}, the page says ${shown.bytes} ` +
+    `(model.safetensors ${(weights / 1e6).toFixed(1)} MB)`);
+  assertEqual(shown.backend, "webgpu", "the backend the page reports");
+  assertEqual(shown.fallback, "", "no fallback to the CPU");
+  assertEqual(pageProblems, [], "uncaught errors and console errors on the page");
+});
