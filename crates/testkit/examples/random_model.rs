@@ -4,7 +4,8 @@
 //!
 //!     cargo run -p susurrus-testkit --example random_model -- ARCH LAYERS OUT_DIR BASE_TOKENIZER_JSON [int8]
 //!
-//! ARCH: small, medium, large-v3 or large-v3-turbo; LAYERS each side; BASE_TOKENIZER_JSON the
+//! ARCH: small, medium, large-v3 or large-v3-turbo; LAYERS each side (at most the size's own:
+//! `large-v3-turbo 32` is the whole turbo, 32 + 4); BASE_TOKENIZER_JSON the
 //! multilingual base model's `tokenizer.json` (scripts/fetch-model.sh base).
 
 use std::path::PathBuf;
@@ -39,12 +40,14 @@ fn run(args: &[String]) -> Result<(), String> {
     };
     let base = std::fs::read(tokenizer).map_err(|e| format!("{tokenizer}: {e}"))?;
     let files = released_shape_files(arch, layers, &base, format, 0)?;
+    let config = arch.config();
+    let (encoder, decoder) = (layers.min(config.encoder_layers), layers.min(config.decoder_layers));
     let out = PathBuf::from(out);
     std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
     for (name, bytes) in files {
         let path = out.join(&name);
         std::fs::write(&path, bytes).map_err(|e| format!("{}: {e}", path.display()))?;
     }
-    println!("{} ({layers} + {layers} layers, random weights) -> {}", arch.name(), out.display());
+    println!("{} ({encoder} + {decoder} layers, random weights) -> {}", arch.name(), out.display());
     Ok(())
 }

@@ -190,7 +190,8 @@ pub fn small_model_files_as(seed: u64, format: WeightFormat) -> Result<BTreeMap<
 }
 
 /// A released size's folder as Hugging Face files with random f16 weights (`seed`) and
-/// `layers` layers each side, stored as `format`: `model.safetensors`, `config.json`,
+/// `layers` layers each side (at most the size's own count: large-v3-turbo keeps at most 4
+/// decoder layers), stored as `format`: `model.safetensors`, `config.json`,
 /// `generation_config.json`, and `tokenizer.json` made from the multilingual base model's
 /// (`base_tokenizer_json`, from scripts/fetch-model.sh base) — for large-v3's 51866 tokens
 /// with its extra language `<|yue|>` inserted at 50358 and every later added token one id up,
@@ -204,9 +205,9 @@ pub fn released_shape_files(
     seed: u64,
 ) -> std::result::Result<BTreeMap<String, Vec<u8>>, String> {
     let mut config = arch.config();
-    config.encoder_layers = layers;
-    config.decoder_layers = layers;
-    config.generation.alignment_heads = vec![(layers - 1, 0)];
+    config.encoder_layers = layers.min(config.encoder_layers);
+    config.decoder_layers = layers.min(config.decoder_layers);
+    config.generation.alignment_heads = vec![(config.decoder_layers - 1, 0)];
     let mut doc: serde_json::Value =
         serde_json::from_slice(base_tokenizer_json).map_err(|e| format!("the base tokenizer.json: {e}"))?;
     const YUE: u64 = 50358;
