@@ -108,8 +108,8 @@ pub fn convert(src: &Path, dst: &Path, force: bool, format: WeightFormat) -> Res
         std::fs::read(&path).map_err(|e| Error::io(&path, e))
     };
     let tokenizer = read("tokenizer.json")?;
-    let hf =
-        convert_ct2_to_hf(&read("model.bin")?, &read("config.json")?, &tokenizer, format).map_err(|e| in_folder(src, e))?;
+    let hf = convert_ct2_to_hf(&read("model.bin")?, &read("config.json")?, &tokenizer, format)
+        .map_err(|e| in_folder(src, e))?;
     let tensors = parse_safetensors(&hf.safetensors, "model.safetensors")?;
     let parameters = tensors.iter().map(|t| t.dims.iter().product::<usize>()).sum();
     let tensor_count = tensors.len();

@@ -336,7 +336,12 @@ fn int8_runs(backend: Box<dyn Backend>, clips: &[&str]) -> Vec<(String, Vec<u32>
         let mut ignore = |_: Event| ControlFlow::Continue(());
         let transcript = pollster::block_on(whisper.transcribe(&pcm, &options(run), &mut ignore))
             .unwrap_or_else(|e| panic!("{clip} (int8): {e}"));
-        println!("{} int8 {clip}: {:.1} s, {:?}", whisper.backend_name(), started.elapsed().as_secs_f64(), transcript.text);
+        println!(
+            "{} int8 {clip}: {:.1} s, {:?}",
+            whisper.backend_name(),
+            started.elapsed().as_secs_f64(),
+            transcript.text
+        );
         let tokens = transcript.segments.iter().flat_map(|s| s.tokens.iter().copied()).collect();
         out.push((clip.to_string(), tokens, transcript.text));
     }

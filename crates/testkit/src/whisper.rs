@@ -276,7 +276,10 @@ mod tests {
             assert_eq!(tokenizer.languages().len(), 100);
             assert_eq!(tokenizer.language_id("yue"), Some(50358));
             let ids = tokenizer.special_ids();
-            assert_eq!((ids.translate, ids.transcribe, ids.no_timestamps, ids.timestamp_begin), (50359, 50360, 50364, 50365));
+            assert_eq!(
+                (ids.translate, ids.transcribe, ids.no_timestamps, ids.timestamp_begin),
+                (50359, 50360, 50364, 50365)
+            );
             let embedding = weights.get("model.decoder.embed_tokens.weight").unwrap().dtype();
             assert_eq!(embedding, if format == WeightFormat::Int8 { DType::Q8 } else { DType::F16 });
         }

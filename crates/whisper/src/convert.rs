@@ -225,7 +225,8 @@ mod tests {
     fn f16_models_convert_exactly_and_f32_rounds_to_f16() {
         let multi = crate::weights::testing::random(multilingual_config(), DType::F16, 9);
         let langs = [("<|en|>", 50259), ("<|zh|>", 50260), ("<|de|>", 50261)];
-        let files = convert_ct2_to_hf(&model_bin(&multi), &config_json(&multi), &tokenizer(&langs)).unwrap();
+        let files =
+            convert_ct2_to_hf(&model_bin(&multi), &config_json(&multi), &tokenizer(&langs), WeightFormat::F16).unwrap();
         let back = load_hf_with_generation(
             &files.safetensors,
             files.config_json.as_bytes(),
@@ -234,7 +235,7 @@ mod tests {
         assert_eq!(back.unwrap(), multi);
 
         let w = crate::weights::testing::random(small_config(), DType::F32, 9);
-        let files = convert_ct2_to_hf(&model_bin(&w), &config_json(&w), &tokenizer(&[])).unwrap();
+        let files = convert_ct2_to_hf(&model_bin(&w), &config_json(&w), &tokenizer(&[]), WeightFormat::F16).unwrap();
         let back = load_hf_with_generation(
             &files.safetensors,
             files.config_json.as_bytes(),
@@ -253,13 +254,49 @@ mod tests {
         }
     }
 
+    /// Int8: every matrix comes back q8 with the values and scales of CTranslate2's rule
+    /// applied to the original (`Tensor::quantized_q8`), vectors and position tables f16.
+    #[test]
+    fn int8_conversion_quantizes_the_matrices() {
+        let multi = crate::weights::testing::random(multilingual_config(), DType::F16, 9);
+        let langs = [("<|en|>", 50259), ("<|zh|>", 50260), ("<|de|>", 50261)];
+        let files = convert_ct2_to_hf(&model_bin(&multi), &config_json(&multi), &tokenizer(&langs), WeightFormat::Int8)
+            .unwrap();
+        let back = load_hf_with_generation(
+            &files.safetensors,
+            files.config_json.as_bytes(),
+            files.generation_config_json.as_bytes(),
+        )
+        .unwrap();
+        assert_eq!(back.config(), multi.config());
+        let mut quantized = 0;
+        for (name, t) in multi.tensors() {
+            let got = back.get(name).unwrap();
+            if t.shape().rank() >= 2 && !name.ends_with("embed_positions.weight") {
+                assert_eq!(got, &t.quantized_q8().unwrap(), "{name}");
+                quantized += 1;
+            } else {
+                assert_eq!(got, t, "{name}");
+            }
+        }
+        assert!(quantized > 10, "{quantized} matrices");
+        // An int8 model converted again keeps its values (nothing is quantized twice).
+        let again = hf_safetensors(&back, WeightFormat::Int8).unwrap();
+        assert_eq!(again, files.safetensors);
+    }
+
     #[test]
     fn conversion_errors() {
         let multi = crate::weights::testing::random(multilingual_config(), DType::F16, 9);
-        let e =
-            convert_ct2_to_hf(&model_bin(&multi), &config_json(&multi), &tokenizer(&[("<|en|>", 50259)])).unwrap_err();
+        let e = convert_ct2_to_hf(
+            &model_bin(&multi),
+            &config_json(&multi),
+            &tokenizer(&[("<|en|>", 50259)]),
+            WeightFormat::F16,
+        )
+        .unwrap_err();
         assert_eq!(e.to_string(), "tokenizer.json: no added token has id 50260, a language id of config.json");
-        let e = convert_ct2_to_hf(&model_bin(&multi), &config_json(&multi), b"[").unwrap_err();
+        let e = convert_ct2_to_hf(&model_bin(&multi), &config_json(&multi), b"[", WeightFormat::F16).unwrap_err();
         assert!(e.to_string().starts_with("tokenizer.json: bad JSON: "), "{e}");
         let missing = std::env::temp_dir().join("susurrus-no-such-model-folder");
         let e = convert_ct2_dir_to_hf(&missing, &missing.join("out")).unwrap_err();

@@ -68,7 +68,10 @@ impl SafeTensor<'_> {
         }
         let scales: Vec<f32> = bytemuck::pod_collect_to_vec(scale.data);
         if let Some(bad) = scales.iter().position(|s| !s.is_finite() || *s < 0.0) {
-            return Err(model_error(file, format!("{}: scale {} of row {bad} is not a number >= 0", scale.describe(), scales[bad])));
+            return Err(model_error(
+                file,
+                format!("{}: scale {} of row {bad} is not a number >= 0", scale.describe(), scales[bad]),
+            ));
         }
         Tensor::q8(self.dims.clone(), bytemuck::cast_slice(self.data), &scales)
             .map_err(|e| model_error(file, format!("{}: {e}", self.describe())))
@@ -421,6 +424,52 @@ mod tests {
         load_hf(model, config).unwrap_err().to_string()
     }
 
+    /// The int8 file of `w` rebuilt from its tensors, `edit` applied to the (name, dtype,
+    /// dims, bytes) list first.
+    fn int8_edited(w: &WhisperWeights, edit: impl FnOnce(&mut Vec<(String, Dtype, Vec<usize>, Vec<u8>)>)) -> Vec<u8> {
+        let bytes = crate::convert::hf_safetensors(w, crate::convert::WeightFormat::Int8).unwrap();
+        let mut tensors: Vec<_> = parse_safetensors(&bytes, "model.safetensors")
+            .unwrap()
+            .into_iter()
+            .map(|t| (t.name, t.dtype, t.dims, t.data.to_vec()))
+            .collect();
+        edit(&mut tensors);
+        let views = tensors.iter().map(|(name, dtype, dims, data)| {
+            (name.as_str(), safetensors::tensor::TensorView::new(*dtype, dims.clone(), data).unwrap())
+        });
+        safetensors::serialize(views, None).unwrap()
+    }
+
+    #[test]
+    fn int8_tensors_need_their_scales() {
+        let w = small(DType::F16);
+        let config = config_json(&w);
+        let fc1 = "model.decoder.layers.1.fc1.weight";
+        assert_eq!(load_hf(&int8_edited(&w, |_| {}), &config).unwrap().get(fc1).unwrap().dtype(), DType::Q8);
+        let unscaled = int8_edited(&w, |t| t.retain(|(n, ..)| *n != format!("{fc1}_scale")));
+        let msg = err(&unscaled, &config);
+        assert!(msg.starts_with(&format!("model.safetensors: tensor {fc1} (data at byte ")), "{msg}");
+        assert!(msg.ends_with(&format!(") is I8 but the file has no {fc1}_scale")), "{msg}");
+        let orphan = int8_edited(&w, |t| t.push(("extra_scale".into(), Dtype::F32, vec![1], vec![0; 4])));
+        assert!(err(&orphan, &config).ends_with(") scales no I8 tensor extra"), "{}", err(&orphan, &config));
+        let short = int8_edited(&w, |t| {
+            let s = t.iter_mut().find(|(n, ..)| *n == format!("{fc1}_scale")).unwrap();
+            s.2 = vec![s.2[0] - 1];
+            s.3.truncate(s.3.len() - 4);
+        });
+        let msg = err(&short, &config);
+        assert!(msg.contains(" (F32 [11]) is not one F32 scale per row of tensor "), "{msg}");
+        let negative = int8_edited(&w, |t| {
+            let s = t.iter_mut().find(|(n, ..)| *n == format!("{fc1}_scale")).unwrap();
+            s.3[..4].copy_from_slice(&(-1.0f32).to_le_bytes());
+        });
+        assert!(
+            err(&negative, &config).ends_with("scale -1 of row 0 is not a number >= 0"),
+            "{}",
+            err(&negative, &config)
+        );
+    }
+
     /// Edits the header JSON of a safetensors file and rebuilds the length prefix.
     fn with_header(bytes: &[u8], edit: impl FnOnce(&mut serde_json::Value)) -> Vec<u8> {
         let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
@@ -499,7 +548,7 @@ mod tests {
         let bf = with_header(&bytes, |h| h["model.encoder.conv1.bias"]["dtype"] = "I16".into());
         assert_eq!(
             err(&bf, &config),
-            "model.safetensors: tensor model.encoder.conv1.bias: dtype I16 is not supported (F32, F16, BF16)"
+            "model.safetensors: tensor model.encoder.conv1.bias: dtype I16 is not supported (F32, F16, BF16, I8 with scales)"
         );
         let shape = with_header(&bytes, |h| h["model.encoder.conv1.bias"]["shape"] = serde_json::json!([4]));
         let msg = err(&shape, &config);

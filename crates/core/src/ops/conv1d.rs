@@ -45,7 +45,11 @@ impl OpKind for Conv1d {
             return Err(Error::shape("conv1d", format!("takes 2 or 3 inputs, got {}", inputs.len())));
         }
         let (x, w) = (inputs[0], inputs[1]);
-        if !x.dtype.is_float() || !w.dtype.is_weight_float() || !(2..=3).contains(&x.shape.rank()) || w.shape.rank() != 3 {
+        if !x.dtype.is_float()
+            || !w.dtype.is_weight_float()
+            || !(2..=3).contains(&x.shape.rank())
+            || w.shape.rank() != 3
+        {
             return Err(Error::shape(
                 "conv1d",
                 format!("needs float x [C_in, L] or [N, C_in, L] and w [C_out, C_in, K], got {x} and {w}"),

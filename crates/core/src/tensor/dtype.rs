@@ -97,7 +97,11 @@ impl TensorType {
 
     /// Size of the tensor's data in bytes (`Q8`: the values padded to 4 bytes, then the scales).
     pub fn byte_size(&self) -> usize {
-        if self.dtype == DType::Q8 { self.numel().div_ceil(4) * 4 + self.q8_rows() * 4 } else { self.numel() * self.dtype.size() }
+        if self.dtype == DType::Q8 {
+            self.numel().div_ceil(4) * 4 + self.q8_rows() * 4
+        } else {
+            self.numel() * self.dtype.size()
+        }
     }
 
     /// How many scales a `Q8` tensor of this shape has: one per index of its first axis.

@@ -8,9 +8,9 @@ use susurrus_core::{Error, Result};
 
 use super::super::compile::Operand;
 use super::super::memory::{Bases, Region};
+use super::super::simd;
 use super::input;
 use super::linear::{WeightKind, q8_parts};
-use super::super::simd;
 
 /// A permute of 4-byte or 2-byte elements, copied in runs of the innermost axis when the
 /// permutation keeps it last.

@@ -42,7 +42,10 @@ pub enum WeightKind {
     F32,
     F16,
     /// int8 values, then one f32 scale per row of `row_len` values (`DType::Q8`).
-    Q8 { len: usize, row_len: usize },
+    Q8 {
+        len: usize,
+        row_len: usize,
+    },
 }
 
 impl WeightKind {
@@ -117,9 +120,7 @@ impl Linear {
                 WeightKind::Q8 { len, .. } => {
                     // SAFETY: the caller's contract.
                     let (w, scales) = unsafe { q8_parts(bases, ops[1], len)? };
-                    self.dots(a, w, bias, out, |x, m, cols, o| {
-                        simd::dot_rows_q8(x, m, &scales[cols], self.k, o)
-                    });
+                    self.dots(a, w, bias, out, |x, m, cols, o| simd::dot_rows_q8(x, m, &scales[cols], self.k, o));
                 }
             }
             return Ok(());
@@ -187,12 +188,7 @@ impl Linear {
 ///
 /// # Safety
 /// As [`Bases::slice`] for the operand.
-pub unsafe fn weight_f32<'a>(
-    bases: &Bases,
-    op: Operand,
-    kind: WeightKind,
-    dst: &'a mut Vec<f32>,
-) -> Result<&'a [f32]> {
+pub unsafe fn weight_f32<'a>(bases: &Bases, op: Operand, kind: WeightKind, dst: &'a mut Vec<f32>) -> Result<&'a [f32]> {
     match kind {
         // SAFETY: the caller's contract.
         WeightKind::F32 => unsafe { input::<f32>(bases, op) },

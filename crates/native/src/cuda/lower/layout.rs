@@ -532,6 +532,20 @@ mod tests {
             table: in_at(0x1000, kind::F16),
             ids: in_at(0x2000, kind::I32),
             out: out_at(0x8000, 1),
+            scales: 0,
+            n: 24,
+            rows: 5,
+            row_len: 6,
+        };
+        assert_eq!(got, vec![Launch::Kernel(KernelLaunch::new("gather_rows", &want).threads(24))]);
+        // A q8 table [5, 6] is read as stored: its 30 values take 8 words, then the scales.
+        let q8 = Operand { ptr: 0x1000, kind: kind::Q8, ty: ty(DType::Q8, &[5, 6]) };
+        let got = lower_with(&[q8, ids.clone()], ty(DType::F32, &[4, 6]), |c| gather(&Gather, c)).unwrap();
+        let want = GatherParams {
+            table: in_at(0x1000, kind::Q8),
+            ids: in_at(0x2000, kind::I32),
+            out: out_at(0x8000, 0),
+            scales: 0x1000 + 32,
             n: 24,
             rows: 5,
             row_len: 6,

@@ -23,6 +23,8 @@ crate::cuda_params! {
         pub b: In,
         pub bias: In,
         pub out: Out,
+        /// [`GEMV_Q8`]: the weight's row scales.
+        pub scales: u64,
         pub m: u32,
         pub n: u32,
         pub k: u32,
@@ -31,8 +33,6 @@ crate::cuda_params! {
         /// How the kernel loads: [`GEMV_HALF8`], [`GEMV_FLOAT4`], [`GEMV_Q8`] or element by
         /// element (0).
         pub mode: u32,
-        /// [`GEMV_Q8`]: the weight's row scales.
-        pub scales: u64,
     }
 }
 
@@ -250,13 +250,13 @@ fn product(ctx: &LowerCtx, transpose_b: bool, bias: Option<In>, gelu: bool) -> R
             b: ctx.input(1),
             bias: bias.unwrap_or_default(),
             out: ctx.out(),
+            scales: ctx.inputs[1].ptr + (n * k).div_ceil(4) as u64 * 4,
             m: rows as u32,
             n: n as u32,
             k: k as u32,
             has_bias: bias.is_some() as u32,
             gelu: gelu as u32,
             mode: gemv_mode(ctx.input(0), ctx.input(1), k),
-            scales: ctx.inputs[1].ptr + (n * k).div_ceil(4) as u64 * 4,
         };
         // A warp per output column, four columns per block (a 384-wide layer is 96 blocks).
         let launch = KernelLaunch::new("matmul_gemv", &params).grid(n.div_ceil(4) as u32, 1, 1).block(128, 1, 1);
@@ -341,6 +341,44 @@ mod tests {
         assert_eq!((k.name, k.grid, k.block), ("matmul_gemv", [384, 1, 1], [128, 1, 1]));
         // f16 weights, f32 rows of 384: eight of each per load.
         assert_eq!(&k.params[k.params.len() - 4..], &GEMV_HALF8.to_le_bytes());
+    }
+
+    /// A q8 weight: a decoder step reads it as stored (int8 loads, scales from right after the
+    /// values); an encoder product dequantizes it into f16 scratch for cuBLAS.
+    #[test]
+    fn q8_weights_are_read_as_stored_by_a_step_and_dequantized_for_cublas() {
+        let op: susurrus_core::ops::Op = MatMul { transpose_b: true }.into();
+        let q8 = Operand { ptr: 0x40000, kind: kind::Q8, ty: ty(DType::Q8, &[1536, 384]) };
+        let run = |rows: usize| {
+            let a = Operand::arena(0x1000, ty(DType::F32, &[rows, 384]));
+            let out = Operand::arena(0x200000, ty(DType::F32, &[rows, 1536]));
+            let scratch = Scratch::new(0x900000);
+            let ctx = LowerCtx {
+                inputs: &[a, q8.clone()],
+                output: &out,
+                scalars: 0x9000,
+                precision: Precision::F16,
+                scratch: &scratch,
+            };
+            super::super::lower(&op, &ctx).unwrap()
+        };
+        let step = run(1);
+        let [Launch::Kernel(k)] = &step[..] else { panic!("{step:?}") };
+        assert_eq!(k.name, "matmul_gemv");
+        let at = std::mem::offset_of!(GemvParams, scales);
+        let scales = u64::from_le_bytes(k.params[at..at + 8].try_into().unwrap());
+        assert_eq!(scales, 0x40000 + 1536 * 384);
+        assert_eq!(&k.params[k.params.len() - 4..], &GEMV_Q8.to_le_bytes());
+        let encoder = run(1500);
+        let names: Vec<&str> = encoder
+            .iter()
+            .map(|l| match l {
+                Launch::Kernel(k) => k.name,
+                Launch::Gemm(_) => "cublas",
+            })
+            .collect();
+        assert_eq!(names[0], "dequantize_q8", "{names:?}");
+        assert!(names.contains(&"cublas"), "{names:?}");
     }
 
     #[test]
