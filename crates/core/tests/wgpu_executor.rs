@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 
 use pollster::block_on;
-use susurrus_core::exec::Backend;
+use susurrus_core::exec::{Backend, Profile};
 use susurrus_core::exec::cpu::CpuBackend;
 use susurrus_core::exec::wgpu::{WgpuBackend, WgpuOptions};
 use susurrus_core::plan::plan;
@@ -104,6 +104,31 @@ fn runs_allocate_nothing_and_scalars_need_no_recompile() {
     want[4..8].copy_from_slice(&row1);
     assert!(close(&cache, &want), "{cache:?} vs {want:?}");
     assert_eq!(resources(&gpu), before, "reading state created GPU resources");
+}
+
+/// A profiling backend (timestamp queries, a pass per dispatch) computes what an unprofiled
+/// one does and adds one entry per dispatch and run, labelled with the op and its type.
+#[test]
+fn a_profile_times_every_dispatch_of_every_run() {
+    let profile = Profile::default();
+    let gpu = backend(WgpuOptions { profile: Some(profile.clone()), ..WgpuOptions::default() });
+    let p = plan(cache_graph()).unwrap();
+    let mut timed = block_on(gpu.compile(&p, &weights())).unwrap();
+    let mut plain = block_on(backend(WgpuOptions::default()).compile(&p, &weights())).unwrap();
+    for (pos, x) in [(0, [0.5, 1.0, -2.0, 0.25]), (3, [1.5, -0.5, 0.0, 1.0])] {
+        let got = block_on(timed.run(&row(x), &at(pos), &["sums", "y"])).unwrap();
+        let want = block_on(plain.run(&row(x), &at(pos), &["sums", "y"])).unwrap();
+        assert_eq!(got, want);
+    }
+    block_on(timed.run_repeatedly(&row([1.0; 4]), &at(1), 3)).unwrap();
+    let rows = profile.rows();
+    let labels: Vec<&str> = rows.iter().map(|(label, ..)| label.as_str()).collect();
+    // The plan's four ops (unoptimised: no fusion), five runs each.
+    for label in ["mul f32[1,4]", "tanh f32[1,4]", "kv_write f32[8,4]", "reduce_sum f32[4]"] {
+        let row = rows.iter().find(|(l, ..)| l == label).unwrap_or_else(|| panic!("no {label} in {labels:?}"));
+        assert_eq!(row.1, 5, "{label}");
+    }
+    assert_eq!(rows.len(), 4, "{labels:?}");
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! `susurrus bench`: the encoder per 30 s window, a decoder step per token, a whole
-//! transcription (real-time factor) and peak memory, on one backend. With `--profile` (CPU
-//! and CUDA backends) also the time per op.
+//! transcription (real-time factor) and peak memory, on one backend. With `--profile` also
+//! the time per op (CPU: a clock per step; CUDA: events, launching op by op; wgpu: timestamp
+//! queries, a compute pass per dispatch).
 
 use std::ops::ControlFlow;
 use std::path::PathBuf;
@@ -16,6 +17,7 @@ use crate::backend::{self, BackendChoice};
 use crate::cpu::{FastCpuBackend, Profile};
 use crate::cuda::{CudaBackend, CudaOptions};
 use crate::error::{Error, Result};
+use susurrus_core::exec::wgpu::{WgpuBackend, WgpuOptions};
 
 /// The clip the benchmark transcribes unless `--audio` names another: the project's own
 /// sample (espeak-ng speech, see scripts/make-sample.sh).
@@ -55,7 +57,8 @@ pub struct BenchArgs {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
-    /// Also print time per op (CPU and CUDA backends; CUDA runs then launch op by op).
+    /// Also print time per op (CPU, CUDA: runs launch op by op; wgpu: every dispatch timed with
+    /// timestamp queries, in a compute pass of its own).
     #[arg(long)]
     pub profile: bool,
 }
@@ -108,7 +111,13 @@ pub fn measure(args: &BenchArgs) -> Result<BenchReport> {
         (true, BackendChoice::Cuda) => {
             Box::new(CudaBackend::new(&CudaOptions::default())?.with_profile(profile.clone()))
         }
-        (true, _) => return Err(Error::Usage("--profile needs --backend cpu or --backend cuda".into())),
+        (true, BackendChoice::Wgpu) => {
+            let options = WgpuOptions { profile: Some(profile.clone()), ..WgpuOptions::default() };
+            Box::new(pollster::block_on(WgpuBackend::with_options(&options))?)
+        }
+        (true, _) => {
+            return Err(Error::Usage("--profile needs --backend cpu, --backend wgpu or --backend cuda".into()));
+        }
     };
     let started = Instant::now();
     let mut whisper = pollster::block_on(Whisper::load_dir(backend, &dir))?;

@@ -13,6 +13,7 @@
 pub mod cpu;
 pub mod index;
 pub mod link;
+mod profile;
 pub mod wgpu;
 
 use std::collections::HashMap;
@@ -24,6 +25,7 @@ use crate::ops::Op;
 use crate::plan::Plan;
 use crate::tensor::Tensor;
 pub use crate::tensor::Weights;
+pub use profile::Profile;
 
 /// A boxed future returned by executables (not `Send`: browser futures are not).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T>> + 'a>>;

@@ -19,10 +19,10 @@ mod memory;
 pub mod simd;
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::rc::Rc;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Instant;
 
 use susurrus_core::exec::link::{Block, Leaf, Link, LinkedPlan, Needs, Place, StateBuffer, codec};
 use susurrus_core::exec::{BlockingBackend, BlockingExecutable, Executable, Weights, check_run_args};
@@ -42,34 +42,8 @@ pub struct FastCpuBackend {
     profile: Option<Profile>,
 }
 
-/// Time spent per op (and whether it ran a fast kernel), summed over runs: what
-/// `susurrus bench --profile` prints.
-#[derive(Clone, Default)]
-pub struct Profile(Arc<Mutex<BTreeMap<String, (usize, Duration)>>>);
-
-impl Profile {
-    pub(crate) fn add(&self, what: String, took: Duration) {
-        if let Ok(mut map) = self.0.lock() {
-            let entry = map.entry(what).or_default();
-            entry.0 += 1;
-            entry.1 += took;
-        }
-    }
-
-    /// `(op, runs, total time)`, longest total first.
-    pub fn rows(&self) -> Vec<(String, usize, Duration)> {
-        let map = self.0.lock().map(|m| m.clone()).unwrap_or_default();
-        let mut rows: Vec<_> = map.into_iter().map(|(k, (n, t))| (k, n, t)).collect();
-        rows.sort_by_key(|r| std::cmp::Reverse(r.2));
-        rows
-    }
-
-    pub fn clear(&self) {
-        if let Ok(mut map) = self.0.lock() {
-            map.clear();
-        }
-    }
-}
+/// Time spent per op, summed over runs (the core's, shared with CUDA and wgpu).
+pub use susurrus_core::exec::Profile;
 
 impl FastCpuBackend {
     /// A backend running on `threads` threads (default: one per core).

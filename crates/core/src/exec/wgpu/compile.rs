@@ -9,6 +9,7 @@ use wgpu::util::DeviceExt;
 use super::device::{PipelineCache, WgpuBackend};
 use super::kernel::{BindingKind, Elem, PipelineKey, module_source};
 use super::lower::{KernelCtx, Lowering, lower};
+use super::timing::Timing;
 use crate::error::{Error, Result};
 use crate::exec::link::{Block, Link, LinkedPlan, Needs, Place, SCALAR_TABLE_BYTES, codec};
 use crate::exec::{Backend, Executable, Weights};
@@ -73,6 +74,8 @@ pub(super) struct WgpuExecutable {
     pub inputs: Vec<(String, TensorType, Loc)>,
     pub outputs: HashMap<String, Readback>,
     pub states: HashMap<String, Readback>,
+    /// Timestamps of every dispatch, when the backend profiles.
+    pub timing: Option<Timing>,
 }
 
 fn pad4(n: u64) -> u64 {
@@ -231,6 +234,7 @@ fn build(backend: &WgpuBackend, linked: &LinkedPlan, shared: &Shared) -> Result<
         mapped_at_creation: false,
     });
 
+    let specs_nodes: Vec<NodeId> = specs.iter().map(|(id, _)| *id).collect();
     let mut dispatches = Vec::with_capacity(specs.len());
     for (k, (id, spec)) in specs.into_iter().enumerate() {
         let node = g.node(id);
@@ -329,6 +333,10 @@ fn build(backend: &WgpuBackend, linked: &LinkedPlan, shared: &Shared) -> Result<
         let l = loc(*id);
         outputs.insert(name.clone(), Readback { loc: l, ty: g.ty(*id).clone(), staging: staging(l.size, name) });
     }
+    let timing = backend.profile.as_ref().map(|profile| {
+        let labels = specs_nodes.iter().map(|&id| format!("{} {}", g.node(id).op.name(), g.ty(id))).collect();
+        Timing::new(device, &backend.queue, labels, profile.clone())
+    });
     Ok(WgpuExecutable {
         device: device.clone(),
         queue: backend.queue.clone(),
@@ -342,6 +350,7 @@ fn build(backend: &WgpuBackend, linked: &LinkedPlan, shared: &Shared) -> Result<
         inputs,
         outputs,
         states,
+        timing,
     })
 }
 

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use super::compile::compile_linked;
 use super::kernel::{BindingKind, PipelineKey};
 use crate::error::{Error, Result};
-use crate::exec::{Backend, BoxFuture, Executable, Weights};
+use crate::exec::{Backend, BoxFuture, Executable, Profile, Weights};
 use crate::plan::{Plan, PlanOptions};
 
 /// Choices made when the device is created.
@@ -28,6 +28,9 @@ pub struct WgpuOptions {
     /// per buffer) instead of all the adapter offers: what a page gets where the browser
     /// grants no more, with the device itself refusing anything larger.
     pub default_buffer_limits: bool,
+    /// Time every dispatch with timestamp queries and add it to this profile (`susurrus bench
+    /// --profile`); an adapter without timestamp queries is then an error.
+    pub profile: Option<Profile>,
 }
 
 /// WebGPU's default `maxStorageBufferBindingSize`.
@@ -43,6 +46,7 @@ impl Default for WgpuOptions {
             max_buffer_bytes: None,
             force_gpu_kernels: false,
             default_buffer_limits: false,
+            profile: None,
         }
     }
 }
@@ -87,6 +91,8 @@ pub struct WgpuBackend {
     /// The first GPU error no error scope caught, reported by the next call.
     pub(super) errors: Arc<Mutex<Option<String>>>,
     pub(super) cache: Mutex<PipelineCache>,
+    /// Where dispatch times go when profiling ([`WgpuOptions::profile`]).
+    pub(super) profile: Option<Profile>,
 }
 
 impl WgpuBackend {
@@ -109,7 +115,16 @@ impl WgpuBackend {
             .await
             .map_err(|e| Error::Backend(format!("no GPU adapter found: {e}")))?;
         let f16 = options.allow_f16 && adapter.features().contains(wgpu::Features::SHADER_F16);
-        let features = if f16 { wgpu::Features::SHADER_F16 } else { wgpu::Features::empty() };
+        let mut features = if f16 { wgpu::Features::SHADER_F16 } else { wgpu::Features::empty() };
+        if options.profile.is_some() {
+            if !adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY) {
+                return Err(Error::Backend(format!(
+                    "profiling needs timestamp queries, which the adapter {} does not offer",
+                    adapter.get_info().name
+                )));
+            }
+            features |= wgpu::Features::TIMESTAMP_QUERY;
+        }
         let mut limits = adapter.limits();
         if options.default_buffer_limits {
             limits.max_storage_buffer_binding_size =
@@ -160,6 +175,7 @@ impl WgpuBackend {
             lost,
             errors,
             cache: Mutex::new(PipelineCache::default()),
+            profile: options.profile.clone(),
         })
     }
 

@@ -15,6 +15,7 @@ mod kernel;
 mod lower;
 mod params;
 mod run;
+mod timing;
 
 pub use device::{DEFAULT_MAX_BUFFER, DEFAULT_MAX_STORAGE_BINDING, WgpuBackend, WgpuOptions, buffer_limit};
 pub use kernel::{BindingKind, Elem, KernelSpec, PipelineKey, WORKGROUP, grid};

@@ -36,6 +36,7 @@ impl Executable for WgpuExecutable {
             for (name, r) in outputs.iter().zip(&wanted) {
                 result.insert(name.to_string(), self.read(r).await?);
             }
+            self.collect_timing().await?;
             Ok(result)
         })
     }
@@ -63,10 +64,12 @@ impl Executable for WgpuExecutable {
         Box::pin(async move {
             // Every run uploads its inputs again: the arena reuses an input's bytes once the
             // input is dead, so a second pass over the same dispatches would read garbage.
+            // Profiled runs are read one by one (each overwrites the timestamps).
             for _ in 0..times {
                 let mut encoder = self.prepare(inputs, scalars)?;
                 self.record(&mut encoder);
                 self.queue.submit([encoder.finish()]);
+                self.collect_timing().await?;
             }
             let (send, receive) = futures_channel::oneshot::channel();
             self.queue.on_submitted_work_done(move || {
@@ -105,13 +108,38 @@ impl WgpuExecutable {
         Ok(self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("run") }))
     }
 
-    /// Records every dispatch of the plan in one compute pass.
+    /// Records every dispatch of the plan in one compute pass; when profiling, each in a
+    /// pass of its own between timestamps, then their resolve.
     fn record(&self, encoder: &mut wgpu::CommandEncoder) {
-        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: None });
-        for d in &self.dispatches {
+        let Some(timing) = &self.timing else {
+            let mut pass =
+                encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: None });
+            for d in &self.dispatches {
+                pass.set_pipeline(&d.pipeline);
+                pass.set_bind_group(0, &d.bind_group, &[d.uniform_offset]);
+                pass.dispatch_workgroups(d.workgroups[0], d.workgroups[1], d.workgroups[2]);
+            }
+            return;
+        };
+        for (k, d) in self.dispatches.iter().enumerate() {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: None,
+                timestamp_writes: Some(timing.writes(k)),
+            });
             pass.set_pipeline(&d.pipeline);
             pass.set_bind_group(0, &d.bind_group, &[d.uniform_offset]);
             pass.dispatch_workgroups(d.workgroups[0], d.workgroups[1], d.workgroups[2]);
+        }
+        timing.resolve(encoder);
+    }
+
+    /// With a profile, adds the last run's dispatch times to it.
+    async fn collect_timing(&self) -> Result<()> {
+        match &self.timing {
+            Some(timing) if !self.dispatches.is_empty() => {
+                timing.collect(|| self.wait(), &self.lost, &self.errors).await
+            }
+            _ => Ok(()),
         }
     }
 
