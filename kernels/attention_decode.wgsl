@@ -7,7 +7,9 @@
 //   the maximum is reduced across the workgroup;
 // - weights: each thread turns its scores into exp(s - m) and the sum is reduced;
 // - values: threads split the DV output columns and, when DV < 256, the keys
-//   (G = 256 / DV slices, added at the end).
+//   (G = 256 / DV slices, added at the end); each thread keeps eight sums over keys apart, so
+//   eight loads of V are in flight at once (one at a time, waiting on each load, made a step's
+//   cross-attention over 1500 keys take ~0.14 ms on an H200, with one workgroup per head).
 // Softmax and sums are f32; a masked key (additive -inf) gets weight 0.
 
 const D: u32 = $D;
@@ -94,9 +96,32 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let slice = t / DV;
     var acc = 0.0;
     if (slice < G) {
-        for (var j = slice; j < p.sk; j += G) {
-            acc += sc[j] * ld2(vbase + j * DV + c);
+        var a = vec4<f32>(0.0);
+        var b = vec4<f32>(0.0);
+        var j = slice;
+        for (; j + 7u * G < p.sk; j += 8u * G) {
+            let w0 = vec4<f32>(sc[j], sc[j + G], sc[j + 2u * G], sc[j + 3u * G]);
+            let w1 = vec4<f32>(sc[j + 4u * G], sc[j + 5u * G], sc[j + 6u * G], sc[j + 7u * G]);
+            let v0 = vec4<f32>(
+                ld2(vbase + j * DV + c),
+                ld2(vbase + (j + G) * DV + c),
+                ld2(vbase + (j + 2u * G) * DV + c),
+                ld2(vbase + (j + 3u * G) * DV + c),
+            );
+            let v1 = vec4<f32>(
+                ld2(vbase + (j + 4u * G) * DV + c),
+                ld2(vbase + (j + 5u * G) * DV + c),
+                ld2(vbase + (j + 6u * G) * DV + c),
+                ld2(vbase + (j + 7u * G) * DV + c),
+            );
+            a += w0 * v0;
+            b += w1 * v1;
         }
+        for (; j < p.sk; j += G) {
+            a.x += sc[j] * ld2(vbase + j * DV + c);
+        }
+        a += b;
+        acc = (a.x + a.y) + (a.z + a.w);
     }
     red[t] = acc;
     workgroupBarrier();
