@@ -5,8 +5,10 @@
 // the index distances between neighbouring lanes and slots. With inner == 1 the lanes of a
 // slot are neighbours (they read consecutive values of one row); otherwise the slots are
 // (they read consecutive results' values at one k). Either way neighbouring threads load
-// neighbouring words. Each lane folds the values k = lane, lane + LANES, ... in f32, then the
-// lanes of a slot are combined by a tree in workgroup memory.
+// neighbouring words. Each lane folds the values k = lane, lane + LANES, ... in f32 into four
+// partial results taken in turn (so four loads are in flight: folding one value at a time
+// left a decoder step's reductions over 51864 logits waiting on every load, ~38 us each on an
+// H200), combines those, then the lanes of a slot are combined by a tree in workgroup memory.
 //
 // `$COMBINE` folds `a` and `b`, `$INIT` is a lane's starting value (it may read `ld0(base)`,
 // the slot's first value) and `$FINAL` turns the combined `v` into the result.
@@ -41,9 +43,20 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (m < p.outputs) {
         let base = (m / p.inner) * p.n * p.inner + m % p.inner;
         acc = $INIT;
-        for (var k = lane; k < p.n; k += LANES) {
+        var acc1 = acc;
+        var acc2 = acc;
+        var acc3 = acc;
+        var k = lane;
+        for (; k + 3u * LANES < p.n; k += 4u * LANES) {
+            acc = combine(acc, ld0(base + k * p.inner));
+            acc1 = combine(acc1, ld0(base + (k + LANES) * p.inner));
+            acc2 = combine(acc2, ld0(base + (k + 2u * LANES) * p.inner));
+            acc3 = combine(acc3, ld0(base + (k + 3u * LANES) * p.inner));
+        }
+        for (; k < p.n; k += LANES) {
             acc = combine(acc, ld0(base + k * p.inner));
         }
+        acc = combine(combine(acc, acc1), combine(acc2, acc3));
     }
     part[l] = acc;
     workgroupBarrier();
