@@ -5,9 +5,10 @@
 //
 // The thread layout is the reduce kernel's: SLOTS results per workgroup of 256 threads,
 // LANES threads per result, LANE_STRIDE and SLOT_STRIDE apart in thread index. Each lane
-// keeps the first best of its values k = lane, lane + LANES, ... (it sees them in order),
-// then the lanes' (value, index) pairs are combined by a tree in workgroup memory that
-// prefers the smaller index on ties, so the result is the first best overall.
+// keeps the first best of its values k = lane, lane + LANES, ... in two candidates taken in
+// turn (so two loads are in flight, as the reduce kernel does with four sums), merged
+// preferring the smaller index on ties; then the lanes' (value, index) pairs are combined by
+// a tree in workgroup memory with the same rule, so the result is the first best overall.
 
 const LANES: u32 = $LANES;
 const SLOTS: u32 = $SLOTS;
@@ -38,12 +39,31 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         // Every lane starts from the run's first value (k = 0), a genuine candidate, so lanes
         // without values of their own cannot win with a made-up one.
         v = $LOAD(base);
-        for (var k = lane; k < p.n; k += LANES) {
+        var v1 = v;
+        var best1 = 0u;
+        var k = lane;
+        for (; k + LANES < p.n; k += 2u * LANES) {
+            let x = $LOAD(base + k * p.inner);
+            let x1 = $LOAD(base + (k + LANES) * p.inner);
+            if (greater(x, v)) {
+                v = x;
+                best = k;
+            }
+            if (greater(x1, v1)) {
+                v1 = x1;
+                best1 = k + LANES;
+            }
+        }
+        if (k < p.n) {
             let x = $LOAD(base + k * p.inner);
             if (greater(x, v)) {
                 v = x;
                 best = k;
             }
+        }
+        if (greater(v1, v) || (!greater(v, v1) && best1 < best)) {
+            v = v1;
+            best = best1;
         }
     }
     best_v[l] = v;

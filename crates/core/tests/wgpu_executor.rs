@@ -448,3 +448,35 @@ fn kv_write_writes_at_the_offset_and_nothing_past_the_end() {
         assert_eq!(runs[1]["cache"], want);
     }
 }
+
+/// Argmax over rows as long as the vocabulary (each lane keeps two candidates): the first of
+/// tied maxima wins wherever they fall, and the first NaN beats every number, as in the
+/// reference.
+#[test]
+fn argmax_over_long_rows_picks_the_first_best_like_the_reference() {
+    let n = 51864;
+    let mut rows = vec![0.0f32; 4 * n];
+    for (i, v) in rows[..n].iter_mut().enumerate() {
+        *v = (i * 7 % 3) as f32;
+    }
+    // Row 1: the maximum at 300 (a lane's second candidate) and again at 44 (its first).
+    rows[n + 300] = 5.0;
+    rows[n + 44] = 5.0;
+    // Row 2: the maximum only at 812, then a smaller one everywhere else.
+    rows[2 * n..3 * n].fill(-1.0);
+    rows[2 * n + 812] = 3.0;
+    // Row 3: NaN at 51000 and 700.
+    rows[3 * n + 51000] = f32::NAN;
+    rows[3 * n + 700] = f32::NAN;
+    let x = Tensor::f32([4, n], rows).unwrap();
+    let mut g = Graph::new("argmax");
+    let input = g.input("x", x.ty()).unwrap();
+    let y = g.argmax(input, 1).unwrap();
+    g.output("y", y).unwrap();
+    let inputs = HashMap::from([("x".to_string(), x)]);
+    let want = reference(&g, &inputs, &HashMap::new());
+    assert_eq!(want["y"].as_u32().unwrap(), [2, 44, 812, 700]);
+    for runs in on_wgpu(&g, &HashMap::new(), &inputs, &[&[]]) {
+        assert_eq!(runs[0]["y"].as_u32(), want["y"].as_u32());
+    }
+}
