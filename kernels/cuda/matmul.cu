@@ -4,14 +4,28 @@
 // out[r, c] = act(sum_k a[r, k] * b[c, k] + bias[c]) for r < m (at most 8 rows): a warp per
 // output column reads the weight row `b[c, :]` once for all rows. `mode` 1 (f16 weights, f32
 // rows, k a multiple of 8) and 2 (f32 weights and rows, k a multiple of 4) move 16 bytes of
-// weights per lane and load; mode 0 reads element by element (any kinds). Lanes stride over
-// k, so loads are coalesced; the warp then sums its lanes.
+// weights per lane and load, mode 3 (q8 weights as stored, k a multiple of 8) 8 bytes, its
+// sums scaled by the row's scale at the end; mode 0 reads element by element (any kinds).
+// Lanes stride over k, so loads are coalesced; the warp then sums its lanes.
 __device__ __forceinline__ void gemv_half8(uint4 w, float* out) {
     unsigned words[4] = {w.x, w.y, w.z, w.w};
     #pragma unroll
     for (int j = 0; j < 4; j++) {
         out[2 * j] = half_to_float((unsigned short)(words[j] & 0xffffu));
         out[2 * j + 1] = half_to_float((unsigned short)(words[j] >> 16));
+    }
+}
+
+// acc[r] += a[r, k .. k + 8] . w for the m rows (a row-major with rows of kn).
+__device__ __forceinline__ void gemv_rows8(float* acc, const float* a, unsigned m, unsigned kn, unsigned k, const float* w) {
+    #pragma unroll
+    for (int r = 0; r < 8; r++) {
+        if (r < (int)m) {
+            float4 x0 = *(const float4*)(a + r * kn + k);
+            float4 x1 = *(const float4*)(a + r * kn + k + 4);
+            acc[r] += x0.x * w[0] + x0.y * w[1] + x0.z * w[2] + x0.w * w[3]
+                    + x1.x * w[4] + x1.y * w[5] + x1.z * w[6] + x1.w * w[7];
+        }
     }
 }
 
@@ -28,15 +42,7 @@ extern "C" __global__ void matmul_gemv(const GemvParams p) {
         for (unsigned k = lane * 8; k < p.k; k += 256) {
             float w[8];
             gemv_half8(row[k / 8], w);
-            #pragma unroll
-            for (int r = 0; r < 8; r++) {
-                if (r < (int)p.m) {
-                    float4 x0 = *(const float4*)(a + r * p.k + k);
-                    float4 x1 = *(const float4*)(a + r * p.k + k + 4);
-                    acc[r] += x0.x * w[0] + x0.y * w[1] + x0.z * w[2] + x0.w * w[3]
-                            + x1.x * w[4] + x1.y * w[5] + x1.z * w[6] + x1.w * w[7];
-                }
-            }
+            gemv_rows8(acc, a, p.m, p.k, k, w);
         }
     } else if (p.mode == 3) {
         const uint2* row = (const uint2*)((const signed char*)p.b.ptr + (u64)c * p.k);
@@ -48,15 +54,7 @@ extern "C" __global__ void matmul_gemv(const GemvParams p) {
                 w[j] = (float)(signed char)(q.x >> (8 * j));
                 w[4 + j] = (float)(signed char)(q.y >> (8 * j));
             }
-            #pragma unroll
-            for (int r = 0; r < 8; r++) {
-                if (r < (int)p.m) {
-                    float4 x0 = *(const float4*)(a + r * p.k + k);
-                    float4 x1 = *(const float4*)(a + r * p.k + k + 4);
-                    acc[r] += x0.x * w[0] + x0.y * w[1] + x0.z * w[2] + x0.w * w[3]
-                            + x1.x * w[4] + x1.y * w[5] + x1.z * w[6] + x1.w * w[7];
-                }
-            }
+            gemv_rows8(acc, a, p.m, p.k, k, w);
         }
     } else if (p.mode == 2) {
         const float4* row = (const float4*)((const float*)p.b.ptr + (u64)c * p.k);

@@ -167,3 +167,21 @@ export async function runTest(name, main) {
 export function seconds(ms) {
   return `${(ms / 1000).toFixed(1)} s`;
 }
+
+/**
+ * Waits until `selector`'s data-state on the demo page is one of `states` and returns it;
+ * fails when the page shows its error box, or after `timeoutMs`.
+ */
+export async function waitForState(page, selector, states, what, timeoutMs) {
+  const started = Date.now();
+  for (;;) {
+    const { state, error } = await page.evaluate((sel) => {
+      const box = document.getElementById("error");
+      return { state: document.querySelector(sel).dataset.state, error: box.hidden ? null : box.textContent };
+    }, selector);
+    if (error !== null) throw new Error(`${what}: the page shows an error: ${error}`);
+    if (states.includes(state)) return state;
+    assert(Date.now() - started < timeoutMs, `${what}: still "${state}" after ${seconds(timeoutMs)}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}

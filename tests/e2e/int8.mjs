@@ -8,7 +8,7 @@
 
 import { statSync } from "node:fs";
 import { join } from "node:path";
-import { assert, assertEqual, clipWav, launchBrowser, reference, repoRoot, runTest, seconds, startServer, watchPage } from "./common.mjs";
+import { assert, assertEqual, clipWav, launchBrowser, reference, repoRoot, runTest, startServer, waitForState, watchPage } from "./common.mjs";
 
 const int8Model = process.env.SUSURRUS_INT8_MODEL;
 const TIMEOUT_MS = 5 * 60_000;
@@ -26,21 +26,6 @@ function wordErrorRate(reference, hypothesis) {
   return r.length ? row[h.length] / r.length : h.length ? 1 : 0;
 }
 
-/** Waits until `selector`'s data-state is one of `states`; fails on the page's error box. */
-async function waitForState(page, selector, states, what) {
-  const started = Date.now();
-  for (;;) {
-    const { state, error } = await page.evaluate((sel) => {
-      const box = document.getElementById("error");
-      return { state: document.querySelector(sel).dataset.state, error: box.hidden ? null : box.textContent };
-    }, selector);
-    if (error !== null) throw new Error(`${what}: the page shows an error: ${error}`);
-    if (states.includes(state)) return state;
-    assert(Date.now() - started < TIMEOUT_MS, `${what}: still "${state}" after ${seconds(TIMEOUT_MS)}`);
-    await new Promise((r) => setTimeout(r, 250));
-  }
-}
-
 await runTest("int8", async (onCleanup) => {
   assert(int8Model, "SUSURRUS_INT8_MODEL is not set (tests/e2e/run.sh sets it from scripts/fetch-model.sh tiny.en-int8)");
   const server = await startServer(["--root", join(repoRoot, "www"), "--model", int8Model]);
@@ -54,7 +39,7 @@ await runTest("int8", async (onCleanup) => {
 
   await page.selectOption("#backend", "cpu");
   await page.click("#load");
-  assertEqual(await waitForState(page, "#load-status", ["loaded", "error"], "loading the int8 model"), "loaded", "#load-status");
+  assertEqual(await waitForState(page, "#load-status", ["loaded", "error"], "loading the int8 model", TIMEOUT_MS), "loaded", "#load-status");
   const bytes = await page.textContent("#model-bytes");
   const onDisk = statSync(join(int8Model, "model.bin")).size;
   console.log(`int8: loaded, the page says ${bytes} (model.bin is ${(onDisk / 1e6).toFixed(1)} MB)`);
@@ -62,7 +47,7 @@ await runTest("int8", async (onCleanup) => {
   await page.setInputFiles("#audio-file", clipWav);
   await page.waitForFunction(() => !document.getElementById("transcribe").disabled);
   await page.click("#transcribe");
-  assertEqual(await waitForState(page, "#transcribe-status", ["done", "error"], "transcribing"), "done", "#transcribe-status");
+  assertEqual(await waitForState(page, "#transcribe-status", ["done", "error"], "transcribing", TIMEOUT_MS), "done", "#transcribe-status");
   const text = (await page.textContent("#text")).trim();
   const ref = reference();
   const wer = wordErrorRate(ref.text, text);

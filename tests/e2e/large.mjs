@@ -8,7 +8,7 @@
 
 import { statSync } from "node:fs";
 import { join } from "node:path";
-import { assert, assertEqual, launchBrowser, repoRoot, runTest, seconds, startServer, watchPage } from "./common.mjs";
+import { assert, assertEqual, launchBrowser, repoRoot, runTest, seconds, startServer, waitForState, watchPage } from "./common.mjs";
 
 const largeModel = process.env.SUSURRUS_LARGE_MODEL;
 const TIMEOUT_MS = 5 * 60_000;
@@ -27,16 +27,8 @@ await runTest("large", async (onCleanup) => {
   await page.selectOption("#backend", "webgpu");
   const started = Date.now();
   await page.click("#load");
-  for (;;) {
-    const { state, error } = await page.evaluate(() => {
-      const box = document.getElementById("error");
-      return { state: document.getElementById("load-status").dataset.state, error: box.hidden ? null : box.textContent };
-    });
-    if (error !== null) throw new Error(`loading the large-v3-shaped model: the page shows an error: ${error}`);
-    if (state === "loaded") break;
-    assert(Date.now() - started < TIMEOUT_MS, `still "${state}" after ${seconds(TIMEOUT_MS)}`);
-    await new Promise((r) => setTimeout(r, 250));
-  }
+  assertEqual(await waitForState(page, "#load-status", ["loaded", "error"], "loading the large-v3-shaped model", TIMEOUT_MS),
+    "loaded", "#load-status");
   const shown = await page.evaluate(() => ({
     backend: document.getElementById("model-backend").textContent,
     bytes: document.getElementById("model-bytes").textContent,

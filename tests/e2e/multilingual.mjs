@@ -14,7 +14,7 @@
 
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { assert, assertEqual, launchBrowser, repoRoot, runTest, seconds, startServer, watchPage } from "./common.mjs";
+import { assert, assertEqual, launchBrowser, repoRoot, runTest, seconds, startServer, waitForState, watchPage } from "./common.mjs";
 
 const baseModel = process.env.SUSURRUS_BASE_MODEL;
 const fixtures = join(repoRoot, "tests/fixtures/golden/base");
@@ -53,21 +53,6 @@ function packageOptions(options) {
     task: options.task ?? "transcribe",
     temperatures: [options.temperature],
   };
-}
-
-/** Waits until `selector`'s data-state is one of `states`; fails on the page's error box. */
-async function waitForState(page, selector, states, what) {
-  const started = Date.now();
-  for (;;) {
-    const { state, error } = await page.evaluate((sel) => {
-      const box = document.getElementById("error");
-      return { state: document.querySelector(sel).dataset.state, error: box.hidden ? null : box.textContent };
-    }, selector);
-    if (error !== null) throw new Error(`${what}: the page shows an error: ${error}`);
-    if (states.includes(state)) return state;
-    assert(Date.now() - started < TRANSCRIBE_TIMEOUT_MS, `${what}: still "${state}" after ${seconds(TRANSCRIBE_TIMEOUT_MS)}`);
-    await new Promise((r) => setTimeout(r, 250));
-  }
 }
 
 /** Every difference between the package's result and the reference run. */
@@ -139,7 +124,7 @@ await runTest("multilingual", async (onCleanup) => {
   await page.evaluate(() => window.transcriber.dispose());
   await page.selectOption("#backend", "cpu");
   await page.click("#load");
-  assertEqual(await waitForState(page, "#load-status", ["loaded", "error"], "loading through the page"), "loaded",
+  assertEqual(await waitForState(page, "#load-status", ["loaded", "error"], "loading through the page", TRANSCRIBE_TIMEOUT_MS), "loaded",
     "#load-status");
   const choices = await page.evaluate(() => ({
     languages: [...document.querySelectorAll("#language option")].map((o) => o.value),
@@ -153,7 +138,7 @@ await runTest("multilingual", async (onCleanup) => {
   await page.setInputFiles("#audio-file", join(fixtures, german.audio.file));
   await page.waitForFunction(() => !document.getElementById("transcribe").disabled);
   await page.click("#transcribe");
-  assertEqual(await waitForState(page, "#transcribe-status", ["done", "error"], "transcribing through the page"),
+  assertEqual(await waitForState(page, "#transcribe-status", ["done", "error"], "transcribing through the page", TRANSCRIBE_TIMEOUT_MS),
     "done", "#transcribe-status");
   const shown = await page.evaluate(() => ({ ...document.getElementById("result-language").dataset,
     text: document.getElementById("result-language").textContent }));

@@ -7,9 +7,9 @@
 use std::collections::HashMap;
 
 use pollster::block_on;
-use susurrus_core::exec::{Backend, Profile};
 use susurrus_core::exec::cpu::CpuBackend;
 use susurrus_core::exec::wgpu::{WgpuBackend, WgpuOptions};
+use susurrus_core::exec::{Backend, Profile};
 use susurrus_core::plan::plan;
 use susurrus_core::{DType, Error, Graph, Tensor, TensorType};
 use susurrus_testkit::{random_inputs, random_weights};

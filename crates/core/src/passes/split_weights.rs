@@ -250,10 +250,11 @@ mod tests {
         );
     }
 
-    #[test]
-    fn split_graph_computes_what_the_whole_weight_does() {
-        let g = embedding_graph();
-        let table = Tensor::f32([10, 4], (0..40).map(|i| (i as f32 * 0.37).sin()).collect()).unwrap();
+    /// Splits the embedding graph's `table` (of its dtype) under `limit` bytes, checks that the
+    /// split graph gives the whole table's rows and logits and that block `table[3..6]` holds
+    /// those rows, and returns the blocks.
+    fn split_matches_whole(table: &Tensor, limit_bytes: usize) -> (Graph, Vec<WeightRows>) {
+        let g = embedding_graph_of(table.dtype());
         let weights = HashMap::from([("table".to_string(), table.clone())]);
         let inputs = HashMap::from([
             ("ids".to_string(), Tensor::u32([5], vec![9, 0, 3, 6, 5]).unwrap()),
@@ -261,45 +262,35 @@ mod tests {
         ]);
         let none = HashMap::new();
         let want = evaluate(&g, &inputs, &weights, &none, &HashMap::new()).unwrap().outputs;
-
-        let (split, rows) = split_weights(&g, &limit(48)).unwrap().expect("the table is split");
+        let (split, rows) = split_weights(&g, &limit(limit_bytes)).unwrap().expect("the table is split");
         crate::ir::verify(&split).unwrap();
-        let names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
-        assert_eq!(names, ["table[0..3]", "table[3..6]", "table[6..9]", "table[9..10]"]);
-        assert!(split.nodes().iter().all(|n| n.op.leaf_name() != Some("table")), "the whole table is gone");
         let mut block_weights = HashMap::new();
         for r in &rows {
-            block_weights.insert(r.name.clone(), r.cut(&table).unwrap());
+            block_weights.insert(r.name.clone(), r.cut(table).unwrap());
         }
         assert_eq!(block_weights["table[3..6]"].to_f32(), table.to_f32()[12..24]);
         let got = evaluate(&split, &inputs, &block_weights, &none, &HashMap::new()).unwrap().outputs;
         assert_eq!(got["rows"], want["rows"]);
         assert_eq!(got["logits"], want["logits"]);
+        (split, rows)
+    }
+
+    #[test]
+    fn split_graph_computes_what_the_whole_weight_does() {
+        let table = Tensor::f32([10, 4], (0..40).map(|i| (i as f32 * 0.37).sin()).collect()).unwrap();
+        let (split, rows) = split_matches_whole(&table, 48);
+        let names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["table[0..3]", "table[3..6]", "table[6..9]", "table[9..10]"]);
+        assert!(split.nodes().iter().all(|n| n.op.leaf_name() != Some("table")), "the whole table is gone");
     }
 
     #[test]
     fn a_q8_table_splits_with_its_scales() {
-        let g = embedding_graph_of(DType::Q8);
         let floats = Tensor::f32([10, 4], (0..40).map(|i| (i as f32 * 0.37).sin() * (1 + i / 4) as f32).collect());
         let table = floats.unwrap().quantized_q8().unwrap();
-        let weights = HashMap::from([("table".to_string(), table.clone())]);
-        let inputs = HashMap::from([
-            ("ids".to_string(), Tensor::u32([5], vec![9, 0, 3, 6, 5]).unwrap()),
-            ("x".to_string(), Tensor::f32([2, 4], vec![0.5, -1.0, 2.0, 0.25, 1.5, 0.0, -0.5, 1.0]).unwrap()),
-        ]);
-        let none = HashMap::new();
-        let want = evaluate(&g, &inputs, &weights, &none, &HashMap::new()).unwrap().outputs;
         // A q8 row of 4 values is 8 bytes with its scale; 24-byte blocks hold 3 rows (12 + 12).
-        let (split, rows) = split_weights(&g, &limit(24)).unwrap().expect("the table is split");
+        let (_, rows) = split_matches_whole(&table, 24);
         assert_eq!(rows.len(), 4);
-        let mut block_weights = HashMap::new();
-        for r in &rows {
-            block_weights.insert(r.name.clone(), r.cut(&table).unwrap());
-        }
-        assert_eq!(block_weights["table[3..6]"].to_f32(), table.to_f32()[12..24]);
-        let got = evaluate(&split, &inputs, &block_weights, &none, &HashMap::new()).unwrap().outputs;
-        assert_eq!(got["rows"], want["rows"]);
-        assert_eq!(got["logits"], want["logits"]);
     }
 
     #[test]
