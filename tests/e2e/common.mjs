@@ -185,3 +185,21 @@ export async function waitForState(page, selector, states, what, timeoutMs) {
     await new Promise((r) => setTimeout(r, 250));
   }
 }
+
+/**
+ * The demo page (`www/`) served by `susurrus serve` with the model folder `model`, open in a
+ * fresh headless Chromium with `timeoutMs` as the page's default timeout; the server and the
+ * browser close through `onCleanup`. Returns the page and the problems `watchPage` collects
+ * (its lines logged under `name`).
+ */
+export async function openDemoPage(name, model, onCleanup, timeoutMs) {
+  const server = await startServer(["--root", join(repoRoot, "www"), "--model", model]);
+  onCleanup(() => server.stop());
+  const browser = await launchBrowser();
+  onCleanup(() => browser.close());
+  const page = await browser.newPage();
+  page.setDefaultTimeout(timeoutMs);
+  const problems = watchPage(page, (line) => console.log(`${name}:${line}`));
+  await page.goto(server.url);
+  return { page, problems };
+}

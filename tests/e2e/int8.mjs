@@ -8,7 +8,7 @@
 
 import { statSync } from "node:fs";
 import { join } from "node:path";
-import { assert, assertEqual, clipWav, launchBrowser, reference, repoRoot, runTest, startServer, waitForState, watchPage } from "./common.mjs";
+import { assert, assertEqual, clipWav, openDemoPage, reference, runTest, waitForState } from "./common.mjs";
 
 const int8Model = process.env.SUSURRUS_INT8_MODEL;
 const TIMEOUT_MS = 5 * 60_000;
@@ -28,14 +28,7 @@ function wordErrorRate(reference, hypothesis) {
 
 await runTest("int8", async (onCleanup) => {
   assert(int8Model, "SUSURRUS_INT8_MODEL is not set (tests/e2e/run.sh sets it from scripts/fetch-model.sh tiny.en-int8)");
-  const server = await startServer(["--root", join(repoRoot, "www"), "--model", int8Model]);
-  onCleanup(() => server.stop());
-  const browser = await launchBrowser();
-  onCleanup(() => browser.close());
-  const page = await browser.newPage();
-  page.setDefaultTimeout(TIMEOUT_MS);
-  const pageProblems = watchPage(page, (line) => console.log(`int8:${line}`));
-  await page.goto(server.url);
+  const { page, problems: pageProblems } = await openDemoPage("int8", int8Model, onCleanup, TIMEOUT_MS);
 
   await page.selectOption("#backend", "cpu");
   await page.click("#load");

@@ -8,21 +8,14 @@
 
 import { statSync } from "node:fs";
 import { join } from "node:path";
-import { assert, assertEqual, launchBrowser, repoRoot, runTest, seconds, startServer, waitForState, watchPage } from "./common.mjs";
+import { assert, assertEqual, openDemoPage, runTest, seconds, waitForState } from "./common.mjs";
 
 const largeModel = process.env.SUSURRUS_LARGE_MODEL;
 const TIMEOUT_MS = 5 * 60_000;
 
 await runTest("large", async (onCleanup) => {
   assert(largeModel, "SUSURRUS_LARGE_MODEL is not set (tests/e2e/run.sh writes the model and sets it)");
-  const server = await startServer(["--root", join(repoRoot, "www"), "--model", largeModel]);
-  onCleanup(() => server.stop());
-  const browser = await launchBrowser();
-  onCleanup(() => browser.close());
-  const page = await browser.newPage();
-  page.setDefaultTimeout(TIMEOUT_MS);
-  const pageProblems = watchPage(page, (line) => console.log(`large:${line}`));
-  await page.goto(server.url);
+  const { page, problems: pageProblems } = await openDemoPage("large", largeModel, onCleanup, TIMEOUT_MS);
 
   await page.selectOption("#backend", "webgpu");
   const started = Date.now();

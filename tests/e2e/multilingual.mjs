@@ -14,7 +14,7 @@
 
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { assert, assertEqual, launchBrowser, repoRoot, runTest, seconds, startServer, waitForState, watchPage } from "./common.mjs";
+import { assert, assertEqual, openDemoPage, repoRoot, runTest, seconds, waitForState } from "./common.mjs";
 
 const baseModel = process.env.SUSURRUS_BASE_MODEL;
 const fixtures = join(repoRoot, "tests/fixtures/golden/base");
@@ -82,14 +82,7 @@ function compare(result, run, label) {
 
 await runTest("multilingual", async (onCleanup) => {
   assert(baseModel, "SUSURRUS_BASE_MODEL is not set (tests/e2e/run.sh sets it from scripts/fetch-model.sh base)");
-  const server = await startServer(["--root", join(repoRoot, "www"), "--model", baseModel]);
-  onCleanup(() => server.stop());
-  const browser = await launchBrowser();
-  onCleanup(() => browser.close());
-  const page = await browser.newPage();
-  page.setDefaultTimeout(TRANSCRIBE_TIMEOUT_MS);
-  const pageProblems = watchPage(page, (line) => console.log(`multilingual:${line}`));
-  await page.goto(server.url);
+  const { page, problems: pageProblems } = await openDemoPage("multilingual", baseModel, onCleanup, TRANSCRIBE_TIMEOUT_MS);
 
   const loaded = await page.evaluate(async (timeoutMs) => {
     const { Transcriber } = await import("./pkg/index.js");

@@ -51,41 +51,40 @@ async fn transcribe(model: &Model, audio: &JsValue, options: js_sys::Object) -> 
     settle(model.transcribe(audio.clone(), Some(options))).await
 }
 
-#[wasm_bindgen_test]
-async fn small_model_gives_the_same_tokens_on_webgpu_and_cpu() {
+/// The segments of `audio` transcribed greedily by `model` (picked files) on WebGPU and on the
+/// CPU executor; checks that each backend reports itself and that something was decoded.
+async fn segments_on_webgpu_and_cpu(model: &JsValue, what: &str) -> [Vec<(f64, f64, Vec<u32>)>; 2] {
     let audio: JsValue = test_audio().into();
     let mut runs = Vec::new();
     for backend in ["webgpu", "cpu"] {
-        let model = load_small(backend).await.unwrap_or_else(|e| panic!("{backend}: {}", error_message(&e)));
+        let model = Model::load(model.clone(), Some(object(&[("backend", backend.into())])))
+            .await
+            .unwrap_or_else(|e| panic!("{what} on {backend}: {}", error_message(&e)));
         assert_eq!(get(&model.info().unwrap(), "backend"), backend);
         let result = transcribe(&model, &audio, greedy(&[])).await.unwrap_or_else(|e| panic!("{}", error_message(&e)));
         assert_eq!(get(&result, "backend"), backend);
         runs.push(segments(&result));
     }
     let tokens: usize = runs[0].iter().map(|s| s.2.len()).sum();
-    assert!(tokens > 3, "the small model decoded almost nothing: {:?}", runs[0]);
-    assert_eq!(runs[0], runs[1], "WebGPU and CPU differ");
+    assert!(tokens > 3, "the {what} decoded almost nothing: {:?}", runs[0]);
+    [runs.remove(0), runs.remove(0)]
+}
+
+#[wasm_bindgen_test]
+async fn small_model_gives_the_same_tokens_on_webgpu_and_cpu() {
+    let [webgpu, cpu] = segments_on_webgpu_and_cpu(&small_model(), "small model").await;
+    assert_eq!(webgpu, cpu, "WebGPU and CPU differ");
 }
 
 /// The small model with int8 matrices (as `susurrus convert --quantize int8` writes them):
-/// it loads, and WebGPU (int8 dequantized in the kernels' loads)
-/// gives the CPU executor's tokens.
+/// it loads, and WebGPU (int8 dequantized in the kernels' loads) gives the CPU executor's
+/// tokens.
 #[wasm_bindgen_test]
 async fn int8_model_gives_the_same_tokens_on_webgpu_and_cpu() {
     let files = small_model_files_as(5, WeightFormat::Int8).unwrap();
     let named: Vec<(&str, &[u8])> = files.iter().map(|(n, b)| (n.as_str(), b.as_slice())).collect();
-    let audio: JsValue = test_audio().into();
-    let mut runs = Vec::new();
-    for backend in ["webgpu", "cpu"] {
-        let model = Model::load(as_files(&named), Some(object(&[("backend", backend.into())])))
-            .await
-            .unwrap_or_else(|e| panic!("{backend}: {}", error_message(&e)));
-        let result = transcribe(&model, &audio, greedy(&[])).await.unwrap_or_else(|e| panic!("{}", error_message(&e)));
-        runs.push(segments(&result));
-    }
-    let tokens: usize = runs[0].iter().map(|s| s.2.len()).sum();
-    assert!(tokens > 3, "the int8 model decoded almost nothing: {:?}", runs[0]);
-    assert_eq!(runs[0], runs[1], "WebGPU and CPU differ");
+    let [webgpu, cpu] = segments_on_webgpu_and_cpu(&as_files(&named), "int8 model").await;
+    assert_eq!(webgpu, cpu, "WebGPU and CPU differ");
 }
 
 /// A large-v3-shaped model (1280 wide, 20 heads, 128 mels, 51866 tokens; one layer each side

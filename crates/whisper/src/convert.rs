@@ -16,7 +16,7 @@ use crate::ct2::load_ct2;
 use crate::error::Result;
 use crate::weights::{WhisperWeights, model_error};
 use susurrus_core::ir::DType;
-use susurrus_core::tensor::{Tensor, TensorData};
+use susurrus_core::tensor::{Q8Data, Tensor, TensorData};
 
 /// The files of a Hugging Face Whisper folder, in memory.
 #[derive(Clone, Debug)]
@@ -61,8 +61,10 @@ pub fn hf_safetensors(weights: &WhisperWeights, format: WeightFormat) -> Result<
         let dims = t.shape().dims().to_vec();
         let matrix = dims.len() >= 2 && !name.ends_with("embed_positions.weight");
         if format == WeightFormat::Int8 && matrix {
-            let q = if t.dtype() == DType::Q8 { t.clone() } else { t.quantized_q8()? };
-            let TensorData::Q8(q) = q.data() else { unreachable!("quantized_q8 gives q8 data") };
+            let q = match t.data() {
+                TensorData::Q8(q) => q.clone(),
+                _ => Q8Data::quantize(&t.to_f32(), dims[0])?,
+            };
             let values = bytemuck::cast_slice::<i8, u8>(q.values()).to_vec();
             stored.push((name.clone(), dims, values, safetensors::Dtype::I8));
             let scales = bytemuck::cast_slice::<f32, u8>(q.scales()).to_vec();

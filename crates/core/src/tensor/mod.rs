@@ -127,7 +127,7 @@ impl Tensor {
             DType::F16 => TensorData::F16(vec![f16::ZERO; n]),
             DType::I32 => TensorData::I32(vec![0; n]),
             DType::U32 => TensorData::U32(vec![0; n]),
-            DType::Q8 => TensorData::Q8(Q8Data::new(&vec![0; n], &vec![0.0; ty.q8_rows()]).expect("one scale per row")),
+            DType::Q8 => TensorData::Q8(Q8Data::zeros(n, ty.q8_rows())),
         };
         Tensor { shape: ty.shape.clone(), data }
     }

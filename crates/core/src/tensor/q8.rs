@@ -35,6 +35,11 @@ impl Q8Data {
         Ok(Q8Data { len: values.len(), words })
     }
 
+    /// `len` zeros in `rows` rows, every scale 0.
+    pub fn zeros(len: usize, rows: usize) -> Self {
+        Q8Data { len, words: vec![0; len.div_ceil(4) + rows] }
+    }
+
     /// Quantizes `values` laid out as `rows` rows (CTranslate2's int8 rule, see the module).
     pub fn quantize(values: &[f32], rows: usize) -> Result<Self> {
         if rows == 0 || !values.len().is_multiple_of(rows) {
