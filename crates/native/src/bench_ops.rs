@@ -176,11 +176,18 @@ pub fn bench_ops(which: BenchBackend, f16_weights: bool) -> Result<String> {
         let gpu =
             block_on(WgpuBackend::with_options(&WgpuOptions { allow_f16: f16_weights, ..WgpuOptions::default() }))?;
         notes.push(format!(
-            "wgpu adapter: {} (shader-f16 {})",
+            "wgpu adapter: {} (shader-f16 {}, matrix units {})",
             gpu.adapter(),
-            if gpu.has_f16() { "on" } else { "off" }
+            if gpu.has_f16() { "on" } else { "off" },
+            if gpu.has_matrix_units() { "on" } else { "off" }
         ));
+        // With matrix units, the same device without them too: what they change.
+        let matrix = gpu.has_matrix_units();
         backends.push(Box::new(gpu));
+        if matrix {
+            let options = WgpuOptions { allow_f16: f16_weights, allow_matrix_units: false, ..WgpuOptions::default() };
+            backends.push(Box::new(block_on(WgpuBackend::with_options(&options))?));
+        }
     }
     if which != BenchBackend::Wgpu {
         notes.push("cpu: the reference executor (single-threaded, plain loops)".into());
@@ -189,7 +196,7 @@ pub fn bench_ops(which: BenchBackend, f16_weights: bool) -> Result<String> {
     let wdt = if f16_weights { DType::F16 } else { DType::F32 };
     let mut out = format!("{}\nweights: {wdt}\n\n", notes.join("\n"));
     out.push_str(&format!(
-        "{:<20} {:<30} {:<9} {:>11} {:>10} {:>9}\n",
+        "{:<20} {:<30} {:<16} {:>11} {:>10} {:>9}\n",
         "op", "shape", "backend", "ms (median)", "GFLOP/s", "GB/s"
     ));
     for op in whisper_tiny_ops(wdt)? {
@@ -197,7 +204,7 @@ pub fn bench_ops(which: BenchBackend, f16_weights: bool) -> Result<String> {
             let budget = if backend.name() == "cpu" { Duration::from_millis(200) } else { Duration::from_millis(100) };
             let secs = time_op(backend.as_ref(), &op, budget)?;
             out.push_str(&format!(
-                "{:<20} {:<30} {:<9} {:>11.4} {:>10.1} {:>9.1}\n",
+                "{:<20} {:<30} {:<16} {:>11.4} {:>10.1} {:>9.1}\n",
                 op.name,
                 op.shape,
                 backend.name(),

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
-use susurrus_core::exec::wgpu::{DEFAULT_MAX_BUFFER, DEFAULT_MAX_STORAGE_BINDING, buffer_limit};
+use susurrus_core::exec::wgpu::{DEFAULT_MAX_BUFFER, DEFAULT_MAX_STORAGE_BINDING, buffer_limit, matrix_units};
 use susurrus_core::passes::split_weights::{BufferLimit, row_blocks};
 use susurrus_whisper::weights::{WhisperWeights, load_dir};
 
@@ -94,6 +94,12 @@ pub struct AdapterReport {
     pub subgroups: bool,
     pub subgroup_sizes: [u32; 2],
     pub timestamp_queries: bool,
+    /// wgpu's experimental cooperative-matrix feature (matrix units) is offered.
+    pub cooperative_matrix: bool,
+    /// The cooperative-matrix configurations the adapter lists, `MxNxK ab->cr`.
+    pub cooperative_matrix_configs: Vec<String>,
+    /// The matrix kernels run on it (`susurrus_core::exec::wgpu::matrix_units`).
+    pub matrix_units: bool,
 }
 
 /// What `--backend auto` runs on: `backend` is `cuda`, `wgpu` or `cpu`; `adapter` indexes
@@ -248,6 +254,13 @@ fn adapter_report(adapter: &wgpu::Adapter) -> AdapterReport {
         subgroups: features.contains(wgpu::Features::SUBGROUP),
         subgroup_sizes: [info.subgroup_min_size, info.subgroup_max_size],
         timestamp_queries: features.contains(wgpu::Features::TIMESTAMP_QUERY),
+        cooperative_matrix: features.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX),
+        cooperative_matrix_configs: adapter
+            .cooperative_matrix_properties()
+            .iter()
+            .map(|c| format!("{}x{}x{} {:?}->{:?}", c.m_size, c.n_size, c.k_size, c.ab_type, c.cr_type).to_lowercase())
+            .collect(),
+        matrix_units: matrix_units(adapter),
     }
 }
 
@@ -356,6 +369,17 @@ fn render_adapter(w: &mut String, i: usize, a: &AdapterReport) {
         "      features: shader-f16 {}, subgroups {subgroups}, timestamp queries {}",
         yes(a.shader_f16),
         yes(a.timestamp_queries)
+    );
+    let configs = if a.cooperative_matrix_configs.is_empty() {
+        "no configurations".to_string()
+    } else {
+        a.cooperative_matrix_configs.join(", ")
+    };
+    let _ = writeln!(
+        w,
+        "      cooperative matrices: {} ({configs}); matrix kernels {}",
+        if a.cooperative_matrix { "offered" } else { "not offered" },
+        if a.matrix_units { "on" } else { "off" }
     );
 }
 

@@ -350,9 +350,13 @@ fn info_json_has_the_adapter_limits_and_the_model() {
     assert!(lavapipe["max_compute_workgroup_size_x"].as_u64().unwrap() >= 256, "{lavapipe}");
     assert!(lavapipe["max_compute_invocations_per_workgroup"].as_u64().unwrap() >= 256, "{lavapipe}");
     assert!(lavapipe["max_compute_workgroup_storage_size"].as_u64().unwrap() >= 16384, "{lavapipe}");
-    for feature in ["shader_f16", "subgroups", "timestamp_queries"] {
+    for feature in ["shader_f16", "subgroups", "timestamp_queries", "cooperative_matrix"] {
         assert!(lavapipe[feature].is_boolean(), "{feature}: {lavapipe}");
     }
+    // Debian's lavapipe lists no cooperative-matrix configuration, so the matrix kernels are
+    // off there.
+    assert_eq!(lavapipe["cooperative_matrix_configs"], serde_json::json!([]), "{lavapipe}");
+    assert_eq!(lavapipe["matrix_units"], false, "{lavapipe}");
     let software_only = adapters.iter().all(|a| a["real_hardware"] == false);
     if software_only {
         assert_eq!(json["auto"]["backend"], "cpu");

@@ -83,6 +83,10 @@ async fn run_case(backend: &dyn Backend, case: &OpCase, diff: &mut Diff) -> Resu
     let mut exe: Box<dyn Executable> =
         backend.compile(&plan, &case.weights).await.map_err(|e| format!("compile failed: {e}"))?;
     let outputs: Vec<&str> = graph.outputs().iter().map(|(name, _)| name.as_str()).collect();
+    let tolerance = match case.f16_products {
+        Some(tol) if backend.f16_products() => tol,
+        _ => case.tolerance,
+    };
     let mut states = HashMap::new();
     for (r, run) in case.runs.iter().enumerate() {
         let want = ir::evaluate(graph, &run.inputs, &case.weights, &states, &run.scalars)
@@ -90,13 +94,13 @@ async fn run_case(backend: &dyn Backend, case: &OpCase, diff: &mut Diff) -> Resu
         let got = exe.run(&run.inputs, &run.scalars, &outputs).await.map_err(|e| format!("run {r} failed: {e}"))?;
         for &name in &outputs {
             let t = got.get(name).ok_or_else(|| format!("run {r}: output '{name}' was not returned"))?;
-            *diff = diff.max(compare(&format!("run {r} output '{name}'"), t, &want.outputs[name], case.tolerance)?);
+            *diff = diff.max(compare(&format!("run {r} output '{name}'"), t, &want.outputs[name], tolerance)?);
         }
         let mut written: Vec<&String> = want.states.keys().collect();
         written.sort();
         for name in written {
             let t = exe.read_state(name).await.map_err(|e| format!("run {r}: reading state '{name}' failed: {e}"))?;
-            *diff = diff.max(compare(&format!("run {r} state '{name}'"), &t, &want.states[name], case.tolerance)?);
+            *diff = diff.max(compare(&format!("run {r} state '{name}'"), &t, &want.states[name], tolerance)?);
         }
         states.extend(want.states);
     }

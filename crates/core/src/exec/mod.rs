@@ -48,6 +48,13 @@ pub trait Backend {
         weights: &'a Weights,
     ) -> BoxFuture<'a, Vec<Box<dyn Executable>>>;
 
+    /// True when matrix products (matmul, matmul + bias, conv1d, attention) round their
+    /// inputs to f16 and accumulate in f32, as matrix units do (the wgpu backend on
+    /// cooperative matrices); false when they compute in f32 from the values as stored.
+    fn f16_products(&self) -> bool {
+        false
+    }
+
     /// Prepares one plan to run (see [`Backend::compile_linked`]).
     fn compile<'a>(&'a self, plan: &'a Plan, weights: &'a Weights) -> BoxFuture<'a, Box<dyn Executable>> {
         Box::pin(async move {

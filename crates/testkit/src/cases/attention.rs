@@ -113,8 +113,21 @@ fn attention_case(cases: &mut CaseGen, mask: MaskKind, dtype: DType, large: bool
         };
         let label = format!("attention {dtype} mask={mask_name}{}", if large { " large" } else { "" });
         cases.push_runs("attention", &label, g, tol, weights, vec![run]);
+        cases.f16_products(f16_products(d, 1.0 / (d as f32).sqrt()));
     }
     Ok(())
+}
+
+/// The tolerance on a backend whose products round their inputs to f16: scores (sums of `d`
+/// products) off by up to [`accumulate_f16`] times the scale, which moves the weights by about
+/// that fraction; the output, a weighted mean of values up to 4, by 4 times that plus the
+/// values' and weights' own f16 rounding.
+fn f16_products(d: usize, scale: f32) -> Tolerance {
+    let score = match accumulate_f16(d) {
+        Tolerance::Close { abs, .. } => abs * scale,
+        Tolerance::Exact => 0.0,
+    };
+    Tolerance::Close { abs: 4.0 * (score + 2e-3) + 1e-3, rel: 2e-3 }
 }
 
 /// An additive mask `[Sq, Sk]` as decoders use it: finite values with about a quarter of

@@ -59,6 +59,7 @@ pub(crate) fn matmul_bias(cases: &mut CaseGen) -> Result<()> {
             label += " gelu";
         }
         cases.push("matmul_bias", &label, g, accumulate(k), &[])?;
+        cases.f16_products(accumulate_f16(k));
     }
     // An int8 model's linear layer: q8 weight, f32 bias, GELU, few rows and many.
     for m in [cases.pick(&[1, 3, 8]), cases.pick(&[9, 17, 33])] {
@@ -70,6 +71,7 @@ pub(crate) fn matmul_bias(cases: &mut CaseGen) -> Result<()> {
         let y = g.push(MatMulBias { transpose_b: true, gelu: true }, &[a, b, bias])?;
         g.output("y", y)?;
         cases.push("matmul_bias", &format!("matmul_bias w q8 transpose_b gelu, {m} rows"), g, accumulate(k), &[])?;
+        cases.f16_products(accumulate_f16(k));
     }
     Ok(())
 }
@@ -93,5 +95,7 @@ fn case(
     let y = if transpose_b { g.matmul_t(a, b)? } else { g.matmul(a, b)? };
     g.output("y", y)?;
     let label = if transpose_b { format!("matmul {label} transpose_b") } else { format!("matmul {label}") };
-    cases.push("matmul", &label, g, accumulate(k), &[])
+    cases.push("matmul", &label, g, accumulate(k), &[])?;
+    cases.f16_products(accumulate_f16(k));
+    Ok(())
 }

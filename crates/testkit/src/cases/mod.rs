@@ -55,6 +55,9 @@ pub struct OpCase {
     pub weights: HashMap<String, Tensor>,
     pub runs: Vec<CaseRun>,
     pub tolerance: Tolerance,
+    /// The tolerance on a backend whose products round their inputs to f16
+    /// (`Backend::f16_products`), for the cases of product ops; `None` elsewhere.
+    pub f16_products: Option<Tolerance>,
 }
 
 /// Every dtype, for data-movement ops and casts.
@@ -95,6 +98,16 @@ pub(crate) const CHAIN: Tolerance = Tolerance::Close { abs: 1e-4, rel: 1e-4 };
 /// `1e-6 * n` leaves a margin of about five.
 pub(crate) fn accumulate(n: usize) -> Tolerance {
     Tolerance::Close { abs: 1e-6 * n as f32 + 1e-6, rel: 1e-5 }
+}
+
+/// The same sum of `n` products when the products' inputs are rounded to f16 (matrix units):
+/// each input then carries a relative error of up to 2^-11, so a product of two values of
+/// magnitude up to 4 is off by up to 16 * 2^-10, with a standard deviation of about 2e-3 for
+/// such random values. Those errors add up like a random walk, about 2e-3 * sqrt(n); eight
+/// times that bounds them. A kernel that mixes up rows, columns or steps is off by the size
+/// of the values themselves, about 5 * sqrt(n).
+pub(crate) fn accumulate_f16(n: usize) -> Tolerance {
+    Tolerance::Close { abs: 0.016 * (n as f32).sqrt() + 1e-3, rel: 1e-3 }
 }
 
 /// Every op case for `seed`: the cases of every op in the registry but the leaves the harness
@@ -304,6 +317,14 @@ impl CaseGen {
         Ok(())
     }
 
+    /// Gives the case added last the tolerance `tol` on backends whose products round their
+    /// inputs to f16 ([`OpCase::f16_products`]).
+    pub(crate) fn f16_products(&mut self, tol: Tolerance) {
+        if let Some(case) = self.cases.last_mut() {
+            case.f16_products = Some(tol);
+        }
+    }
+
     /// Adds a case with several runs (each drawn with [`CaseGen::run`]), named `label` plus
     /// its leaves.
     pub(crate) fn push_runs(
@@ -316,7 +337,7 @@ impl CaseGen {
         runs: Vec<CaseRun>,
     ) {
         let name = format!("{label} {} (seed {})", describe(&graph), self.seed);
-        self.cases.push(OpCase { name, op, graph, weights, runs, tolerance });
+        self.cases.push(OpCase { name, op, graph, weights, runs, tolerance, f16_products: None });
     }
 }
 

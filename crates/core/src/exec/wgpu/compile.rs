@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use wgpu::util::DeviceExt;
 
 use super::device::{PipelineCache, WgpuBackend};
-use super::kernel::{BindingKind, Elem, PipelineKey, module_source};
+use super::kernel::{BindingKind, Elem, PipelineKey, ScratchUse, module_source};
 use super::lower::{KernelCtx, Lowering, lower};
 use super::timing::Timing;
 use crate::error::{Error, Result};
@@ -44,6 +44,38 @@ impl Loc {
     }
 }
 
+/// What one storage binding of a dispatch covers: a value's range, or the executable's
+/// scratch buffer (its first `size` bytes, f32 words).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Range {
+    Value(Loc),
+    Scratch(u64),
+}
+
+impl Range {
+    fn elem(&self) -> Elem {
+        match self {
+            Range::Value(l) => l.elem,
+            Range::Scratch(_) => Elem::Word(DType::F32),
+        }
+    }
+
+    fn writable(&self) -> bool {
+        match self {
+            Range::Value(l) => l.buf.writable(),
+            Range::Scratch(_) => true,
+        }
+    }
+
+    /// Whether this value starts where `out` does (an input read through the output binding).
+    fn starts_with(&self, out: &Range) -> bool {
+        match (self, out) {
+            (Range::Value(a), Range::Value(b)) => a.buf == b.buf && a.offset == b.offset,
+            _ => false,
+        }
+    }
+}
+
 /// One recorded kernel launch.
 pub(super) struct Dispatch {
     pub pipeline: wgpu::ComputePipeline,
@@ -71,6 +103,8 @@ pub(super) struct WgpuExecutable {
     /// Holds every dispatch's parameters; bound through the dispatches' bind groups.
     pub _uniforms: wgpu::Buffer,
     pub dispatches: Vec<Dispatch>,
+    /// Working memory of multi-pass ops, bound through the dispatches' bind groups.
+    pub _scratch: wgpu::Buffer,
     pub inputs: Vec<(String, TensorType, Loc)>,
     pub outputs: HashMap<String, Readback>,
     pub states: HashMap<String, Readback>,
@@ -209,14 +243,34 @@ fn build(backend: &WgpuBackend, linked: &LinkedPlan, shared: &Shared) -> Result<
 
     let mut cache = backend.cache.lock().map_err(|_| Error::Backend("pipeline cache poisoned".into()))?;
     let mut specs = Vec::new();
+    let mut scratch_bytes = 0;
     for &id in &plan.schedule {
         let node = g.node(id);
         let inputs: Vec<&TensorType> = node.inputs.iter().map(|&i| g.ty(i)).collect();
-        let ctx = KernelCtx { inputs: &inputs, output: &node.ty, f16: backend.f16, cpu: backend.cpu_kernels };
-        if let Lowering::Kernel(spec) = lower(&node.op, &ctx)? {
-            specs.push((id, spec));
+        let ctx = KernelCtx {
+            inputs: &inputs,
+            output: &node.ty,
+            f16: backend.f16,
+            cpu: backend.cpu_kernels,
+            matrix: backend.matrix,
+        };
+        match lower(&node.op, &ctx)? {
+            Lowering::Nothing => {}
+            Lowering::Kernel(spec) => specs.push((id, spec)),
+            Lowering::Passes { scratch_bytes: bytes, kernels } => {
+                scratch_bytes = scratch_bytes.max(bytes);
+                specs.extend(kernels.into_iter().map(|spec| (id, spec)));
+            }
         }
     }
+    // Working memory of the multi-pass ops, shared: ops run one after another.
+    let scratch = device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("scratch"),
+        size: pad4(scratch_bytes as u64),
+        usage: STORAGE_USAGE,
+        mapped_at_creation: false,
+    });
+    let scratch_range = Range::Scratch(pad4(scratch_bytes as u64));
     let mut params = vec![0u8; (specs.len().max(1) as u64 * UNIFORM_SLOT) as usize];
     for (k, (_, spec)) in specs.iter().enumerate() {
         let at = k * UNIFORM_SLOT as usize;
@@ -238,18 +292,19 @@ fn build(backend: &WgpuBackend, linked: &LinkedPlan, shared: &Shared) -> Result<
     let mut dispatches = Vec::with_capacity(specs.len());
     for (k, (id, spec)) in specs.into_iter().enumerate() {
         let node = g.node(id);
-        let out = loc(id);
-        let mut ranges: Vec<Loc> = Vec::new();
+        let out = if spec.scratch == ScratchUse::Writes { scratch_range } else { Range::Value(loc(id)) };
+        let mut ranges: Vec<Range> = Vec::new();
         let mut input_binding = Vec::new();
-        for &i in &node.inputs {
-            let l = loc(i);
+        let mut inputs: Vec<Range> = node.inputs.iter().map(|&i| Range::Value(loc(i))).collect();
+        if spec.scratch == ScratchUse::Reads {
+            inputs.push(scratch_range);
+        }
+        for l in inputs {
             // An input stored exactly where the output goes (in place, or a cache write) is
             // read through the output binding: WebGPU forbids aliasing writable bindings.
-            let j = if l.buf == out.buf && l.offset == out.offset {
+            let j = if l.starts_with(&out) {
                 usize::MAX
-            } else if let Some(j) =
-                ranges.iter().position(|r| r.buf == l.buf && r.offset == l.offset && r.size == l.size)
-            {
+            } else if let Some(j) = ranges.iter().position(|r| *r == l) {
                 j
             } else {
                 ranges.push(l);
@@ -265,13 +320,13 @@ fn build(backend: &WgpuBackend, linked: &LinkedPlan, shared: &Shared) -> Result<
             }
         }
         let bindings: Vec<BindingKind> =
-            ranges.iter().map(|r| BindingKind { elem: r.elem, writable: r.buf.writable() }).collect();
+            ranges.iter().map(|r| BindingKind { elem: r.elem(), writable: r.writable() }).collect();
         let key = PipelineKey {
             kernel: spec.name,
             defines: spec.defines.clone(),
             bindings: bindings.clone(),
             input_binding,
-            output_dtype: node.ty.dtype,
+            output_dtype: if spec.scratch == ScratchUse::Writes { DType::F32 } else { node.ty.dtype },
             params_wgsl: spec.params_wgsl,
         };
         let pipeline = pipeline(device, &mut cache, &key, spec.source);
@@ -288,12 +343,16 @@ fn build(backend: &WgpuBackend, linked: &LinkedPlan, shared: &Shared) -> Result<
             wgpu::BindGroupEntry { binding: 1, resource: runtime.as_entire_binding() },
         ];
         for (j, r) in ranges.iter().enumerate() {
+            let (buffer, offset, size) = match r {
+                Range::Value(l) => (&buffers[&l.buf], l.offset, l.size),
+                Range::Scratch(size) => (&scratch, 0, *size),
+            };
             entries.push(wgpu::BindGroupEntry {
                 binding: j as u32 + 2,
                 resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                    buffer: &buffers[&r.buf],
-                    offset: r.offset,
-                    size: wgpu::BufferSize::new(r.size),
+                    buffer,
+                    offset,
+                    size: wgpu::BufferSize::new(size),
                 }),
             });
         }
@@ -347,6 +406,7 @@ fn build(backend: &WgpuBackend, linked: &LinkedPlan, shared: &Shared) -> Result<
         runtime,
         _uniforms: uniforms,
         dispatches,
+        _scratch: scratch,
         inputs,
         outputs,
         states,
@@ -388,10 +448,7 @@ fn pipeline(
         (layout, pipeline_layout)
     });
     let text = module_source(key, source);
-    let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-        label: Some(key.kernel),
-        source: wgpu::ShaderSource::Wgsl(text.into()),
-    });
+    let module = shader_module(device, key.kernel, text);
     let p = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
         label: Some(key.kernel),
         layout: Some(pipeline_layout),
@@ -446,4 +503,20 @@ mod tests {
         // The device is still usable afterwards.
         backend.check_alive().unwrap();
     }
+}
+
+/// The shader module of a kernel, compiled without the loop bounds wgpu would add. wgpu's
+/// default wraps every loop in a counter that stops it after 2^64 iterations, so that an
+/// endless loop from untrusted code cannot be assumed away by a driver; the counter keeps
+/// drivers from unrolling the loop, so arrays it indexes live in memory instead of registers
+/// (the kernels' staging and accumulator loops ran several times slower with it on an H200).
+/// Buffer bounds checks and integer division guards stay on.
+fn shader_module(device: &wgpu::Device, label: &str, text: String) -> wgpu::ShaderModule {
+    let desc = wgpu::ShaderModuleDescriptor { label: Some(label), source: wgpu::ShaderSource::Wgsl(text.into()) };
+    let checks = wgpu::ShaderRuntimeChecks { force_loop_bounding: false, ..wgpu::ShaderRuntimeChecks::checked() };
+    // SAFETY: turning off loop bounding requires that no shader loops forever. The modules
+    // compiled here are the kernels of `kernels/`, never user code, with their placeholders
+    // filled by the lowering: every loop counts up to a bound from a constant or from the
+    // dispatch's parameters (sizes of the tensors the op reads) by a positive step.
+    unsafe { device.create_shader_module_trusted(desc, checks) }
 }

@@ -15,6 +15,10 @@ pub struct WgpuOptions {
     /// Use `shader-f16` when the adapter has it (f16 weights read natively). Off forces the
     /// path every adapter supports (f16 unpacked from pairs of `u32`).
     pub allow_f16: bool,
+    /// Use the adapter's matrix units (cooperative matrices, see [`matrix_units`]) for matrix
+    /// products when it has them and `allow_f16` is on. Off keeps the products in f32 on
+    /// the same device (the GPU suite runs both).
+    pub allow_matrix_units: bool,
     /// Prefer a software adapter (tests that must not depend on the machine's GPU).
     pub force_fallback_adapter: bool,
     /// Split the arena into buffers of at most this many bytes even when the device allows
@@ -42,6 +46,7 @@ impl Default for WgpuOptions {
     fn default() -> Self {
         WgpuOptions {
             allow_f16: true,
+            allow_matrix_units: true,
             force_fallback_adapter: false,
             max_buffer_bytes: None,
             force_gpu_kernels: false,
@@ -56,6 +61,28 @@ impl Default for WgpuOptions {
 /// weights larger than that ([`crate::passes::split_weights`]).
 pub fn buffer_limit(limits: &wgpu::Limits) -> usize {
     aligned(limits.max_storage_buffer_binding_size.min(limits.max_buffer_size) as usize)
+}
+
+/// Subgroup width the matrix kernels are written for (`kernels/matmul_coop.wgsl`): a
+/// workgroup of 128 invocations is four subgroups, each owning a quadrant of the output tile.
+pub const MATRIX_SUBGROUP: u32 = 32;
+
+/// Whether the matrix kernels can run on `adapter`: it offers cooperative matrices (wgpu's
+/// experimental feature: Vulkan's `VK_KHR_cooperative_matrix`, tensor cores on NVIDIA) with
+/// the configuration they use, 16 x 16 x 16 with f16 inputs and f32 accumulators, on
+/// subgroups of exactly [`MATRIX_SUBGROUP`] lanes, and `shader-f16` and subgroups.
+pub fn matrix_units(adapter: &wgpu::Adapter) -> bool {
+    let needed =
+        wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX | wgpu::Features::SUBGROUP | wgpu::Features::SHADER_F16;
+    let info = adapter.get_info();
+    adapter.features().contains(needed)
+        && info.subgroup_min_size == MATRIX_SUBGROUP
+        && info.subgroup_max_size == MATRIX_SUBGROUP
+        && adapter.cooperative_matrix_properties().iter().any(|c| {
+            (c.m_size, c.n_size, c.k_size) == (16, 16, 16)
+                && c.ab_type == wgpu::CooperativeScalarType::F16
+                && c.cr_type == wgpu::CooperativeScalarType::F32
+        })
 }
 
 /// Rounded down to the arena alignment, so offsets stay aligned in every block.
@@ -79,6 +106,8 @@ pub struct WgpuBackend {
     pub(super) queue: wgpu::Queue,
     pub(super) info: wgpu::AdapterInfo,
     pub(super) f16: bool,
+    /// Matrix products run on cooperative matrices ([`matrix_units`]).
+    pub(super) matrix: bool,
     /// Kernels choose their CPU-adapter variants (the adapter is a CPU and
     /// [`WgpuOptions::force_gpu_kernels`] is off).
     pub(super) cpu_kernels: bool,
@@ -116,6 +145,10 @@ impl WgpuBackend {
             .map_err(|e| Error::Backend(format!("no GPU adapter found: {e}")))?;
         let f16 = options.allow_f16 && adapter.features().contains(wgpu::Features::SHADER_F16);
         let mut features = if f16 { wgpu::Features::SHADER_F16 } else { wgpu::Features::empty() };
+        let matrix = f16 && options.allow_matrix_units && matrix_units(&adapter);
+        if matrix {
+            features |= wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX | wgpu::Features::SUBGROUP;
+        }
         if options.profile.is_some() {
             if !adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY) {
                 return Err(Error::Backend(format!(
@@ -139,7 +172,16 @@ impl WgpuBackend {
                 label: Some("susurrus"),
                 required_features: features,
                 required_limits: limits.clone(),
-                experimental_features: wgpu::ExperimentalFeatures::default(),
+                experimental_features: if matrix {
+                    // SAFETY: wgpu asks callers of its experimental features to accept that
+                    // their implementation may still have bugs. Cooperative matrices are asked
+                    // for only where the adapter lists the configuration the matrix kernels
+                    // use, the kernels are validated by naga, and the GPU suite checks their
+                    // results against the reference on every run.
+                    unsafe { wgpu::ExperimentalFeatures::enabled() }
+                } else {
+                    wgpu::ExperimentalFeatures::disabled()
+                },
                 memory_hints: wgpu::MemoryHints::Performance,
                 trace: wgpu::Trace::Off,
             })
@@ -168,6 +210,7 @@ impl WgpuBackend {
             queue,
             info,
             f16,
+            matrix,
             cpu_kernels,
             forced_gpu_kernels: cpu_adapter && options.force_gpu_kernels,
             limits,
@@ -187,6 +230,11 @@ impl WgpuBackend {
     /// True when f16 weights are read with native `shader-f16`.
     pub fn has_f16(&self) -> bool {
         self.f16
+    }
+
+    /// True when matrix products run on the adapter's matrix units ([`matrix_units`]).
+    pub fn has_matrix_units(&self) -> bool {
+        self.matrix
     }
 
     /// True when kernels use their CPU-adapter variants.
@@ -236,6 +284,7 @@ pub(super) fn check_alive(lost: &Mutex<Option<String>>, errors: &Mutex<Option<St
 impl Backend for WgpuBackend {
     fn name(&self) -> &'static str {
         match (self.f16, self.forced_gpu_kernels) {
+            _ if self.matrix => "wgpu-f16-matrix",
             (true, true) => "wgpu-f16-gpu-kernels",
             (true, false) => "wgpu-f16",
             (false, true) => "wgpu-gpu-kernels",
@@ -249,5 +298,9 @@ impl Backend for WgpuBackend {
         weights: &'a Weights,
     ) -> BoxFuture<'a, Vec<Box<dyn Executable>>> {
         Box::pin(async move { compile_linked(self, &plans, weights).await })
+    }
+
+    fn f16_products(&self) -> bool {
+        self.matrix
     }
 }

@@ -36,6 +36,23 @@ pub struct KernelSpec {
     pub params_wgsl: &'static str,
     /// Workgroups to dispatch.
     pub workgroups: [u32; 3],
+    /// How the kernel uses the executable's scratch buffer (one pass of a [`Lowering::Passes`]).
+    ///
+    /// [`Lowering::Passes`]: super::lower::Lowering::Passes
+    pub scratch: ScratchUse,
+}
+
+/// How a pass of a multi-pass op uses the scratch buffer (f32 words shared by every op of an
+/// executable: ops run one after another).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScratchUse {
+    /// Not at all.
+    None,
+    /// The kernel writes the scratch with `st`/`stw` instead of the op's output.
+    Writes,
+    /// The kernel reads the scratch as one more input, after the op's (`ld{n}` for an op of `n`
+    /// inputs), and writes the op's output.
+    Reads,
 }
 
 impl KernelSpec {
@@ -50,7 +67,14 @@ impl KernelSpec {
             params: bytemuck::bytes_of(params).to_vec(),
             params_wgsl: wgsl_of(params),
             workgroups: [1, 1, 1],
+            scratch: ScratchUse::None,
         }
+    }
+
+    /// This pass uses the scratch buffer as `scratch` says.
+    pub fn scratch(mut self, scratch: ScratchUse) -> Self {
+        self.scratch = scratch;
+        self
     }
 
     /// Fills `$key` in the source with `value`.
@@ -145,8 +169,16 @@ const _: () = assert!(MAX_RUNTIME_SCALARS.is_multiple_of(4));
 /// The WGSL module for `key` with the kernel `source`.
 pub fn module_source(key: &PipelineKey, source: &str) -> String {
     let mut s = String::new();
-    if key.bindings.iter().any(|b| b.elem == Elem::F16Native) {
-        s.push_str("enable f16;\n");
+    // Directives must open the module: a kernel's own `enable` lines (f16 arithmetic,
+    // cooperative matrices) go first, with `enable f16` once when a binding is native f16.
+    let (enables, source) = split_enables(source);
+    let mut directives: Vec<&str> = enables;
+    if key.bindings.iter().any(|b| b.elem == Elem::F16Native) && !directives.contains(&"enable f16;") {
+        directives.insert(0, "enable f16;");
+    }
+    for d in directives {
+        s.push_str(d);
+        s.push('\n');
     }
     s.push_str(key.params_wgsl);
     s.push_str("@group(0) @binding(0) var<uniform> p: Params;\n");
@@ -193,12 +225,27 @@ pub fn module_source(key: &PipelineKey, source: &str) -> String {
     // Longest names first, so `$LOAD0` is not taken for `$LOAD` followed by `0`.
     let mut defines: Vec<_> = key.defines.iter().collect();
     defines.sort_by_key(|(k, _)| std::cmp::Reverse(k.len()));
-    let mut body = source.to_string();
+    let mut body = source;
     for (k, v) in defines {
         body = body.replace(&format!("${k}"), v);
     }
     s.push_str(&body);
     s
+}
+
+/// A kernel file's `enable ...;` lines and the rest of its text.
+fn split_enables(source: &str) -> (Vec<&str>, String) {
+    let mut enables = Vec::new();
+    let mut rest = String::with_capacity(source.len());
+    for line in source.lines() {
+        if line.trim_start().starts_with("enable ") {
+            enables.push(line.trim());
+        } else {
+            rest.push_str(line);
+            rest.push('\n');
+        }
+    }
+    (enables, rest)
 }
 
 /// The body of `ld4_{k}(i)`: elements `i..i + 4` of input `k` (binding `j`) as f32. Packed f16

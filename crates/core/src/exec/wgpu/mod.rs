@@ -17,7 +17,10 @@ mod params;
 mod run;
 mod timing;
 
-pub use device::{DEFAULT_MAX_BUFFER, DEFAULT_MAX_STORAGE_BINDING, WgpuBackend, WgpuOptions, buffer_limit};
-pub use kernel::{BindingKind, Elem, KernelSpec, PipelineKey, WORKGROUP, grid};
+pub use device::{
+    DEFAULT_MAX_BUFFER, DEFAULT_MAX_STORAGE_BINDING, MATRIX_SUBGROUP, WgpuBackend, WgpuOptions, buffer_limit,
+    matrix_units,
+};
+pub use kernel::{BindingKind, Elem, KernelSpec, PipelineKey, ScratchUse, WORKGROUP, grid};
 pub use lower::{KernelCtx, Lowering, lower};
 pub use params::{KernelParams, pack_dims};

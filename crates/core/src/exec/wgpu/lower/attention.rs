@@ -1,16 +1,29 @@
 //! Fused attention: one kernel per (batch, head) and block of queries, keys and values
-//! staged in workgroup memory; decoder steps (one query) take a kernel that keeps every
-//! key's score in workgroup memory, and CPU adapters one without workgroup memory.
+//! staged in workgroup memory (on matrix units where the device has them and heads are 64
+//! wide); a few queries (decoder steps, short prompts) take two passes, a workgroup per query
+//! and split of keys and then the merge of the splits; CPU adapters a kernel without
+//! workgroup memory.
 
 use super::{KernelCtx, Lowering};
 use crate::error::{Error, Result};
-use crate::exec::wgpu::{KernelSpec, grid, pack_dims};
+use crate::exec::wgpu::{KernelSpec, ScratchUse, grid, pack_dims};
 use crate::ir::Shape;
 use crate::ops::{Attention, MaskKind};
 
-/// The most keys the one-query kernel (kernels/attention_decode.wgsl) takes: their scores
-/// live in workgroup memory, 12 KiB of WebGPU's default 16 KiB at this many.
-const DECODE_MAX_KEYS: usize = 3072;
+/// The most queries that take the split kernels (kernels/attention_split.wgsl and
+/// attention_combine.wgsl: a workgroup per query and 64 keys): decoder steps and short
+/// prompts, where the general kernels' blocks of 32 or 64 queries would leave most lanes idle.
+const SPLIT_MAX_QUERIES: usize = 16;
+
+/// Keys per split of the split kernel (its workgroup size).
+const SPLIT_KEYS: usize = 64;
+
+/// The head size of the matrix-unit kernel (kernels/attention_coop.wgsl), every Whisper's; other
+/// heads take the f32 kernel.
+const COOP_HEAD: usize = 64;
+
+/// Queries per workgroup of the matrix-unit kernel: 16 per subgroup, four subgroups.
+const COOP_QUERIES: usize = 64;
 
 /// Invocations per workgroup of the CPU-adapter kernel (kernels/attention_cpu.wgsl).
 const CPU_GROUP: usize = 16;
@@ -44,6 +57,25 @@ crate::kernel_params! {
         pub sk: u32,
         pub batch: u32,
         pub qblocks: u32,
+        pub lead_rank: u32,
+        pub mask_sq: u32,
+        pub mask_sk: u32,
+        pub scale: f32,
+    }
+}
+
+crate::kernel_params! {
+    /// The two passes of attention over a few queries (kernels/attention_split.wgsl,
+    /// attention_combine.wgsl): [`AttentionParams`] with the splits of 64 keys per query.
+    pub struct AttentionSplitParams {
+        pub lead0: vec4u,
+        pub lead1: vec4u,
+        pub mask0: vec4u,
+        pub mask1: vec4u,
+        pub sq: u32,
+        pub sk: u32,
+        pub batch: u32,
+        pub splits: u32,
         pub lead_rank: u32,
         pub mask_sq: u32,
         pub mask_sk: u32,
@@ -115,8 +147,10 @@ pub fn attention(op: &Attention, ctx: &KernelCtx) -> Result<Lowering> {
         None => vec![0; r],
     };
     let cpu = ctx.cpu && cpu_kernel_fits(sk, d, dv);
+    let split = !cpu && sq <= SPLIT_MAX_QUERIES;
+    let coop = !cpu && !split && ctx.matrix && d == COOP_HEAD && dv == COOP_HEAD;
     let cfg = if cpu { KernelConfig::cpu() } else { KernelConfig::new(d, dv) };
-    let qblocks = sq.div_ceil(cfg.bq);
+    let qblocks = sq.div_ceil(if coop { COOP_QUERIES } else { cfg.bq });
     let ([lead0, lead1], [mask0, mask1]) = (pack_dims(lead.dims()), pack_dims(&mask_strides[..r - 2]));
     let params = AttentionParams {
         lead0,
@@ -150,22 +184,49 @@ pub fn attention(op: &Attention, ctx: &KernelCtx) -> Result<Lowering> {
                 .groups(x, y, 1);
         return Ok(Lowering::Kernel(spec));
     }
-    if sq == 1 && sk <= DECODE_MAX_KEYS {
-        let [x, y, _] = grid(lead.numel());
-        let spec = KernelSpec::new(
-            "attention_decode",
-            include_str!("../../../../../../kernels/attention_decode.wgsl"),
-            &params,
-        )
-        .define("D", d.to_string())
-        .define("DV", dv.to_string())
-        .define("MASK", mask.to_string())
-        .define("MASK_LOAD", mask_load)
-        .define("MAXK", sk.to_string())
-        .groups(x, y, 1);
-        return Ok(Lowering::Kernel(spec));
+    if split {
+        let splits = sk.div_ceil(SPLIT_KEYS);
+        let p = AttentionSplitParams {
+            lead0,
+            lead1,
+            mask0,
+            mask1,
+            sq: sq as u32,
+            sk: sk as u32,
+            batch: lead.numel() as u32,
+            splits: splits as u32,
+            lead_rank: (r - 2) as u32,
+            mask_sq: mask_strides[r - 2] as u32,
+            mask_sk: mask_strides[r - 1] as u32,
+            scale: op.scale,
+        };
+        let [x, y, _] = grid(lead.numel() * sq * splits);
+        let first =
+            KernelSpec::new("attention_split", include_str!("../../../../../../kernels/attention_split.wgsl"), &p)
+                .define("D", d.to_string())
+                .define("DV", dv.to_string())
+                .define("MASK", mask.to_string())
+                .define("MASK_LOAD", mask_load)
+                .groups(x, y, 1)
+                .scratch(ScratchUse::Writes);
+        let combine =
+            KernelSpec::new("attention_combine", include_str!("../../../../../../kernels/attention_combine.wgsl"), &p)
+                .define("DV", dv.to_string())
+                .define("SCRATCH_INPUT", ctx.inputs.len().to_string())
+                .threads(lead.numel() * sq * dv)
+                .scratch(ScratchUse::Reads);
+        let scratch_bytes = 4 * lead.numel() * sq * splits * (dv + 2);
+        return Ok(Lowering::Passes { scratch_bytes, kernels: vec![first, combine] });
     }
     let [x, y, _] = grid(lead.numel() * qblocks);
+    if coop {
+        let spec =
+            KernelSpec::new("attention_coop", include_str!("../../../../../../kernels/attention_coop.wgsl"), &params)
+                .define("MASK", mask.to_string())
+                .define("MASK_LOAD", mask_load)
+                .groups(x, y, 1);
+        return Ok(Lowering::Kernel(spec));
+    }
     let spec = KernelSpec::new("attention", include_str!("../../../../../../kernels/attention.wgsl"), &params)
         .define("BQ", cfg.bq.to_string())
         .define("BK", cfg.bk.to_string())
@@ -183,8 +244,9 @@ pub fn attention(op: &Attention, ctx: &KernelCtx) -> Result<Lowering> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::exec::wgpu::lower::testing::{define, kernel_on};
+    use crate::exec::wgpu::lower::testing::{define, kernel_on, kernels_on, lower_on};
     use crate::ir::{DType, TensorType};
+    use crate::ops::OpKind;
 
     fn lower(op: &Attention, inputs: &[TensorType]) -> Result<KernelSpec> {
         kernel_on(op.clone(), inputs, false)
@@ -231,6 +293,27 @@ mod tests {
     }
 
     #[test]
+    fn matrix_units_take_heads_of_64_but_not_a_few_queries() {
+        let lower = |sq: usize, d: usize| {
+            let f32 = |dims: &[usize]| TensorType::new(DType::F32, dims.to_vec());
+            let inputs = [f32(&[6, sq, d]), f32(&[6, 1500, d]), f32(&[6, 1500, d])];
+            let refs: Vec<&TensorType> = inputs.iter().collect();
+            let op = Attention { scale: 0.125, mask: MaskKind::None };
+            let output = op.infer(&refs).unwrap();
+            let ctx = KernelCtx { inputs: &refs, output: &output, f16: true, cpu: false, matrix: true };
+            attention(&op, &ctx).unwrap().kernels()[0].clone()
+        };
+        // The encoder's self-attention: 6 heads x 24 blocks of 64 queries.
+        let spec = lower(1500, 64);
+        assert_eq!((spec.name, spec.workgroups), ("attention_coop", [144, 1, 1]));
+        assert_eq!(bytemuck::pod_read_unaligned::<AttentionParams>(&spec.params).qblocks, 24);
+        assert_eq!(lower(1, 64).name, "attention_split");
+        assert_eq!(lower(16, 64).name, "attention_split");
+        assert_eq!(lower(17, 64).name, "attention_coop");
+        assert_eq!(lower(1500, 32).name, "attention");
+    }
+
+    #[test]
     fn kernel_parameters_follow_the_shapes() {
         // Two batches of 3 heads, Sq = 33, Sk = 65, D = 64, Dv = 33, a key-padding mask
         // [2, 1, 1, 65]: its strides over the scores [2, 3, 33, 65] are [65, 0, 0, 1].
@@ -249,18 +332,29 @@ mod tests {
         assert_eq!(spec.workgroups, [12, 1, 1]);
         assert_eq!((define(&spec, "BQ"), define(&spec, "MASK_LOAD")), ("32", "ld3(e)"));
 
-        // A decoder step: the one-query kernel, a workgroup per head, the keys' scores in
-        // workgroup memory.
+        // A decoder step: two passes, a workgroup per head and split of 64 keys (448 keys:
+        // 7 splits), partial softmaxes of 33 + 2 words each in the scratch; then one thread
+        // per output element merges them.
         let op = Attention { scale: 0.125, mask: MaskKind::Causal };
-        let spec = lower(&op, &[t(&[6, 1, 64]), t(&[6, 448, 64]), t(&[6, 448, 33])]).unwrap();
-        assert_eq!(spec.workgroups, [6, 1, 1]);
-        assert_eq!((define(&spec, "MAXK"), define(&spec, "DV")), ("448", "33"));
-        assert_eq!((define(&spec, "MASK"), define(&spec, "MASK_LOAD")), ("2", "0.0"));
-        // More keys than its workgroup memory holds: the general kernel, one (partly used)
-        // query block per head.
-        let spec = lower(&op, &[t(&[6, 1, 64]), t(&[6, 3073, 64]), t(&[6, 3073, 33])]).unwrap();
-        assert_eq!(spec.workgroups, [6, 1, 1]);
-        assert_eq!((define(&spec, "BQ"), define(&spec, "CG")), ("32", "8"));
+        let inputs = [t(&[6, 1, 64]), t(&[6, 448, 64]), t(&[6, 448, 33])];
+        let lowering = lower_on(&op.clone().into(), &inputs, false).unwrap();
+        let Lowering::Passes { scratch_bytes, kernels } = &lowering else { panic!("{lowering:?}") };
+        assert_eq!(*scratch_bytes, 4 * 6 * 7 * 35);
+        let (split, combine) = (&kernels[0], &kernels[1]);
+        assert_eq!((split.name, split.scratch, split.workgroups), ("attention_split", ScratchUse::Writes, [42, 1, 1]));
+        assert_eq!((define(split, "MASK"), define(split, "MASK_LOAD"), define(split, "DV")), ("2", "0.0", "33"));
+        assert_eq!(bytemuck::pod_read_unaligned::<AttentionSplitParams>(&split.params).splits, 7);
+        assert_eq!(
+            (combine.name, combine.scratch, combine.workgroups),
+            ("attention_combine", ScratchUse::Reads, [1, 1, 1])
+        );
+        // The scratch is read as the input after q, k and v.
+        assert_eq!(define(combine, "SCRATCH_INPUT"), "3");
+        // Sixteen queries still split; seventeen take the general kernel.
+        let split_16 = kernels_on(op.clone(), &[t(&[6, 16, 64]), t(&[6, 448, 64]), t(&[6, 448, 33])], false).unwrap();
+        assert_eq!(split_16[0].workgroups, [6 * 16 * 7, 1, 1]);
+        let spec = lower(&op, &[t(&[6, 17, 64]), t(&[6, 448, 64]), t(&[6, 448, 33])]).unwrap();
+        assert_eq!((spec.name, spec.workgroups), ("attention", [6, 1, 1]));
     }
 
     #[test]
@@ -273,6 +367,6 @@ mod tests {
             "attention on q [2,3,129], v [2,5,8] (D 129, Dv 8, rank 3) is not supported by the wgpu \
              (head sizes 1 to 128, rank at most 8) backend"
         );
-        assert!(lower(&op, &[t(&[2, 3, 128]), t(&[2, 5, 128]), t(&[2, 5, 128])]).is_ok());
+        assert!(kernels_on(op, &[t(&[2, 3, 128]), t(&[2, 5, 128]), t(&[2, 5, 128])], false).is_ok());
     }
 }

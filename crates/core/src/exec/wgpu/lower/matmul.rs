@@ -1,6 +1,6 @@
 //! Matrix products: matmul and the fused matmul + bias (+ GELU) share one lowering, which
-//! picks the tiled kernel or the matrix-vector kernel (decoder steps), or on CPU adapters
-//! their register-blocked variants.
+//! picks the tiled kernel (on matrix units where the device has them) or the matrix-vector
+//! kernel (decoder steps), or on CPU adapters their register-blocked variants.
 
 use super::{KernelCtx, Lowering};
 use crate::error::{Error, Result};
@@ -29,7 +29,8 @@ crate::kernel_params! {
 /// WebGPU's default limit on workgroups along one dispatch dimension.
 const MAX_GROUPS: usize = 65535;
 
-/// Output rows and columns of one workgroup of the tiled kernel (kernels/matmul.wgsl).
+/// Output rows and columns of one workgroup of the tiled kernels (kernels/matmul.wgsl,
+/// kernels/matmul_coop.wgsl).
 const TILE: usize = 64;
 
 /// Invocations per workgroup of the CPU-adapter kernels (kernels/matmul_cpu.wgsl, gemv_cpu.wgsl).
@@ -74,7 +75,8 @@ fn matmul_params(ctx: &KernelCtx) -> (MatMulParams, usize) {
 
 /// The dispatch of `act(a x b)` for matmul and the fused matmul + bias: the tiled kernel, or
 /// the matrix-vector kernel when every batch has a single row (decoder steps); on CPU
-/// adapters their `_cpu` variants. `epilogue` is
+/// adapters their `_cpu` variants; on devices with matrix units the tiled kernel's `_coop`
+/// variant (f16 inputs, f32 sums). `epilogue` is
 /// the WGSL expression applied to each accumulated value `v` of column `col`.
 fn matmul_kernel(op: &str, ctx: &KernelCtx, transpose_b: bool, epilogue: &str) -> Result<Lowering> {
     let out = &ctx.output.shape;
@@ -110,6 +112,8 @@ fn matmul_kernel(op: &str, ctx: &KernelCtx, transpose_b: bool, epilogue: &str) -
     } else if gemv {
         KernelSpec::new("gemv", include_str!("../../../../../../kernels/gemv.wgsl"), &params)
             .define("COLS", cols.to_string())
+    } else if ctx.matrix {
+        KernelSpec::new("matmul_coop", include_str!("../../../../../../kernels/matmul_coop.wgsl"), &params)
     } else {
         KernelSpec::new("matmul", include_str!("../../../../../../kernels/matmul.wgsl"), &params)
     };
@@ -133,7 +137,7 @@ pub fn matmul_bias(op: &MatMulBias, ctx: &KernelCtx) -> Result<Lowering> {
 mod tests {
     use super::*;
     use crate::exec::wgpu::lower::testing::{define, kernel_on, params, ty};
-    use crate::ir::DType;
+    use crate::ir::{DType, TensorType};
 
     fn lower(transpose_b: bool, a: &[usize], b: &[usize]) -> Result<KernelSpec> {
         lower_on(false, transpose_b, a, b)
@@ -178,6 +182,22 @@ mod tests {
         // Batched matrix-vector products keep one z per batch: 375 invocations of 4 columns.
         let spec = lower_on(true, false, &[6, 1, 64], &[6, 64, 1500]).unwrap();
         assert_eq!((spec.name, spec.workgroups), ("gemv_cpu", [6, 1, 6]));
+    }
+
+    #[test]
+    fn matrix_units_take_the_tiled_products_but_not_single_rows() {
+        let lower = |a: &[usize], b: &[usize]| {
+            let inputs = [ty(DType::F32, a), ty(DType::F16, b)];
+            let refs: Vec<&TensorType> = inputs.iter().collect();
+            let output = MatMul { transpose_b: true }.infer(&refs).unwrap();
+            let ctx = KernelCtx { inputs: &refs, output: &output, f16: true, cpu: false, matrix: true };
+            super::matmul(&MatMul { transpose_b: true }, &ctx).unwrap().kernels()[0].clone()
+        };
+        // An encoder layer's fc1: 1500 x 1536, the same 64 x 64 tiles as the f32 kernel.
+        let spec = lower(&[1500, 384], &[1536, 384]);
+        assert_eq!((spec.name, spec.workgroups), ("matmul_coop", [24, 24, 1]));
+        // A decoder step's product stays a matrix-vector product.
+        assert_eq!(lower(&[1, 384], &[1536, 384]).name, "gemv");
     }
 
     #[test]

@@ -34,6 +34,11 @@ pub struct KernelCtx<'a> {
     /// (no workgroup memory or barriers, register tiles read straight from storage; see
     /// `kernels/README.md`). The variants have their own kernel names, hence pipeline keys.
     pub cpu: bool,
+    /// The device has matrix units the kernels can use (`exec::wgpu::matrix_units`: 16 x 16
+    /// cooperative matrices of f16 with f32 accumulators, on 32-lane subgroups, and
+    /// `shader-f16`): matrix products take their `*_coop` kernels, which round their inputs
+    /// to f16.
+    pub matrix: bool,
 }
 
 /// What running an op on the GPU takes.
@@ -43,6 +48,20 @@ pub enum Lowering {
     Nothing,
     /// One kernel dispatch.
     Kernel(KernelSpec),
+    /// Dispatches run in order, passing partial results through `scratch_bytes` of the
+    /// executable's scratch buffer (each kernel says how it uses it: `KernelSpec::scratch`).
+    Passes { scratch_bytes: usize, kernels: Vec<KernelSpec> },
+}
+
+impl Lowering {
+    /// The dispatches, in order (none for [`Lowering::Nothing`]).
+    pub fn kernels(&self) -> &[KernelSpec] {
+        match self {
+            Lowering::Nothing => &[],
+            Lowering::Kernel(spec) => std::slice::from_ref(spec),
+            Lowering::Passes { kernels, .. } => kernels,
+        }
+    }
 }
 
 /// The lowering of `op`. The match names every op, so an op without a wgpu lowering does not
@@ -82,7 +101,7 @@ pub(crate) mod testing {
 
     use super::{KernelCtx, Lowering, lower};
     use crate::error::Result;
-    use crate::exec::wgpu::kernel::{BindingKind, Elem, KernelSpec, PipelineKey, module_source};
+    use crate::exec::wgpu::kernel::{BindingKind, Elem, KernelSpec, PipelineKey, ScratchUse, module_source};
     use crate::ir::{DType, TensorType};
     use crate::ops::Op;
 
@@ -95,21 +114,40 @@ pub(crate) mod testing {
     pub fn lower_on(op: &Op, inputs: &[TensorType], cpu: bool) -> Result<Lowering> {
         let refs: Vec<&TensorType> = inputs.iter().collect();
         let output = op.infer(&refs)?;
-        lower(op, &KernelCtx { inputs: &refs, output: &output, f16: false, cpu })
+        lower(op, &KernelCtx { inputs: &refs, output: &output, f16: false, cpu, matrix: false })
     }
 
-    /// The kernel `op` lowers to (see [`lower_on`]), after checking that the module built from
-    /// it with every input in the arena is valid.
+    /// The kernels `op` lowers to (see [`lower_on`]), after checking that the modules built
+    /// from them with every input in the arena are valid.
+    pub fn kernels_on(op: impl Into<Op>, inputs: &[TensorType], cpu: bool) -> Result<Vec<KernelSpec>> {
+        let op = op.into();
+        let lowering = lower_on(&op, inputs, cpu)?;
+        assert!(!lowering.kernels().is_empty(), "{} lowered to nothing", op.name());
+        let elems: Vec<Elem> = inputs.iter().map(|t| Elem::Word(t.dtype)).collect();
+        let refs: Vec<&TensorType> = inputs.iter().collect();
+        validate_all(&lowering, &elems, op.infer(&refs)?.dtype);
+        Ok(lowering.kernels().to_vec())
+    }
+
+    /// The one kernel `op` lowers to (see [`kernels_on`]).
     pub fn kernel_on(op: impl Into<Op>, inputs: &[TensorType], cpu: bool) -> Result<KernelSpec> {
         let op = op.into();
-        match lower_on(&op, inputs, cpu)? {
-            Lowering::Kernel(spec) => {
-                let elems: Vec<Elem> = inputs.iter().map(|t| Elem::Word(t.dtype)).collect();
-                let refs: Vec<&TensorType> = inputs.iter().collect();
-                validate(&spec, &elems, op.infer(&refs)?.dtype);
-                Ok(spec)
+        let name = op.name();
+        let mut kernels = kernels_on(op, inputs, cpu)?;
+        assert_eq!(kernels.len(), 1, "{name} lowered to several kernels");
+        Ok(kernels.remove(0))
+    }
+
+    /// [`validate`] for every kernel of `lowering`: a pass that writes the scratch has an f32
+    /// output, one that reads it one more f32 input.
+    pub fn validate_all(lowering: &Lowering, inputs: &[Elem], output: DType) {
+        for spec in lowering.kernels() {
+            let mut elems = inputs.to_vec();
+            if spec.scratch == ScratchUse::Reads {
+                elems.push(Elem::Word(DType::F32));
             }
-            Lowering::Nothing => panic!("{} lowered to nothing", op.name()),
+            let out = if spec.scratch == ScratchUse::Writes { DType::F32 } else { output };
+            validate(spec, &elems, out);
         }
     }
 
@@ -155,8 +193,13 @@ pub(crate) mod testing {
         // counts them as a capability because some native drivers lack them); f16 arithmetic
         // is the optional `shader-f16`.
         let mut capabilities = naga::valid::Capabilities::SHADER_FLOAT16_IN_FLOAT32;
-        if inputs.contains(&Elem::F16Native) {
+        if inputs.contains(&Elem::F16Native) || source.starts_with("enable f16;") {
             capabilities |= naga::valid::Capabilities::SHADER_FLOAT16;
+        }
+        // The matrix kernels: cooperative matrices on subgroups (the device was checked for
+        // both, `exec::wgpu::matrix_units`).
+        if source.contains("enable wgpu_cooperative_matrix;") {
+            capabilities |= naga::valid::Capabilities::COOPERATIVE_MATRIX | naga::valid::Capabilities::SUBGROUP;
         }
         naga::valid::Validator::new(naga::valid::ValidationFlags::all(), capabilities)
             .validate(&module)
@@ -168,7 +211,7 @@ pub(crate) mod testing {
 mod tests {
     use std::collections::BTreeSet;
 
-    use super::testing::{lower_on, ty, validate};
+    use super::testing::{lower_on, ty, validate_all};
     use super::{KernelCtx, Lowering, lower};
     use crate::exec::wgpu::kernel::Elem;
     use crate::ir::{DType, ScalarId, Shape, TensorType};
@@ -277,8 +320,9 @@ mod tests {
         for mask in [MaskKind::None, MaskKind::Additive, MaskKind::Causal] {
             // Many queries, one query (a decoder step), and more keys than the CPU-adapter
             // kernel's loops and the one-query kernel's workgroup memory allow.
-            for (sq, sk) in [(5, 9), (1, 9), (1, 20_000)] {
-                let mut inputs = vec![arena(F32, &[2, sq, 8]), arena(F32, &[2, sk, 8]), arena(F32, &[2, sk, 4])];
+            // Heads of 64 take the matrix units' kernel where the device has them.
+            for (sq, sk, d, dv) in [(5, 9, 8, 4), (1, 9, 8, 4), (1, 20_000, 8, 4), (70, 90, 64, 64)] {
+                let mut inputs = vec![arena(F32, &[2, sq, d]), arena(F32, &[2, sk, d]), arena(F32, &[2, sk, dv])];
                 if mask == MaskKind::Additive {
                     inputs.push(weight(F16, &[sq, sk]));
                 }
@@ -290,28 +334,29 @@ mod tests {
 
     #[test]
     fn every_op_lowers_to_a_module_naga_accepts_on_every_adapter() {
+        // GPU adapters without and with `shader-f16`, CPU adapters, and GPUs with matrix units.
         let leaves_and_views = ["Input", "Param", "Const", "State", "Reshape"];
         let mut covered = BTreeSet::new();
         for (op, operands) in examples() {
             covered.insert(op.tag().name());
             let inputs: Vec<&TensorType> = operands.iter().map(|(t, _)| t).collect();
             let output = op.infer(&inputs).unwrap();
-            for (cpu, f16) in [(false, false), (false, true), (true, false), (true, true)] {
-                let ctx = KernelCtx { inputs: &inputs, output: &output, f16, cpu };
-                match lower(&op, &ctx).unwrap() {
-                    Lowering::Nothing => assert!(leaves_and_views.contains(&op.tag().name()), "{}", op.name()),
-                    Lowering::Kernel(spec) => {
-                        let elems: Vec<Elem> = operands
-                            .iter()
-                            .map(|(t, weight)| match (t.dtype, weight, f16) {
-                                (DType::F16, true, true) => Elem::F16Native,
-                                (DType::F16, true, false) => Elem::F16Packed,
-                                (dtype, _, _) => Elem::Word(dtype),
-                            })
-                            .collect();
-                        validate(&spec, &elems, output.dtype);
-                    }
+            let adapters = [(false, false, false), (false, true, false), (true, false, false), (true, true, false)];
+            for (cpu, f16, matrix) in adapters.into_iter().chain([(false, true, true)]) {
+                let ctx = KernelCtx { inputs: &inputs, output: &output, f16, cpu, matrix };
+                let lowering = lower(&op, &ctx).unwrap();
+                if lowering.kernels().is_empty() {
+                    assert!(leaves_and_views.contains(&op.tag().name()), "{}", op.name());
                 }
+                let elems: Vec<Elem> = operands
+                    .iter()
+                    .map(|(t, weight)| match (t.dtype, weight, f16) {
+                        (DType::F16, true, true) => Elem::F16Native,
+                        (DType::F16, true, false) => Elem::F16Packed,
+                        (dtype, _, _) => Elem::Word(dtype),
+                    })
+                    .collect();
+                validate_all(&lowering, &elems, output.dtype);
             }
         }
         let every: BTreeSet<&str> = OpTag::ALL.iter().map(|t| t.name()).collect();
