@@ -1,24 +1,27 @@
-// Fused attention on matrix units (cooperative matrices: tensor cores), flash style:
-// out = softmax(q k^T * scale + mask) v per flattened batch (head) b, with the parameters and
-// masks of attention.wgsl, for heads of 64 (D = DV = 64). The score matrix is never stored
-// beyond one block: keys are visited in blocks of 64 with an online softmax (per query a
-// running max m and sum l; the output is rescaled by exp(m_old - m_new) when the max grows).
-// Q K^T and P V take f16 inputs and accumulate in f32; scale, mask, softmax and the output
-// sums are f32.
+// Attention on matrix units (cooperative matrices: tensor cores), flash style, first pass:
+// softmax(q k^T * scale + mask) v per flattened batch (head) b for heads of 64 (D = DV = 64),
+// with the masks of attention.wgsl. The keys are cut into `p.splits` splits of `p.chunk`
+// (a multiple of 64) so that enough workgroups run at once; a workgroup takes 64 queries of
+// one head and one split, and writes each query's partial softmax over the split to the
+// scratch as attention_split.wgsl does ((b * Sq + i) * splits + s) * (DV + 2): max m, sum l,
+// DV weighted sums), which attention_combine.wgsl merges. Within the split, keys are visited
+// in blocks of 64 with an online softmax (running max m and sum l; the sums are rescaled by
+// exp(m_old - m_new) when the max grows), the score matrix never stored beyond one block.
+// Q K^T and P V take f16 inputs and accumulate in f32; scale, mask, softmax and sums are f32.
 //
 // Chosen where the device has 16 x 16 x 16 f16 -> f32 cooperative matrices on subgroups of
 // 32 lanes (`exec::wgpu::matrix_units`). A workgroup of 128 invocations, four subgroups,
-// takes 64 queries of one head, subgroup s the 16 queries 16s.. of them: their rows of Q, as
-// f16, stay in four A matrices for the whole loop. Per block the invocations stage K and V
-// rows as f16 in workgroup memory; each subgroup multiplies its Q by K^T into four 16 x 16
-// score tiles, stores them in its scratch, and then lane l owns query row l / 2 and half
-// l % 2 of the block's keys (and of the output columns): it scales and masks its 32 scores,
-// combines the row's max and sum with its partner lane (a subgroup shuffle), and writes the
-// weights exp(s - m) as f16, which the subgroup multiplies by V into the scratch again; the
-// lane adds its 32 output values to the 32 it keeps in registers.
+// takes 64 queries, subgroup s the 16 queries 16s.. of them: their rows of Q, as f16, stay in
+// four A matrices for the whole loop. Per block the invocations stage K and V rows as f16 in
+// workgroup memory; each subgroup multiplies its Q by K^T into four 16 x 16 score tiles,
+// stores them in its scratch, and then lane l owns query row l / 2 and half l % 2 of the
+// block's keys (and of the output columns): it scales and masks its 32 scores, combines the
+// row's max and sum with its partner lane (a subgroup shuffle), and writes the weights
+// exp(s - m) as f16, which the subgroup multiplies by V into the scratch again; the lane adds
+// its 32 output values to the 32 it keeps in registers.
 //
-// Masked keys (causal, past Sk, or an additive -inf) get weight 0; a query with no visible
-// key divides 0 by 0, as the reference does.
+// Masked keys (causal, past Sk, or an additive -inf) get weight 0; a split without a visible
+// key writes m = NONE, l = 0 and zeros.
 enable f16;
 enable wgpu_cooperative_matrix;
 
@@ -58,11 +61,12 @@ fn main(
     @builtin(subgroup_invocation_id) lane: u32,
 ) {
     let wg = wid.x + wid.y * nwg.x;
-    if (wg >= p.batch * p.qblocks) {
+    if (wg >= p.batch * p.qblocks * p.splits) {
         return;
     }
-    let b = wg / p.qblocks;
-    let q0 = (wg % p.qblocks) * BQ;
+    let split = wg % p.splits;
+    let b = wg / p.splits / p.qblocks;
+    let q0 = (wg / p.splits % p.qblocks) * BQ;
     let kbase = b * p.sk * D;
     let first = q0 + sg * 16u;
     let pbase = sg * 16u * RS;
@@ -92,10 +96,11 @@ fn main(
     if (MASK == 1u) {
         mask_row = broadcast_offset(b, p.lead_rank, p.lead0, p.lead1, p.mask0, p.mask1) + i * p.mask_sq;
     }
-    // Keys past the last one visible to the workgroup's last query are never read.
-    var kend = p.sk;
+    // This split's keys; those past the last one visible to the workgroup's last query are
+    // never read.
+    var kend = min(p.sk, (split + 1u) * p.chunk);
     if (MASK == 2u) {
-        kend = min(p.sk, min(q0 + BQ, p.sq) + p.sk - p.sq);
+        kend = min(kend, min(q0 + BQ, p.sq) + p.sk - p.sq);
     }
     let visible = select(kend, min(kend, i + 1u + p.sk - p.sq), MASK == 2u);
 
@@ -103,7 +108,7 @@ fn main(
     var l = 0.0;
     var o: array<f32, 32>;
     var sc: array<f32, 32>;
-    for (var j0 = 0u; j0 < kend; j0 += BK) {
+    for (var j0 = split * p.chunk; j0 < kend; j0 += BK) {
         workgroupBarrier();
         for (var e = t; e < BK * D; e += 128u) {
             let key = j0 + e / D;
@@ -174,8 +179,13 @@ fn main(
         }
     }
     if (live) {
+        let out = ((b * p.sq + i) * p.splits + split) * (D + 2u);
+        if (h == 0u) {
+            st(out, m);
+            st(out + 1u, l);
+        }
         for (var c = 0u; c < 32u; c++) {
-            st((b * p.sq + i) * D + h * 32u + c, o[c] / l);
+            st(out + 2u + h * 32u + c, o[c]);
         }
     }
 }

@@ -25,6 +25,15 @@ const COOP_HEAD: usize = 64;
 /// Queries per workgroup of the matrix-unit kernel: 16 per subgroup, four subgroups.
 const COOP_QUERIES: usize = 64;
 
+/// Keys per block of the matrix-unit kernel; its splits are whole blocks.
+const COOP_KEYS: usize = 64;
+
+/// About how many workgroups the matrix-unit kernel is given by splitting the keys: with a
+/// workgroup per head and block of queries (144 for Whisper's encoder: 6 heads, 24 blocks of
+/// 64 of its 1500 positions), each walked all 1500 keys while most multiprocessors' warps
+/// sat idle.
+const COOP_WORKGROUPS: usize = 1024;
+
 /// Invocations per workgroup of the CPU-adapter kernel (kernels/attention_cpu.wgsl).
 const CPU_GROUP: usize = 16;
 
@@ -61,25 +70,8 @@ crate::kernel_params! {
         pub mask_sq: u32,
         pub mask_sk: u32,
         pub scale: f32,
-    }
-}
-
-crate::kernel_params! {
-    /// The two passes of attention over a few queries (kernels/attention_split.wgsl,
-    /// attention_combine.wgsl): [`AttentionParams`] with the splits of 64 keys per query.
-    pub struct AttentionSplitParams {
-        pub lead0: vec4u,
-        pub lead1: vec4u,
-        pub mask0: vec4u,
-        pub mask1: vec4u,
-        pub sq: u32,
-        pub sk: u32,
-        pub batch: u32,
         pub splits: u32,
-        pub lead_rank: u32,
-        pub mask_sq: u32,
-        pub mask_sk: u32,
-        pub scale: f32,
+        pub chunk: u32,
     }
 }
 
@@ -151,6 +143,18 @@ pub fn attention(op: &Attention, ctx: &KernelCtx) -> Result<Lowering> {
     let coop = !cpu && !split && ctx.matrix && d == COOP_HEAD && dv == COOP_HEAD;
     let cfg = if cpu { KernelConfig::cpu() } else { KernelConfig::new(d, dv) };
     let qblocks = sq.div_ceil(if coop { COOP_QUERIES } else { cfg.bq });
+    let batch = lead.numel();
+    // The split kernels cut the keys into splits of `chunk`: 64 for a few queries; for the
+    // matrix kernel, blocks of 64 shared out so that about COOP_WORKGROUPS workgroups run.
+    let chunk = if split {
+        SPLIT_KEYS
+    } else if coop {
+        let splits = COOP_WORKGROUPS.div_ceil(batch * qblocks).clamp(1, sk.div_ceil(COOP_KEYS));
+        sk.div_ceil(splits).next_multiple_of(COOP_KEYS)
+    } else {
+        sk
+    };
+    let splits = sk.div_ceil(chunk).max(1);
     let ([lead0, lead1], [mask0, mask1]) = (pack_dims(lead.dims()), pack_dims(&mask_strides[..r - 2]));
     let params = AttentionParams {
         lead0,
@@ -159,12 +163,14 @@ pub fn attention(op: &Attention, ctx: &KernelCtx) -> Result<Lowering> {
         mask1,
         sq: sq as u32,
         sk: sk as u32,
-        batch: lead.numel() as u32,
+        batch: batch as u32,
         qblocks: qblocks as u32,
         lead_rank: (r - 2) as u32,
         mask_sq: mask_strides[r - 2] as u32,
         mask_sk: mask_strides[r - 1] as u32,
         scale: op.scale,
+        splits: splits as u32,
+        chunk: chunk as u32,
     };
     let mask = match op.mask {
         MaskKind::None => 0,
@@ -174,7 +180,7 @@ pub fn attention(op: &Attention, ctx: &KernelCtx) -> Result<Lowering> {
     // How every kernel variant reads the additive mask: input 3, or no input.
     let mask_load = if op.mask == MaskKind::Additive { "ld3(e)" } else { "0.0" };
     if cpu {
-        let [x, y, _] = grid((lead.numel() * qblocks).div_ceil(CPU_GROUP));
+        let [x, y, _] = grid((batch * qblocks).div_ceil(CPU_GROUP));
         let spec =
             KernelSpec::new("attention_cpu", include_str!("../../../../../../kernels/attention_cpu.wgsl"), &params)
                 .define("D", d.to_string())
@@ -184,49 +190,38 @@ pub fn attention(op: &Attention, ctx: &KernelCtx) -> Result<Lowering> {
                 .groups(x, y, 1);
         return Ok(Lowering::Kernel(spec));
     }
+    // The second pass of the split kernels: the splits' partial softmaxes merged.
+    let combine = || {
+        KernelSpec::new("attention_combine", include_str!("../../../../../../kernels/attention_combine.wgsl"), &params)
+            .define("DV", dv.to_string())
+            .define("SCRATCH_INPUT", ctx.inputs.len().to_string())
+            .threads(batch * sq * dv)
+            .scratch(ScratchUse::Reads)
+    };
+    let scratch_bytes = 4 * batch * sq * splits * (dv + 2);
     if split {
-        let splits = sk.div_ceil(SPLIT_KEYS);
-        let p = AttentionSplitParams {
-            lead0,
-            lead1,
-            mask0,
-            mask1,
-            sq: sq as u32,
-            sk: sk as u32,
-            batch: lead.numel() as u32,
-            splits: splits as u32,
-            lead_rank: (r - 2) as u32,
-            mask_sq: mask_strides[r - 2] as u32,
-            mask_sk: mask_strides[r - 1] as u32,
-            scale: op.scale,
-        };
-        let [x, y, _] = grid(lead.numel() * sq * splits);
+        let [x, y, _] = grid(batch * sq * splits);
         let first =
-            KernelSpec::new("attention_split", include_str!("../../../../../../kernels/attention_split.wgsl"), &p)
+            KernelSpec::new("attention_split", include_str!("../../../../../../kernels/attention_split.wgsl"), &params)
                 .define("D", d.to_string())
                 .define("DV", dv.to_string())
                 .define("MASK", mask.to_string())
                 .define("MASK_LOAD", mask_load)
                 .groups(x, y, 1)
                 .scratch(ScratchUse::Writes);
-        let combine =
-            KernelSpec::new("attention_combine", include_str!("../../../../../../kernels/attention_combine.wgsl"), &p)
-                .define("DV", dv.to_string())
-                .define("SCRATCH_INPUT", ctx.inputs.len().to_string())
-                .threads(lead.numel() * sq * dv)
-                .scratch(ScratchUse::Reads);
-        let scratch_bytes = 4 * lead.numel() * sq * splits * (dv + 2);
-        return Ok(Lowering::Passes { scratch_bytes, kernels: vec![first, combine] });
+        return Ok(Lowering::Passes { scratch_bytes, kernels: vec![first, combine()] });
     }
-    let [x, y, _] = grid(lead.numel() * qblocks);
     if coop {
-        let spec =
+        let [x, y, _] = grid(batch * qblocks * splits);
+        let first =
             KernelSpec::new("attention_coop", include_str!("../../../../../../kernels/attention_coop.wgsl"), &params)
                 .define("MASK", mask.to_string())
                 .define("MASK_LOAD", mask_load)
-                .groups(x, y, 1);
-        return Ok(Lowering::Kernel(spec));
+                .groups(x, y, 1)
+                .scratch(ScratchUse::Writes);
+        return Ok(Lowering::Passes { scratch_bytes, kernels: vec![first, combine()] });
     }
+    let [x, y, _] = grid(batch * qblocks);
     let spec = KernelSpec::new("attention", include_str!("../../../../../../kernels/attention.wgsl"), &params)
         .define("BQ", cfg.bq.to_string())
         .define("BK", cfg.bk.to_string())
@@ -303,10 +298,13 @@ mod tests {
             let ctx = KernelCtx { inputs: &refs, output: &output, f16: true, cpu: false, matrix: true };
             attention(&op, &ctx).unwrap().kernels()[0].clone()
         };
-        // The encoder's self-attention: 6 heads x 24 blocks of 64 queries.
+        // The encoder's self-attention: 6 heads x 24 blocks of 64 queries x 8 splits of the
+        // keys (1024 / 144 workgroups rounded up; 1500 / 8 keys rounded up to whole blocks of
+        // 64: 192), then the splits merged.
         let spec = lower(1500, 64);
-        assert_eq!((spec.name, spec.workgroups), ("attention_coop", [144, 1, 1]));
-        assert_eq!(bytemuck::pod_read_unaligned::<AttentionParams>(&spec.params).qblocks, 24);
+        assert_eq!((spec.name, spec.workgroups, spec.scratch), ("attention_coop", [1152, 1, 1], ScratchUse::Writes));
+        let p = bytemuck::pod_read_unaligned::<AttentionParams>(&spec.params);
+        assert_eq!((p.qblocks, p.splits, p.chunk), (24, 8, 192));
         assert_eq!(lower(1, 64).name, "attention_split");
         assert_eq!(lower(16, 64).name, "attention_split");
         assert_eq!(lower(17, 64).name, "attention_coop");
@@ -343,7 +341,7 @@ mod tests {
         let (split, combine) = (&kernels[0], &kernels[1]);
         assert_eq!((split.name, split.scratch, split.workgroups), ("attention_split", ScratchUse::Writes, [42, 1, 1]));
         assert_eq!((define(split, "MASK"), define(split, "MASK_LOAD"), define(split, "DV")), ("2", "0.0", "33"));
-        assert_eq!(bytemuck::pod_read_unaligned::<AttentionSplitParams>(&split.params).splits, 7);
+        assert_eq!(bytemuck::pod_read_unaligned::<AttentionParams>(&split.params).splits, 7);
         assert_eq!(
             (combine.name, combine.scratch, combine.workgroups),
             ("attention_combine", ScratchUse::Reads, [1, 1, 1])
