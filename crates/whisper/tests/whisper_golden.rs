@@ -34,6 +34,32 @@ fn wgpu_multilingual_transcripts_match_reference() {
     transcripts_match_reference(Box::new(golden::wgpu()), Set::Base, &golden::MULTILINGUAL_RUNS);
 }
 
+/// The GPU suite's golden check (`scripts/test-wgpu-gpu.sh`; ignored elsewhere: on lavapipe the
+/// long clip alone takes most of an hour): every tiny.en clip on each kernel family a real
+/// GPU adapter has — its matrix units, f16 weights without them, and the f32 path every
+/// adapter has.
+#[test]
+#[ignore = "needs a GPU adapter: scripts/test-wgpu-gpu.sh runs it"]
+fn gpu_every_kernel_family_matches_reference() {
+    let families = [
+        WgpuOptions::default(),
+        WgpuOptions { allow_matrix_units: false, ..WgpuOptions::default() },
+        WgpuOptions { allow_f16: false, ..WgpuOptions::default() },
+    ];
+    let mut seen = Vec::new();
+    for options in families {
+        let backend = pollster::block_on(WgpuBackend::with_options(&options)).unwrap();
+        assert!(!backend.cpu_kernels(), "the GPU suite needs a GPU adapter, not {}", backend.adapter());
+        let name = susurrus_core::exec::Backend::name(&backend);
+        if seen.contains(&name) {
+            continue;
+        }
+        seen.push(name);
+        println!("{name} on {}", backend.adapter());
+        transcripts_match_reference(Box::new(backend), Set::TinyEn, &golden::CLIPS);
+    }
+}
+
 /// Buffers of at most 16 MiB: the 40 MB token embedding is read as three blocks of rows and
 /// each arena as blocks of 16 MiB (what a browser's 128 MiB binding limit does to large-v3),
 /// and the transcript is still the reference's.

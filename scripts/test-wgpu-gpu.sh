@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The wgpu backend's GPU suite: the op harness (every op against the reference interpreter,
+# on each kernel family the adapter has: matrix units, f16 weights, the f32 path), the
+# executor's tests, and every tiny.en golden clip token for token on each family, on a real
+# GPU's Vulkan adapter. CI runs the same tests on lavapipe, where the matrix-unit kernels
+# (cooperative matrices) do not exist and the long clips would take an hour.
+#
+#   scripts/test-wgpu-gpu.sh          build and run (a machine with cargo, network and a GPU)
+#   scripts/test-wgpu-gpu.sh build    build only: target/gpu-suite/wgpu-* and the Vulkan
+#                                     loader's .debs (for a GPU machine without cargo; take
+#                                     target/gpu-suite along with the repository)
+#   scripts/test-wgpu-gpu.sh run      run them from the repository root
+#
+# The run needs the GPU's Vulkan driver. Where the Vulkan loader is missing (the GPU machine:
+# Ubuntu with the NVIDIA driver but no libvulkan1), the carried Debian .debs are unpacked to /
+# (as root). The golden clips need tiny.en in ~/.cache/susurrus/models (scripts/fetch-model.sh)
+# and find their fixtures relative to the repository the binaries were built in: run from a
+# checkout at that path (or a symlink to it). The multilingual and int8 golden runs on wgpu
+# stay in CI (lavapipe): they take no kernel the op harness does not check here.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mode="${1:-all}"
+suite=target/gpu-suite
+debs="$suite/vulkan-debs"
+
+# test binary of `cargo test --release -p PACKAGE --test TARGET`, copied to $suite/NAME.
+build_test() {
+  local package=$1 target=$2 name=$3 bin
+  bin=$(cargo test --release -p "$package" --test "$target" --no-run --message-format=json 2>/dev/null \
+    | python3 -c 'import json,sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == sys.argv[1] and m.get("executable"):
+        print(m["executable"])' "$target" | tail -n 1)
+  [ -n "$bin" ] || { echo "test-wgpu-gpu: $target was not built" >&2; exit 1; }
+  cp "$bin" "$suite/$name"
+  # Without symbols: a third of the size, for carrying to the GPU machine.
+  strip "$suite/$name"
+}
+
+build() {
+  mkdir -p "$suite" "$debs"
+  build_test susurrus-core op_harness wgpu-op-harness
+  build_test susurrus-core wgpu_executor wgpu-executor
+  build_test susurrus-whisper whisper_golden wgpu-golden
+  if ! ls "$debs"/libvulkan1_*.deb >/dev/null 2>&1; then
+    (cd "$debs" && apt-get download libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2)
+  fi
+  echo "test-wgpu-gpu: built $suite/wgpu-{op-harness,executor,golden} and $debs"
+}
+
+run() {
+  for b in wgpu-op-harness wgpu-executor wgpu-golden; do
+    [ -x "$suite/$b" ] || { echo "test-wgpu-gpu: $suite/$b is missing: run 'scripts/test-wgpu-gpu.sh build'" >&2; exit 1; }
+  done
+  if ! ldconfig -p | grep -q 'libvulkan.so.1 '; then
+    for f in "$debs"/*.deb; do dpkg -x "$f" /; done
+    ldconfig
+  fi
+  # The NVIDIA driver's Vulkan ICD where containers put it.
+  for icd in /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json /usr/share/vulkan/icd.d/nvidia_icd.json; do
+    if [ -z "${VK_DRIVER_FILES:-}" ] && [ -f "$icd" ]; then
+      export VK_DRIVER_FILES="$icd"
+      glvnd="$(dirname "$(dirname "$icd")")/glvnd/egl_vendor.d/10_nvidia.json"
+      [ -f "$glvnd" ] && export __EGL_VENDOR_LIBRARY_FILENAMES="$glvnd"
+    fi
+  done
+  export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$(mktemp -d)}"
+  "$suite/wgpu-op-harness" --test-threads=1 --nocapture
+  "$suite/wgpu-executor" --test-threads=1
+  "$suite/wgpu-golden" --include-ignored --test-threads=1 --nocapture gpu_every_kernel_family
+  "$suite/wgpu-golden" --test-threads=1 --nocapture wgpu_with_small_buffers
+}
+
+case "$mode" in
+  build) build ;;
+  run) run ;;
+  all) build; run ;;
+  *) echo "usage: scripts/test-wgpu-gpu.sh [build|run]" >&2; exit 2 ;;
+esac
