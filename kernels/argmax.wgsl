@@ -1,7 +1,10 @@
 // Argmax over one axis of x viewed as [outer, n, inner]: for result m = o * inner + i, the
 // first k whose value no other value of the run is greater than, as u32. Values are compared
 // as `$T` (read with `$LOAD`); `$GREATER` says whether `a` beats `b` (for floats NaN beats
-// every number, as in the reference).
+// every number, as in the reference). With `p.splits` > 1 (a few long runs: the vocabulary of
+// a decoder step) each run is cut into splits of `p.chunk` values, and for split s of run m
+// the kernel writes the split's best value's bits and its k to words 2 (m * splits + s) and
+// 2 (m * splits + s) + 1 of the scratch, which argmax_combine.wgsl merges.
 //
 // The thread layout is the reduce kernel's: SLOTS results per workgroup of 256 threads,
 // LANES threads per result, LANE_STRIDE and SLOT_STRIDE apart in thread index. Each lane
@@ -34,15 +37,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let m = (wid.x + wid.y * nwg.x) * SLOTS + slot;
     var v: $T;
     var best = 0u;
-    if (m < p.outputs) {
-        let base = (m / p.inner) * p.n * p.inner + m % p.inner;
-        // Every lane starts from the run's first value (k = 0), a genuine candidate, so lanes
+    if (m < p.outputs * p.splits) {
+        let run = m / p.splits;
+        let k0 = (m % p.splits) * p.chunk;
+        let k1 = min(p.n, k0 + p.chunk);
+        let base = (run / p.inner) * p.n * p.inner + run % p.inner;
+        // Every lane starts from the split's first value (k0), a genuine candidate, so lanes
         // without values of their own cannot win with a made-up one.
-        v = $LOAD(base);
+        v = $LOAD(base + k0 * p.inner);
+        best = k0;
         var v1 = v;
-        var best1 = 0u;
-        var k = lane;
-        for (; k + LANES < p.n; k += 2u * LANES) {
+        var best1 = k0;
+        var k = k0 + lane;
+        for (; k + LANES < k1; k += 2u * LANES) {
             let x = $LOAD(base + k * p.inner);
             let x1 = $LOAD(base + (k + LANES) * p.inner);
             if (greater(x, v)) {
@@ -54,7 +61,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                 best1 = k + LANES;
             }
         }
-        if (k < p.n) {
+        if (k < k1) {
             let x = $LOAD(base + k * p.inner);
             if (greater(x, v)) {
                 v = x;
@@ -81,7 +88,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
         workgroupBarrier();
     }
-    if (lane == 0u && m < p.outputs) {
-        stu(m, best_k[l]);
+    if (lane == 0u && m < p.outputs * p.splits) {
+        if (p.splits == 1u) {
+            stu(m, best_k[l]);
+        } else {
+            stw(2u * m, $BITS(best_v[l]));
+            stw(2u * m + 1u, best_k[l]);
+        }
     }
 }

@@ -295,6 +295,11 @@ mod tests {
         }
         for dtype in [F32, F16, I32, U32] {
             all.push((Argmax { axis: 1 }.into(), vec![(ty(dtype, &[2, 7, 3]), dtype == F16)]));
+            // A decoder step's vocabulary: two passes.
+            all.push((Argmax { axis: 1 }.into(), vec![arena(dtype, &[1, 51864])]));
+        }
+        for kind in ReduceKind::ALL {
+            all.push((Reduce { kind, axis: 1, keep_dim: true }.into(), vec![arena(F32, &[1, 51864])]));
         }
         all.push((Softmax.into(), vec![arena(F32, &[4, 9])]));
         all.push((Softmax.into(), vec![weight(F16, &[9])]));

@@ -4,25 +4,42 @@
 
 use super::{KernelCtx, Lowering};
 use crate::error::Result;
-use crate::exec::wgpu::{KernelSpec, WORKGROUP, grid};
+use crate::exec::wgpu::{KernelSpec, ScratchUse, WORKGROUP, grid};
 use crate::ir::DType;
 use crate::ops::{Argmax, Reduce, ReduceKind, Softmax};
 
 crate::kernel_params! {
     /// A tensor viewed as `[outer, n, inner]` around the axis a kernel works along, with
-    /// `outputs = outer * inner` results (one per run of `n` values).
+    /// `outputs = outer * inner` results (one per run of `n` values). The reduce and argmax
+    /// kernels may fold each run in `splits` splits of `chunk` values (1 and `n` otherwise).
     pub struct AxisParams {
         pub n: u32,
         pub inner: u32,
         pub outputs: u32,
+        pub splits: u32,
+        pub chunk: u32,
     }
 }
 
 impl AxisParams {
     /// The parameters of a `[outer, n, inner]` view (see [`Shape::split_at_axis`](crate::ir::Shape::split_at_axis)).
     pub fn new((outer, n, inner): (usize, usize, usize)) -> Self {
-        AxisParams { n: n as u32, inner: inner as u32, outputs: (outer * inner) as u32 }
+        AxisParams { n: n as u32, inner: inner as u32, outputs: (outer * inner) as u32, splits: 1, chunk: n as u32 }
     }
+}
+
+/// Runs at most this many, along the last axis and at least [`SPLIT_MIN`] long, are folded
+/// in two passes: one workgroup folding a run of 51864 logits (a decoder step's token
+/// selection) kept one multiprocessor busy for 14-30 us on an H200.
+const SPLIT_MAX_RUNS: usize = 8;
+const SPLIT_MIN: usize = 8192;
+/// Values per split of such runs: four per thread of a workgroup.
+const SPLIT_CHUNK: usize = 1024;
+
+/// How many splits the runs of a `[outer, n, inner]` view are folded in: 1 (one pass) unless
+/// they are few and long.
+fn splits((outer, n, inner): (usize, usize, usize)) -> usize {
+    if inner == 1 && outer <= SPLIT_MAX_RUNS && n >= SPLIT_MIN { n.div_ceil(SPLIT_CHUNK) } else { 1 }
 }
 
 /// Results a workgroup's lanes may interleave: 32 neighbouring results of one `k` fill a
@@ -55,36 +72,69 @@ pub fn axis_layout(spec: KernelSpec, (outer, n, inner): (usize, usize, usize)) -
 
 pub fn reduce(op: &Reduce, ctx: &KernelCtx) -> Result<Lowering> {
     let split = ctx.inputs[0].shape.split_at_axis(op.axis);
-    let (combine, init, last) = match op.kind {
-        ReduceKind::Sum => ("a + b", "0.0", "v"),
-        ReduceKind::Mean => ("a + b", "0.0", "v / f32(p.n)"),
-        // Starting from the run's first value keeps -inf (not a WGSL constant) out.
-        ReduceKind::Max => ("max_nan(a, b)", "ld0(base)", "v"),
+    let (outer, n, inner) = split;
+    let combine = match op.kind {
+        ReduceKind::Sum | ReduceKind::Mean => "a + b",
+        ReduceKind::Max => "max_nan(a, b)",
     };
-    let spec =
-        KernelSpec::new("reduce", include_str!("../../../../../../kernels/reduce.wgsl"), &AxisParams::new(split))
+    // Starting from the split's first value keeps -inf (not a WGSL constant) out.
+    let init = |load: &str| if op.kind == ReduceKind::Max { format!("{load}(first)") } else { "0.0".into() };
+    let kernel = |params: &AxisParams, load: &str, last: &str| {
+        KernelSpec::new("reduce", include_str!("../../../../../../kernels/reduce.wgsl"), params)
             .define("COMBINE", combine)
-            .define("INIT", init)
-            .define("FINAL", last);
-    Ok(Lowering::Kernel(axis_layout(spec, split)))
+            .define("LOAD", load)
+            .define("INIT", init(load))
+            .define("FINAL", last)
+    };
+    let splits = splits(split);
+    if splits == 1 {
+        let last = if op.kind == ReduceKind::Mean { "v / f32(p.n)" } else { "v" };
+        return Ok(Lowering::Kernel(axis_layout(kernel(&AxisParams::new(split), "ld0", last), split)));
+    }
+    // Each split's partial result (a sum for the mean), then the partials of each run.
+    let chunk = SPLIT_CHUNK;
+    let first = AxisParams { splits: splits as u32, chunk: chunk as u32, ..AxisParams::new(split) };
+    let first = axis_layout(kernel(&first, "ld0", "v"), (outer * splits, chunk, 1)).scratch(ScratchUse::Writes);
+    let last = if op.kind == ReduceKind::Mean { format!("v / {n}.0") } else { "v".into() };
+    let merged = (outer, splits, inner);
+    let load = format!("ld{}", ctx.inputs.len());
+    let second = axis_layout(kernel(&AxisParams::new(merged), &load, &last), merged).scratch(ScratchUse::Reads);
+    Ok(Lowering::Passes { scratch_bytes: 4 * outer * splits, kernels: vec![first, second] })
 }
 
 pub fn argmax(op: &Argmax, ctx: &KernelCtx) -> Result<Lowering> {
     let x = ctx.inputs[0];
     let split = x.shape.split_at_axis(op.axis);
     // Integers compare in their own type: u32 and i32 values beyond 2^24 collide in f32.
-    let (t, load, greater) = match x.dtype {
-        DType::F32 | DType::F16 => ("f32", "ld0", "(is_nan(a) && !is_nan(b)) || a > b"),
-        DType::I32 => ("i32", "ldi0", "a > b"),
-        DType::U32 => ("u32", "ldu0", "a > b"),
+    let (t, load, greater, bits, from_bits) = match x.dtype {
+        DType::F32 | DType::F16 => ("f32", "ld0", "(is_nan(a) && !is_nan(b)) || a > b", "bitcast<u32>", "bitcast<f32>"),
+        DType::I32 => ("i32", "ldi0", "a > b", "bitcast<u32>", "bitcast<i32>"),
+        DType::U32 => ("u32", "ldu0", "a > b", "u32", "u32"),
         DType::Q8 => unreachable!("argmax takes no q8 operand (the graph refuses it)"),
     };
-    let spec =
-        KernelSpec::new("argmax", include_str!("../../../../../../kernels/argmax.wgsl"), &AxisParams::new(split))
+    let splits = splits(split);
+    let chunk = if splits == 1 { split.1 } else { SPLIT_CHUNK };
+    let params = AxisParams { splits: splits as u32, chunk: chunk as u32, ..AxisParams::new(split) };
+    let spec = KernelSpec::new("argmax", include_str!("../../../../../../kernels/argmax.wgsl"), &params)
+        .define("T", t)
+        .define("LOAD", load)
+        .define("GREATER", greater)
+        .define("BITS", bits);
+    if splits == 1 {
+        return Ok(Lowering::Kernel(axis_layout(spec, split)));
+    }
+    // Each split's first best (value bits, k), then the first best of each run's splits.
+    let (outer, _, _) = split;
+    let first = axis_layout(spec, (outer * splits, params.chunk as usize, 1)).scratch(ScratchUse::Writes);
+    let second =
+        KernelSpec::new("argmax_combine", include_str!("../../../../../../kernels/argmax_combine.wgsl"), &params)
             .define("T", t)
-            .define("LOAD", load)
-            .define("GREATER", greater);
-    Ok(Lowering::Kernel(axis_layout(spec, split)))
+            .define("GREATER", greater)
+            .define("FROM_BITS", from_bits)
+            .define("SCRATCH_INPUT", ctx.inputs.len().to_string())
+            .threads(outer)
+            .scratch(ScratchUse::Reads);
+    Ok(Lowering::Passes { scratch_bytes: 8 * outer * splits, kernels: vec![first, second] })
 }
 
 pub fn softmax(_op: &Softmax, ctx: &KernelCtx) -> Result<Lowering> {
@@ -98,7 +148,7 @@ pub fn softmax(_op: &Softmax, ctx: &KernelCtx) -> Result<Lowering> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::exec::wgpu::lower::testing::{define, kernel, params, ty};
+    use crate::exec::wgpu::lower::testing::{define, kernel, kernels_on, params, ty};
 
     /// `(LANES, SLOTS, LANE_STRIDE, SLOT_STRIDE)` and the workgroups of an axis kernel.
     fn layout(split: (usize, usize, usize)) -> ([String; 4], [u32; 3]) {
@@ -128,30 +178,60 @@ mod tests {
         let spec = kernel(Reduce { kind: ReduceKind::Mean, axis: 1, keep_dim: false }, &[ty(DType::F32, &[3, 5])]);
         let spec = spec.unwrap();
         assert_eq!((spec.name, spec.workgroups), ("reduce", [1, 1, 1]));
-        assert_eq!(params::<AxisParams>(&spec), AxisParams { n: 5, inner: 1, outputs: 3 });
+        assert_eq!(params::<AxisParams>(&spec), AxisParams { n: 5, inner: 1, outputs: 3, splits: 1, chunk: 5 });
         assert_eq!(
-            ["COMBINE", "INIT", "FINAL", "LANES"].map(|k| define(&spec, k)),
-            ["a + b", "0.0", "v / f32(p.n)", "8u"]
+            ["COMBINE", "LOAD", "INIT", "FINAL", "LANES"].map(|k| define(&spec, k)),
+            ["a + b", "ld0", "0.0", "v / f32(p.n)", "8u"]
         );
         // The maximum down the columns starts from each run's first value.
         let spec = kernel(Reduce { kind: ReduceKind::Max, axis: 0, keep_dim: true }, &[ty(DType::F16, &[3, 5])]);
         let spec = spec.unwrap();
-        assert_eq!(params::<AxisParams>(&spec), AxisParams { n: 3, inner: 5, outputs: 5 });
-        assert_eq!(["COMBINE", "INIT", "FINAL"].map(|k| define(&spec, k)), ["max_nan(a, b)", "ld0(base)", "v"]);
+        assert_eq!(params::<AxisParams>(&spec), AxisParams { n: 3, inner: 5, outputs: 5, splits: 1, chunk: 3 });
+        assert_eq!(["COMBINE", "INIT", "FINAL"].map(|k| define(&spec, k)), ["max_nan(a, b)", "ld0(first)", "v"]);
+    }
+
+    #[test]
+    fn a_few_long_rows_fold_in_two_passes() {
+        // The mean over a decoder step's 51864 logits: 51 splits of 1024, a workgroup each,
+        // partial sums in the scratch; then one workgroup folds the 51 and divides by 51864.
+        let op = Reduce { kind: ReduceKind::Mean, axis: 1, keep_dim: true };
+        let passes = kernels_on(op, &[ty(DType::F32, &[1, 51864])], false).unwrap();
+        let (first, second) = (&passes[0], &passes[1]);
+        assert_eq!((first.scratch, first.workgroups), (ScratchUse::Writes, [51, 1, 1]));
+        assert_eq!(params::<AxisParams>(first), AxisParams { n: 51864, inner: 1, outputs: 1, splits: 51, chunk: 1024 });
+        assert_eq!(["LOAD", "FINAL", "LANES"].map(|k| define(first, k)), ["ld0", "v", "256u"]);
+        assert_eq!((second.scratch, second.workgroups), (ScratchUse::Reads, [1, 1, 1]));
+        assert_eq!(params::<AxisParams>(second), AxisParams { n: 51, inner: 1, outputs: 1, splits: 1, chunk: 51 });
+        assert_eq!(["LOAD", "FINAL"].map(|k| define(second, k)), ["ld1", "v / 51864.0"]);
+        // The max reads each split's first value, then the first partial.
+        let op = Reduce { kind: ReduceKind::Max, axis: 1, keep_dim: true };
+        let passes = kernels_on(op.clone(), &[ty(DType::F32, &[1, 51864])], false).unwrap();
+        assert_eq!((define(&passes[0], "INIT"), define(&passes[1], "INIT")), ("ld0(first)", "ld1(first)"));
+        // Argmax: each split's (value bits, k) pair, then one thread per row merges them.
+        let passes = kernels_on(Argmax { axis: 1 }, &[ty(DType::F32, &[2, 51864])], false).unwrap();
+        assert_eq!((passes[0].name, passes[0].workgroups), ("argmax", [102, 1, 1]));
+        assert_eq!((passes[1].name, define(&passes[1], "SCRATCH_INPUT")), ("argmax_combine", "1"));
+        assert_eq!(define(&passes[1], "FROM_BITS"), "bitcast<f32>");
+        // Many rows, short rows, or columns stay one pass.
+        for dims in [[9, 51864], [1, 8191]] {
+            assert_eq!(kernels_on(op.clone(), &[ty(DType::F32, &dims)], false).unwrap().len(), 1, "{dims:?}");
+        }
+        let columns = Reduce { kind: ReduceKind::Sum, axis: 0, keep_dim: false };
+        assert_eq!(kernels_on(columns, &[ty(DType::F32, &[51864, 2])], false).unwrap().len(), 1);
     }
 
     #[test]
     fn argmax_compares_in_the_input_type_and_softmax_takes_rows() {
         let spec = kernel(Argmax { axis: 1 }, &[ty(DType::U32, &[2, 7, 3])]).unwrap();
         assert_eq!(spec.name, "argmax");
-        assert_eq!(params::<AxisParams>(&spec), AxisParams { n: 7, inner: 3, outputs: 6 });
+        assert_eq!(params::<AxisParams>(&spec), AxisParams { n: 7, inner: 3, outputs: 6, splits: 1, chunk: 7 });
         assert_eq!(["T", "LOAD", "GREATER"].map(|k| define(&spec, k)), ["u32", "ldu0", "a > b"]);
         let spec = kernel(Argmax { axis: 0 }, &[ty(DType::F16, &[4])]).unwrap();
         assert_eq!(["T", "LOAD"].map(|k| define(&spec, k)), ["f32", "ld0"]);
         assert_eq!(define(&spec, "GREATER"), "(is_nan(a) && !is_nan(b)) || a > b");
         let spec = kernel(Softmax, &[ty(DType::F32, &[2, 2, 9])]).unwrap();
         assert_eq!(spec.name, "softmax");
-        assert_eq!(params::<AxisParams>(&spec), AxisParams { n: 9, inner: 1, outputs: 4 });
+        assert_eq!(params::<AxisParams>(&spec), AxisParams { n: 9, inner: 1, outputs: 4, splits: 1, chunk: 9 });
         assert_eq!(define(&spec, "LANES"), "16u");
     }
 }
