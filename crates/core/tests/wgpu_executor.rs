@@ -480,3 +480,25 @@ fn argmax_over_long_rows_picks_the_first_best_like_the_reference() {
         assert_eq!(runs[0]["y"].as_u32(), want["y"].as_u32());
     }
 }
+
+/// A run's dispatches are counted: one per op, two for the ops that run in two passes
+/// through the scratch (a long row's maximum: its splits, then their merge); and the result
+/// is the reference's.
+#[test]
+fn launches_count_the_dispatches_of_a_run() {
+    let mut g = Graph::new("launches");
+    let x = g.input("x", f32t(&[1, 20_000])).unwrap();
+    let y = g.tanh(x).unwrap();
+    let top = g.reduce_max(y, 1, true).unwrap();
+    g.output("top", top).unwrap();
+    let p = plan(g.clone()).unwrap();
+    let backend = backend(WgpuOptions::default());
+    let mut exe = block_on(backend.compile(&p, &HashMap::new())).unwrap();
+    assert_eq!(exe.launches(), Some(3));
+    let inputs = random_inputs(&g, 7);
+    let got = block_on(exe.run(&inputs, &HashMap::new(), &["top"])).unwrap();
+    let mut cpu = block_on(CpuBackend::new().compile(&p, &HashMap::new())).unwrap();
+    let want = block_on(cpu.run(&inputs, &HashMap::new(), &["top"])).unwrap();
+    assert_eq!(got["top"].to_f32(), want["top"].to_f32());
+    assert_eq!(cpu.launches(), None);
+}

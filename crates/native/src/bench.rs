@@ -73,6 +73,10 @@ pub struct BenchReport {
     pub decoder_ms_per_token: f64,
     /// A decoder step replayed back to back on the device (no host work between steps).
     pub decoder_device_ms_per_step: f64,
+    /// Kernel launches of one encoder window and of one decoder step (wgpu: dispatches;
+    /// `None` where the backend does not count them).
+    pub encoder_launches: Option<usize>,
+    pub decoder_step_launches: Option<usize>,
     pub transcribe_ms: f64,
     pub audio_seconds: f64,
     pub real_time_factor: f64,
@@ -156,6 +160,7 @@ pub fn measure(args: &BenchArgs) -> Result<BenchReport> {
     let device_step = time_runs(runs, || {
         pollster::block_on(whisper.program_mut().step_repeatedly(token, position, &Rules::default(), 100))
     })? / 100.0;
+    let (encoder_launches, decoder_step_launches) = whisper.program_mut().launches();
 
     profile.clear();
     let mut options = TranscribeOptions::default();
@@ -179,6 +184,8 @@ pub fn measure(args: &BenchArgs) -> Result<BenchReport> {
         encoder_ms_per_window: encoder,
         decoder_ms_per_token: decoder,
         decoder_device_ms_per_step: device_step,
+        encoder_launches,
+        decoder_step_launches,
         transcribe_ms: transcribe,
         audio_seconds,
         real_time_factor: transcribe / 1e3 / audio_seconds,
@@ -215,6 +222,13 @@ fn table(r: &BenchReport) -> String {
         ("encoder, one 30 s window", format!("{:.2} ms", r.encoder_ms_per_window)),
         ("decoder, one token", format!("{:.3} ms", r.decoder_ms_per_token)),
         ("decoder step, device only", format!("{:.3} ms", r.decoder_device_ms_per_step)),
+        (
+            "kernels per window, per step",
+            match (r.encoder_launches, r.decoder_step_launches) {
+                (Some(e), Some(d)) => format!("{e}, {d}"),
+                _ => "n/a".into(),
+            },
+        ),
         (&*format!("transcribe {:.1} s of audio", r.audio_seconds), format!("{:.1} ms", r.transcribe_ms)),
         ("real-time factor (lower is faster)", format!("{:.4}", r.real_time_factor)),
         ("peak memory", r.peak_memory_mib.map_or("n/a".into(), |m| format!("{m:.0} MiB"))),

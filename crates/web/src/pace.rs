@@ -106,6 +106,10 @@ struct PacedExecutable {
 }
 
 impl Executable for PacedExecutable {
+    fn launches(&self) -> Option<usize> {
+        self.inner.launches()
+    }
+
     fn run<'a>(
         &'a mut self,
         inputs: &'a HashMap<String, Tensor>,

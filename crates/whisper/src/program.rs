@@ -244,6 +244,12 @@ impl Program {
     /// step, without the host's work between steps (what benchmarks compare with
     /// [`Program::step`]). Every run writes the same cache row, so the state after it is that
     /// of one step.
+    /// The kernel launches of one encoder window and of one decoder step, where the backend
+    /// counts them ([`Executable::launches`]).
+    pub fn launches(&self) -> (Option<usize>, Option<usize>) {
+        (self.encoder.launches(), self.step.launches())
+    }
+
     pub async fn step_repeatedly(&mut self, token: u32, position: usize, rules: &Rules, times: usize) -> Result<()> {
         if position >= self.n_text_ctx || token as usize >= self.vocab {
             return Err(Error::bad_argument(format!("token {token} at position {position} is outside the model")));

@@ -87,6 +87,12 @@ pub trait Executable {
         scalars: &'a HashMap<String, u32>,
         times: usize,
     ) -> BoxFuture<'a, ()>;
+
+    /// The kernel launches one run makes (wgpu: its dispatches), where the backend records
+    /// them ahead; what a decoder step's fusion and splitting change. `None` elsewhere.
+    fn launches(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// Checks a run's arguments against `graph` before anything is touched, so a bad call

@@ -11,6 +11,10 @@ use crate::exec::{BoxFuture, Executable};
 use crate::tensor::Tensor;
 
 impl Executable for WgpuExecutable {
+    fn launches(&self) -> Option<usize> {
+        Some(self.dispatches.len())
+    }
+
     fn run<'a>(
         &'a mut self,
         inputs: &'a HashMap<String, Tensor>,
