@@ -41,6 +41,7 @@ pub(crate) fn conv1d(cases: &mut CaseGen) -> Result<()> {
         g.output("y", y)?;
         let label = format!("conv1d {x_dtype} w {w_dtype} stride={stride} padding={padding} dilation={dilation}");
         cases.push("conv1d", &label, g, accumulate(c_in * k), &[])?;
+        cases.f16_products(accumulate_f16(c_in * k));
     }
     Ok(())
 }

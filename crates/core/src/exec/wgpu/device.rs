@@ -63,7 +63,7 @@ pub fn buffer_limit(limits: &wgpu::Limits) -> usize {
     aligned(limits.max_storage_buffer_binding_size.min(limits.max_buffer_size) as usize)
 }
 
-/// Subgroup width the matrix kernels are written for (`kernels/matmul_coop.wgsl`): a
+/// Subgroup width the matrix kernels are written for (`kernels/product_coop.wgsl`): a
 /// workgroup of 128 invocations is four subgroups, each owning a quadrant of the output tile.
 pub const MATRIX_SUBGROUP: u32 = 32;
 

@@ -1,6 +1,7 @@
-//! conv1d: a tiled implicit matrix product on GPUs, a register-tiled direct loop on CPU
-//! adapters.
+//! conv1d: a tiled implicit matrix product on GPUs (on matrix units where the device has
+//! them), a register-tiled direct loop on CPU adapters.
 
+use super::matmul::product_coop;
 use super::{KernelCtx, Lowering};
 use crate::error::{Error, Result};
 use crate::exec::wgpu::{KernelSpec, grid};
@@ -64,6 +65,33 @@ pub fn conv1d(op: &Conv1d, ctx: &KernelCtx) -> Result<Lowering> {
         dilation: op.dilation as u32,
     };
     let bias = if ctx.inputs.len() == 3 { "ld2(co)" } else { "0.0" };
+    if ctx.matrix && !ctx.cpu {
+        // The matrix-unit product: A = the weight [C_out, C_in * taps], B = the input gathered
+        // by tap (zero in the padding and past the reduction); rows and columns past the
+        // output read the last ones (never stored).
+        let spec = product_coop(&params)
+            .define("TRANSPOSE_B", "false")
+            .define("M", "p.c_out")
+            .define("N", "p.out_len")
+            .define("K", "p.red")
+            .define("A_BASE", "0u")
+            .define("B_BASE", "z * p.c_in * p.len")
+            .define(
+                "LOAD_A",
+                "return select(0.0, ld1(min(row, p.c_out - 1u) * p.red + min(k, p.red - 1u)), k < p.red);",
+            )
+            .define(
+                "LOAD_B",
+                "let ci = k / p.k;\n    \
+                 let pos = i32(min(col, p.out_len - 1u) * p.stride + (k - ci * p.k) * p.dilation) - i32(p.padding);\n    \
+                 let inside = k < p.red && pos >= 0 && pos < i32(p.len);\n    \
+                 return select(0.0, ld0(base + min(ci, p.c_in - 1u) * p.len + u32(clamp(pos, 0, i32(p.len) - 1))), inside);",
+            )
+            .define("OUT_AT", "(z * p.c_out + row) * p.out_len + col")
+            .define("EPILOGUE", if ctx.inputs.len() == 3 { "v + ld2(row)" } else { "v" })
+            .groups(groups[0] as u32, groups[1] as u32, groups[2] as u32);
+        return Ok(Lowering::Kernel(spec));
+    }
     let spec = if ctx.cpu {
         KernelSpec::new("conv1d_cpu", include_str!("../../../../../../kernels/conv1d_cpu.wgsl"), &params)
     } else {
@@ -102,6 +130,24 @@ mod tests {
             "conv1d of f32[1,4194241] into f32[1,4194241] is not supported by the wgpu (at most 65535 tiles of 64 \
              positions or channels, or batch items) backend"
         );
+    }
+
+    #[test]
+    fn matrix_units_take_the_product_kernel_with_the_gathered_input() {
+        let conv = Conv1d { stride: 2, padding: 1, dilation: 1 };
+        let inputs = [ty(DType::F32, &[384, 3000]), ty(DType::F16, &[384, 384, 3]), ty(DType::F16, &[384])];
+        let refs: Vec<&crate::ir::TensorType> = inputs.iter().collect();
+        let output = crate::ops::OpKind::infer(&conv, &refs).unwrap();
+        let ctx = KernelCtx { inputs: &refs, output: &output, f16: true, cpu: false, matrix: true };
+        let spec = conv1d(&conv, &ctx).unwrap().kernels()[0].clone();
+        // 1500 positions (24 tiles) x 384 channels (6 tiles); A is the weight, B the input.
+        assert_eq!((spec.name, spec.workgroups), ("product_coop", [24, 6, 1]));
+        assert_eq!(
+            ["M", "N", "K", "TRANSPOSE_B", "EPILOGUE"].map(|k| define(&spec, k)),
+            ["p.c_out", "p.out_len", "p.red", "false", "v + ld2(row)"]
+        );
+        assert!(define(&spec, "LOAD_A").contains("ld1("), "{}", define(&spec, "LOAD_A"));
+        assert!(define(&spec, "LOAD_B").contains("ld0("), "{}", define(&spec, "LOAD_B"));
     }
 
     #[test]

@@ -30,7 +30,7 @@ crate::kernel_params! {
 const MAX_GROUPS: usize = 65535;
 
 /// Output rows and columns of one workgroup of the tiled kernels (kernels/matmul.wgsl,
-/// kernels/matmul_coop.wgsl).
+/// kernels/product_coop.wgsl).
 const TILE: usize = 64;
 
 /// Invocations per workgroup of the CPU-adapter kernels (kernels/matmul_cpu.wgsl, gemv_cpu.wgsl).
@@ -113,13 +113,33 @@ fn matmul_kernel(op: &str, ctx: &KernelCtx, transpose_b: bool, epilogue: &str) -
         KernelSpec::new("gemv", include_str!("../../../../../../kernels/gemv.wgsl"), &params)
             .define("COLS", cols.to_string())
     } else if ctx.matrix {
-        KernelSpec::new("matmul_coop", include_str!("../../../../../../kernels/matmul_coop.wgsl"), &params)
+        // Rows and columns past the matrix read its last one (never stored); k past K reads
+        // zero: no branch, so a step's loads are all in flight.
+        let load_b = if transpose_b { "ld1(base + c * p.k + kk)" } else { "ld1(base + kk * p.n + c)" };
+        product_coop(&params)
+            .define("M", "p.m")
+            .define("N", "p.n")
+            .define("K", "p.k")
+            .define("A_BASE", "broadcast_offset(z, p.batch_rank, p.batch0, p.batch1, p.a0, p.a1)")
+            .define("B_BASE", "broadcast_offset(z, p.batch_rank, p.batch0, p.batch1, p.b0, p.b1)")
+            .define("LOAD_A", "return select(0.0, ld0(base + min(row, p.m - 1u) * p.k + min(k, p.k - 1u)), k < p.k);")
+            .define(
+                "LOAD_B",
+                format!("let c = min(col, p.n - 1u);\n    let kk = min(k, p.k - 1u);\n    return select(0.0, {load_b}, k < p.k);"),
+            )
+            .define("OUT_AT", "(z * p.m + row) * p.n + col")
     } else {
         KernelSpec::new("matmul", include_str!("../../../../../../kernels/matmul.wgsl"), &params)
     };
     let spec =
         spec.define("TRANSPOSE_B", transpose_b.to_string()).define("EPILOGUE", epilogue).groups(x, y, batches as u32);
     Ok(Lowering::Kernel(spec))
+}
+
+/// The matrix-unit product kernel (kernels/product_coop.wgsl), which matmul and conv1d fill
+/// with their own loads.
+pub fn product_coop(params: &impl crate::exec::wgpu::KernelParams) -> KernelSpec {
+    KernelSpec::new("product_coop", include_str!("../../../../../../kernels/product_coop.wgsl"), params)
 }
 
 pub fn matmul(op: &MatMul, ctx: &KernelCtx) -> Result<Lowering> {
@@ -195,7 +215,7 @@ mod tests {
         };
         // An encoder layer's fc1: 1500 x 1536, the same 64 x 64 tiles as the f32 kernel.
         let spec = lower(&[1500, 384], &[1536, 384]);
-        assert_eq!((spec.name, spec.workgroups), ("matmul_coop", [24, 24, 1]));
+        assert_eq!((spec.name, spec.workgroups), ("product_coop", [24, 24, 1]));
         // A decoder step's product stays a matrix-vector product.
         assert_eq!(lower(&[1, 384], &[1536, 384]).name, "gemv");
     }

@@ -1,7 +1,15 @@
-// Matrix multiply on matrix units (cooperative matrices: tensor cores): out[z] =
-// epilogue(a[z] x b[z]) with the operands, batches and placeholders of matmul.wgsl. The
-// products take f16 inputs and accumulate in f32: A and B are rounded to f16 as they are
-// staged (f16 weights are already exact).
+// A matrix product on matrix units (cooperative matrices: tensor cores): out = epilogue(A x B)
+// for each batch z (the workgroup's z id), A [M, K] and B [K, N], in f16 with f32 sums: A and
+// B are rounded to f16 as they are staged (f16 weights are already exact). The op supplies how
+// its operands are read and where results go (placeholders, filled by its lowering):
+// - matmul, matmul_bias (lower/matmul.rs): A = a, B = b (or b^T when TRANSPOSE_B), the
+//   batch offsets through broadcast strides, the bias and GELU in the epilogue;
+// - conv1d (lower/conv.rs): A = the weight [C_out, C_in * taps], B = the input gathered by
+//   tap (the implicit im2col; zero in the padding), z the batch item, the bias per row.
+// M, N and K are the sizes; A_BASE and B_BASE batch z's offsets; LOAD_A and LOAD_B read
+// element (row, k) of A and (k, col) of B at such an offset (zero for k past K; any value for
+// a row past M or a column past N, whose results are never stored); OUT_AT is the output index
+// of (row, col) and EPILOGUE maps the sum v of (row, col) to the value stored.
 //
 // Chosen where the device has 16 x 16 x 16 f16 -> f32 cooperative matrices on subgroups of
 // 32 lanes (`exec::wgpu::matrix_units`). A workgroup of 128 invocations, four subgroups,
@@ -10,7 +18,7 @@
 // the step's A and B tiles to f16 in workgroup memory, where the subgroups load their
 // operands; the next step is read into registers while the current one is multiplied. Each
 // accumulator leaves through its subgroup's 16 x 16 scratch, where every lane applies the
-// epilogue to 8 values and stores those inside the matrix. Edges read zeros.
+// epilogue to 8 values and stores those inside the matrix.
 enable f16;
 enable wgpu_cooperative_matrix;
 
@@ -32,27 +40,28 @@ fn to_f16(x: f32) -> f16 {
     return f16(clamp(x, -65504.0, 65504.0));
 }
 
-fn epilogue(v: f32, col: u32) -> f32 {
-    return $EPILOGUE;
+fn a_base(z: u32) -> u32 {
+    return $A_BASE;
 }
 
-// a[row][k] of this batch, zero outside the matrix.
+fn b_base(z: u32) -> u32 {
+    return $B_BASE;
+}
+
 fn load_a(base: u32, row: u32, k: u32) -> f32 {
-    if (row < p.m && k < p.k) {
-        return ld0(base + row * p.k + k);
-    }
-    return 0.0;
+    $LOAD_A
 }
 
-// b[k][col] of this batch (stored as b[col][k] when transposed), zero outside.
 fn load_b(base: u32, col: u32, k: u32) -> f32 {
-    if (col < p.n && k < p.k) {
-        if (TRANSPOSE_B) {
-            return ld1(base + col * p.k + k);
-        }
-        return ld1(base + k * p.n + col);
-    }
-    return 0.0;
+    $LOAD_B
+}
+
+fn out_at(z: u32, row: u32, col: u32) -> u32 {
+    return $OUT_AT;
+}
+
+fn epilogue(v: f32, row: u32, col: u32) -> f32 {
+    return $EPILOGUE;
 }
 
 @compute @workgroup_size(128)
@@ -64,8 +73,8 @@ fn main(
 ) {
     let row0 = wid.y * TILE;
     let col0 = wid.x * TILE;
-    let a_base = broadcast_offset(wid.z, p.batch_rank, p.batch0, p.batch1, p.a0, p.a1);
-    let b_base = broadcast_offset(wid.z, p.batch_rank, p.batch0, p.batch1, p.b0, p.b1);
+    let a_base = a_base(wid.z);
+    let b_base = b_base(wid.z);
 
     // What this invocation stages, so that a subgroup's loads are consecutive: A element k =
     // t % 32 of rows t / 32 + 4i (i < 16), B^T likewise; a plain B column t % 64 of k rows
@@ -92,7 +101,7 @@ fn main(
     var acc01 = coop_mat16x16<f32, C>();
     var acc10 = coop_mat16x16<f32, C>();
     var acc11 = coop_mat16x16<f32, C>();
-    for (var k0 = 0u; k0 < p.k; k0 += TK) {
+    for (var k0 = 0u; k0 < $K; k0 += TK) {
         for (var i = 0u; i < 16u; i++) {
             as_[(ar + 4u * i) * AS + ak] = to_f16(ra[i]);
             if (TRANSPOSE_B) {
@@ -104,7 +113,7 @@ fn main(
         workgroupBarrier();
 
         let next = k0 + TK;
-        if (next < p.k) {
+        if (next < $K) {
             for (var i = 0u; i < 16u; i++) {
                 ra[i] = load_a(a_base, row0 + ar + 4u * i, next + ak);
                 if (TRANSPOSE_B) {
@@ -135,7 +144,6 @@ fn main(
         workgroupBarrier();
     }
 
-    let out_base = wid.z * p.m * p.n;
     let scratch = sg * 256u;
     for (var tile = 0u; tile < 4u; tile++) {
         switch tile {
@@ -151,8 +159,8 @@ fn main(
             let idx = lane * 8u + e;
             let row = tr + idx / 16u;
             let col = tc + idx % 16u;
-            if (row < p.m && col < p.n) {
-                st(out_base + row * p.n + col, epilogue(cs[scratch + idx], col));
+            if (row < $M && col < $N) {
+                st(out_at(wid.z, row, col), epilogue(cs[scratch + idx], row, col));
             }
         }
         workgroupBarrier();
