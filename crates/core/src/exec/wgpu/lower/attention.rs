@@ -179,16 +179,18 @@ pub fn attention(op: &Attention, ctx: &KernelCtx) -> Result<Lowering> {
     };
     // How every kernel variant reads the additive mask: input 3, or no input.
     let mask_load = if op.mask == MaskKind::Additive { "ld3(e)" } else { "0.0" };
+    // What every kernel that scores keys is told: the head sizes and the mask.
+    let scoring = |spec: KernelSpec| {
+        spec.define("D", d.to_string())
+            .define("DV", dv.to_string())
+            .define("MASK", mask.to_string())
+            .define("MASK_LOAD", mask_load)
+    };
     if cpu {
         let [x, y, _] = grid((batch * qblocks).div_ceil(CPU_GROUP));
         let spec =
-            KernelSpec::new("attention_cpu", include_str!("../../../../../../kernels/attention_cpu.wgsl"), &params)
-                .define("D", d.to_string())
-                .define("DV", dv.to_string())
-                .define("MASK", mask.to_string())
-                .define("MASK_LOAD", mask_load)
-                .groups(x, y, 1);
-        return Ok(Lowering::Kernel(spec));
+            KernelSpec::new("attention_cpu", include_str!("../../../../../../kernels/attention_cpu.wgsl"), &params);
+        return Ok(Lowering::Kernel(scoring(spec).groups(x, y, 1)));
     }
     // The second pass of the split kernels: the splits' partial softmaxes merged.
     let combine = || {
@@ -202,34 +204,22 @@ pub fn attention(op: &Attention, ctx: &KernelCtx) -> Result<Lowering> {
     if split {
         let [x, y, _] = grid(batch * sq * splits);
         let first =
-            KernelSpec::new("attention_split", include_str!("../../../../../../kernels/attention_split.wgsl"), &params)
-                .define("D", d.to_string())
-                .define("DV", dv.to_string())
-                .define("MASK", mask.to_string())
-                .define("MASK_LOAD", mask_load)
-                .groups(x, y, 1)
-                .scratch(ScratchUse::Writes);
+            KernelSpec::new("attention_split", include_str!("../../../../../../kernels/attention_split.wgsl"), &params);
+        let first = scoring(first).groups(x, y, 1).scratch(ScratchUse::Writes);
         return Ok(Lowering::Passes { scratch_bytes, kernels: vec![first, combine()] });
     }
     if coop {
         let [x, y, _] = grid(batch * qblocks * splits);
         let first =
-            KernelSpec::new("attention_coop", include_str!("../../../../../../kernels/attention_coop.wgsl"), &params)
-                .define("MASK", mask.to_string())
-                .define("MASK_LOAD", mask_load)
-                .groups(x, y, 1)
-                .scratch(ScratchUse::Writes);
+            KernelSpec::new("attention_coop", include_str!("../../../../../../kernels/attention_coop.wgsl"), &params);
+        let first = scoring(first).groups(x, y, 1).scratch(ScratchUse::Writes);
         return Ok(Lowering::Passes { scratch_bytes, kernels: vec![first, combine()] });
     }
     let [x, y, _] = grid(batch * qblocks);
-    let spec = KernelSpec::new("attention", include_str!("../../../../../../kernels/attention.wgsl"), &params)
+    let spec = scoring(KernelSpec::new("attention", include_str!("../../../../../../kernels/attention.wgsl"), &params))
         .define("BQ", cfg.bq.to_string())
         .define("BK", cfg.bk.to_string())
-        .define("D", d.to_string())
-        .define("DV", dv.to_string())
         .define("CG", cfg.cg.to_string())
-        .define("MASK", mask.to_string())
-        .define("MASK_LOAD", mask_load)
         .define("KT_LEN", cfg.kt_len(d).to_string())
         .define("VT_LEN", cfg.vt_len(dv).to_string())
         .groups(x, y, 1);
