@@ -196,6 +196,15 @@ def whisper_tensors(v, n_audio_layer, n_text_layer, state):
         add(f"{dst}.attn.out.weight", v[f"{src}/self_attention/linear_1/weight"], True)
         add(f"{dst}.attn.out.bias", v[f"{src}/self_attention/linear_1/bias"])
 
+    def feed_forward(src, dst):
+        """A layer's feed-forward block and its layer norm."""
+        add(f"{dst}.mlp_ln.weight", v[f"{src}/ffn/layer_norm/gamma"])
+        add(f"{dst}.mlp_ln.bias", v[f"{src}/ffn/layer_norm/beta"])
+        add(f"{dst}.mlp.0.weight", v[f"{src}/ffn/linear_0/weight"], True)
+        add(f"{dst}.mlp.0.bias", v[f"{src}/ffn/linear_0/bias"])
+        add(f"{dst}.mlp.2.weight", v[f"{src}/ffn/linear_1/weight"], True)
+        add(f"{dst}.mlp.2.bias", v[f"{src}/ffn/linear_1/bias"])
+
     add("encoder.positional_embedding", v["encoder/position_encodings/encodings"])
     add("encoder.conv1.weight", v["encoder/conv1/weight"], True)
     add("encoder.conv1.bias", v["encoder/conv1/bias"].reshape(state, 1))
@@ -204,12 +213,7 @@ def whisper_tensors(v, n_audio_layer, n_text_layer, state):
     for i in range(n_audio_layer):
         src, dst = f"encoder/layer_{i}", f"encoder.blocks.{i}"
         self_attention(src, dst)
-        add(f"{dst}.mlp_ln.weight", v[f"{src}/ffn/layer_norm/gamma"])
-        add(f"{dst}.mlp_ln.bias", v[f"{src}/ffn/layer_norm/beta"])
-        add(f"{dst}.mlp.0.weight", v[f"{src}/ffn/linear_0/weight"], True)
-        add(f"{dst}.mlp.0.bias", v[f"{src}/ffn/linear_0/bias"])
-        add(f"{dst}.mlp.2.weight", v[f"{src}/ffn/linear_1/weight"], True)
-        add(f"{dst}.mlp.2.bias", v[f"{src}/ffn/linear_1/bias"])
+        feed_forward(src, dst)
     add("encoder.ln_post.weight", v["encoder/layer_norm/gamma"])
     add("encoder.ln_post.bias", v["encoder/layer_norm/beta"])
 
@@ -229,12 +233,7 @@ def whisper_tensors(v, n_audio_layer, n_text_layer, state):
         add(f"{dst}.cross_attn.value.bias", kv_b[state:])
         add(f"{dst}.cross_attn.out.weight", v[f"{src}/attention/linear_2/weight"], True)
         add(f"{dst}.cross_attn.out.bias", v[f"{src}/attention/linear_2/bias"])
-        add(f"{dst}.mlp_ln.weight", v[f"{src}/ffn/layer_norm/gamma"])
-        add(f"{dst}.mlp_ln.bias", v[f"{src}/ffn/layer_norm/beta"])
-        add(f"{dst}.mlp.0.weight", v[f"{src}/ffn/linear_0/weight"], True)
-        add(f"{dst}.mlp.0.bias", v[f"{src}/ffn/linear_0/bias"])
-        add(f"{dst}.mlp.2.weight", v[f"{src}/ffn/linear_1/weight"], True)
-        add(f"{dst}.mlp.2.bias", v[f"{src}/ffn/linear_1/bias"])
+        feed_forward(src, dst)
     add("decoder.ln.weight", v["decoder/layer_norm/gamma"])
     add("decoder.ln.bias", v["decoder/layer_norm/beta"])
     return out

@@ -200,20 +200,20 @@ pub fn attention(op: &Attention, ctx: &KernelCtx) -> Result<Lowering> {
             .threads(batch * sq * dv)
             .scratch(ScratchUse::Reads)
     };
-    let scratch_bytes = 4 * batch * sq * splits * (dv + 2);
+    // The split kernels: `name` writes each split's partial softmax to the scratch from
+    // `workgroups` workgroups, then the combine pass merges them.
+    let passes = |name: &'static str, source: &'static str, workgroups: usize| {
+        let [x, y, _] = grid(workgroups);
+        let first = scoring(KernelSpec::new(name, source, &params)).groups(x, y, 1).scratch(ScratchUse::Writes);
+        Lowering::Passes { scratch_bytes: 4 * batch * sq * splits * (dv + 2), kernels: vec![first, combine()] }
+    };
     if split {
-        let [x, y, _] = grid(batch * sq * splits);
-        let first =
-            KernelSpec::new("attention_split", include_str!("../../../../../../kernels/attention_split.wgsl"), &params);
-        let first = scoring(first).groups(x, y, 1).scratch(ScratchUse::Writes);
-        return Ok(Lowering::Passes { scratch_bytes, kernels: vec![first, combine()] });
+        let source = include_str!("../../../../../../kernels/attention_split.wgsl");
+        return Ok(passes("attention_split", source, batch * sq * splits));
     }
     if coop {
-        let [x, y, _] = grid(batch * qblocks * splits);
-        let first =
-            KernelSpec::new("attention_coop", include_str!("../../../../../../kernels/attention_coop.wgsl"), &params);
-        let first = scoring(first).groups(x, y, 1).scratch(ScratchUse::Writes);
-        return Ok(Lowering::Passes { scratch_bytes, kernels: vec![first, combine()] });
+        let source = include_str!("../../../../../../kernels/attention_coop.wgsl");
+        return Ok(passes("attention_coop", source, batch * qblocks * splits));
     }
     let [x, y, _] = grid(batch * qblocks);
     let spec = scoring(KernelSpec::new("attention", include_str!("../../../../../../kernels/attention.wgsl"), &params))
