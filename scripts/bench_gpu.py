@@ -10,7 +10,13 @@ that exists nowhere here as files (large-v3-turbo: 1280 wide, 32 + 4 layers, 128
 random-weight f16 folder (scripts/make_random_model.py) that susurrus benches greedily (random
 weights never pass the fallback thresholds) and PyTorch fp16 runs at the same config.
 
-    python3 scripts/bench_gpu.py [path/to/susurrus] [--runs N] [--architecture ARCH --tokenizer FILE]
+With `--peers FILE` the table also has whisper.cpp's CUDA and Vulkan rows from the `PEER` lines
+that `scripts/bench-peers-gpu.sh run` printed into FILE in the same device call (see
+scripts/PEERS.md: same weights converted to ggml, same procedure; "step on device" is not
+separable there).
+
+    python3 scripts/bench_gpu.py [path/to/susurrus] [--runs N] [--peers FILE]
+                                 [--architecture ARCH --tokenizer FILE]
 """
 import json
 import pathlib
@@ -35,6 +41,22 @@ def susurrus(binary, backend, runs, extra):
     )
 
 
+def peer_rows(path):
+    """Rows from whisper.cpp's `PEER system=... backend=B key=value ...` result lines."""
+    rows = []
+    for line in pathlib.Path(path).read_text().splitlines():
+        if not line.startswith("PEER system="):
+            continue
+        fields = dict(f.split("=", 1) for f in line.split()[1:] if "=" in f)
+        name = f"whisper.cpp {fields.get('backend', '?')}"
+        if "error" in fields:
+            print(f"{name}: {fields['error']}", file=sys.stderr)
+            continue
+        rows.append((name, float(fields["encoder_ms_per_window"]), float(fields["decoder_ms_per_token"]), None,
+                     float(fields["rtf"])))
+    return rows
+
+
 def main():
     args = sys.argv[1:]
     runs = 20
@@ -43,7 +65,7 @@ def main():
         runs = int(args[i + 1])
         del args[i:i + 2]
     option = {}
-    for name in ("--architecture", "--tokenizer"):
+    for name in ("--architecture", "--tokenizer", "--peers"):
         if name in args:
             i = args.index(name)
             option[name] = args[i + 1]
@@ -66,19 +88,21 @@ def main():
             rows.append((f"susurrus {backend}", enc, dec, device, rtf))
         except subprocess.CalledProcessError as e:
             print(f"susurrus {backend} failed: {e.stderr.strip()}", file=sys.stderr)
+    if "--peers" in option:
+        rows.extend(peer_rows(option["--peers"]))
     for name, enc, dec in bench_pytorch.measure(config, dtypes):
         rows.append((f"PyTorch {name}", enc, dec, None, None))
     peer = next(r for r in rows if r[0] == "PyTorch fp16")
-    print(f"GPU: {bench_pytorch.torch.cuda.get_device_name()}, median of {runs} runs (susurrus) / 50 (PyTorch)")
+    print(f"GPU: {bench_pytorch.torch.cuda.get_device_name()}, median of {runs} runs (susurrus, whisper.cpp) / 50 (PyTorch)")
     print(
-        f"{'':<16} {'encoder ms/window':>18} {'decoder ms/token':>17} {'step on device':>15} "
+        f"{'':<24} {'encoder ms/window':>18} {'decoder ms/token':>17} {'step on device':>15} "
         f"{'enc vs fp16':>12} {'dec vs fp16':>12} {'RTF':>8}"
     )
     for name, enc, dec, device, rtf in rows:
         device_text = f"{device:.3f}" if device is not None else "-"
         rtf_text = f"{rtf:.4f}" if rtf is not None else "-"
         print(
-            f"{name:<16} {enc:>18.3f} {dec:>17.3f} {device_text:>15} "
+            f"{name:<24} {enc:>18.3f} {dec:>17.3f} {device_text:>15} "
             f"{peer[1] / enc:>11.2f}x {peer[2] / dec:>11.2f}x {rtf_text:>8}"
         )
 

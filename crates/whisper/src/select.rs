@@ -66,7 +66,7 @@ impl Rules {
         for k in 0..RANGES {
             let (lo, hi) = self.banned.get(k).copied().unwrap_or((0, 0));
             out.insert(range_scalar(k, "lo"), lo);
-            out.insert(range_scalar(k, "hi"), hi);
+            out.insert(range_scalar(k, "len"), hi.saturating_sub(lo));
         }
         out.insert("ban_blank".into(), self.blank as u32);
         out.insert("timestamp_rule".into(), self.timestamp_rule as u32);
@@ -90,18 +90,29 @@ fn id_mask(b: &mut Builder, vocab: usize, ids: &[u32]) -> Result<NodeId> {
     Ok(b.g.constant(Tensor::u32([1, vocab], mask)?))
 }
 
-/// `log(sum(exp(x)))` over the last axis of `x [1, n]`, as `[1, 1]`.
-fn log_sum_exp(b: &mut Builder, x: NodeId) -> Result<NodeId> {
+/// `max(x)` and `sum(exp(x - max))` over the last axis of `x [1, n]`, each `[1, 1]`: the
+/// log-sum-exp is `log(sum) + max`.
+fn sum_exp(b: &mut Builder, x: NodeId) -> Result<(NodeId, NodeId)> {
     let m = b.g.reduce_max(x, 1, true)?;
     let shifted = b.g.sub(x, m)?;
     let e = b.g.exp(shifted)?;
-    let s = b.g.reduce_sum(e, 1, true)?;
+    Ok((m, b.g.reduce_sum(e, 1, true)?))
+}
+
+/// `log(sum(exp(x)))` over the last axis of `x [1, n]`, as `[1, 1]`.
+fn log_sum_exp(b: &mut Builder, x: NodeId) -> Result<NodeId> {
+    let (m, s) = sum_exp(b, x)?;
     let l = b.g.log(s)?;
     Ok(b.g.add(l, m)?)
 }
 
 /// Adds token selection for `logits [1, V]` to the graph and its [`TOKEN`] and [`LOGPROB`]
 /// outputs.
+///
+/// Written for few dispatches on a GPU (a decoder step is short, and every kernel launch
+/// counts): each ban is a `where` on the logits, so the chain of them fuses into one kernel;
+/// only the id comparisons (u32) run on their own. A range `[lo, lo + len)` is one compare,
+/// `id - lo < len` in wrapping u32 arithmetic (ids below `lo` wrap past any length).
 pub(crate) fn select_token(b: &mut Builder, logits: NodeId, sel: &Selection) -> Result<()> {
     let vocab = b.g.ty(logits).shape.dims()[1];
     let ts = sel.timestamp_begin as usize;
@@ -109,30 +120,29 @@ pub(crate) fn select_token(b: &mut Builder, logits: NodeId, sel: &Selection) -> 
         return Err(Error::bad_argument(format!("timestamp begin {ts} is outside the vocabulary of {vocab}")));
     }
     let ids = b.iota(&[1, vocab])?;
-    let mut banned = id_mask(b, vocab, &sel.suppress)?;
+    let masked = b.f32_const(MASKED);
+    let suppress = id_mask(b, vocab, &sel.suppress)?;
+    let mut x = b.g.select(suppress, masked, logits)?;
     for k in 0..RANGES {
         let lo = b.g.scalar(&range_scalar(k, "lo"));
-        let hi = b.g.scalar(&range_scalar(k, "hi"));
-        let (lo, hi) = (b.g.read_scalar(lo)?, b.g.read_scalar(hi)?);
-        let above = b.g.compare(CmpKind::Ge, ids, lo)?;
-        let below = b.g.compare(CmpKind::Lt, ids, hi)?;
-        let inside = b.g.mul(above, below)?;
-        banned = b.g.add(banned, inside)?;
+        let len = b.g.scalar(&range_scalar(k, "len"));
+        let (lo, len) = (b.g.read_scalar(lo)?, b.g.read_scalar(len)?);
+        let offset = b.g.sub(ids, lo)?;
+        let inside = b.g.compare(CmpKind::Lt, offset, len)?;
+        x = b.g.select(inside, masked, x)?;
     }
     let blank_flag = b.g.scalar("ban_blank");
     let blank_flag = b.g.read_scalar(blank_flag)?;
     let blank = id_mask(b, vocab, &sel.blank)?;
     let blank = b.g.mul(blank, blank_flag)?;
-    let banned = b.g.add(banned, blank)?;
-    let masked = b.f32_const(MASKED);
-    let x = b.g.select(banned, masked, logits)?;
+    let x = b.g.select(blank, masked, x)?;
 
-    // The timestamp rule, on log-probabilities of the masked logits.
-    let lse = log_sum_exp(b, x)?;
-    let logp = b.g.sub(x, lse)?;
-    let ts_part = b.g.slice(logp, 1, ts, vocab)?;
+    // The timestamp rule: text is banned when the log-probability mass of the timestamps
+    // exceeds the best text token's. Both sides are log-probabilities of the same softmax, so
+    // its normaliser cancels: the rule compares log-sum-exp(timestamps) with max(text).
+    let ts_part = b.g.slice(x, 1, ts, vocab)?;
     let ts_mass = log_sum_exp(b, ts_part)?;
-    let text_part = b.g.slice(logp, 1, 0, ts)?;
+    let text_part = b.g.slice(x, 1, 0, ts)?;
     let text_best = b.g.reduce_max(text_part, 1, true)?;
     let wins = b.g.compare(CmpKind::Gt, ts_mass, text_best)?;
     let rule_flag = b.g.scalar("timestamp_rule");
@@ -140,8 +150,8 @@ pub(crate) fn select_token(b: &mut Builder, logits: NodeId, sel: &Selection) -> 
     let wins = b.g.mul(wins, rule_flag)?;
     let ts_begin = b.g.constant(Tensor::u32([1, 1], vec![sel.timestamp_begin])?);
     let is_text = b.g.compare(CmpKind::Lt, ids, ts_begin)?;
-    let ban_text = b.g.mul(is_text, wins)?;
-    let x = b.g.select(ban_text, masked, x)?;
+    let banned_text = b.g.select(wins, masked, x)?;
+    let x = b.g.select(is_text, banned_text, x)?;
 
     let inv_t = b.g.input(INV_TEMPERATURE, f32_type(&[1, 1]))?;
     let noise = b.g.input(NOISE, f32_type(&[1, vocab]))?;
@@ -150,10 +160,13 @@ pub(crate) fn select_token(b: &mut Builder, logits: NodeId, sel: &Selection) -> 
     let token = b.g.argmax(scores, 1)?;
     b.g.output(TOKEN, token)?;
 
-    let lse = log_sum_exp(b, x)?;
-    let logp = b.g.sub(x, lse)?;
-    let column = b.g.reshape(logp, [vocab, 1])?;
+    // log_softmax(x)[token] = x[token] - log-sum-exp(x), on the chosen value only.
+    let (m, s) = sum_exp(b, x)?;
+    let column = b.g.reshape(x, [vocab, 1])?;
     let chosen = b.g.gather(column, token)?;
+    let l = b.g.log(s)?;
+    let lse = b.g.add(l, m)?;
+    let chosen = b.g.sub(chosen, lse)?;
     b.g.output(LOGPROB, chosen)?;
     Ok(())
 }
