@@ -10,6 +10,7 @@ use pollster::block_on;
 use susurrus_core::exec::cpu::CpuBackend;
 use susurrus_core::exec::wgpu::{WgpuBackend, WgpuOptions};
 use susurrus_core::exec::{Backend, Profile};
+use susurrus_core::ops::CmpKind;
 use susurrus_core::plan::plan;
 use susurrus_core::{DType, Error, Graph, Tensor, TensorType};
 use susurrus_testkit::{random_inputs, random_weights};
@@ -501,4 +502,62 @@ fn launches_count_the_dispatches_of_a_run() {
     let want = block_on(cpu.run(&inputs, &HashMap::new(), &["top"])).unwrap();
     assert_eq!(got["top"].to_f32(), want["top"].to_f32());
     assert_eq!(cpu.launches(), None);
+}
+
+/// A `scalar` read that only feeds kernels runs no kernel: they read the runtime scalar
+/// table themselves (as f32, and as u32 in wrapping integer arithmetic), while one that is
+/// also an output is still written out. Values as the reference's, over several runs of one
+/// executable with different scalars.
+#[test]
+fn scalar_reads_feeding_kernels_run_no_kernel_of_their_own() {
+    let mut g = Graph::new("scalars");
+    let x = g.input("x", f32t(&[1, 6])).unwrap();
+    let ids = g.constant(Tensor::u32([1, 6], vec![0, 1, 2, 3, 4, 5]).unwrap());
+    let (lo, len, out) = (g.scalar("lo"), g.scalar("len"), g.scalar("out"));
+    let (lo, len, out) = (g.read_scalar(lo).unwrap(), g.read_scalar(len).unwrap(), g.read_scalar(out).unwrap());
+    // ids in [lo, lo + len): `id - lo` wraps past `len` below `lo`.
+    let offset = g.sub(ids, lo).unwrap();
+    let inside = g.compare(CmpKind::Lt, offset, len).unwrap();
+    let factor = g.cast(lo, DType::F32).unwrap();
+    let scaled = g.mul(x, factor).unwrap();
+    let y = g.select(inside, scaled, x).unwrap();
+    g.output("y", y).unwrap();
+    g.output("out", out).unwrap();
+    let p = plan(g.clone()).unwrap();
+    let backend = backend(WgpuOptions::default());
+    let mut exe = block_on(backend.compile(&p, &HashMap::new())).unwrap();
+    // sub, lt, cast, mul, where and the output scalar's copy; no kernel for lo and len.
+    assert_eq!(exe.launches(), Some(6));
+    let mut cpu = block_on(CpuBackend::new().compile(&p, &HashMap::new())).unwrap();
+    let inputs = random_inputs(&g, 11);
+    for (lo, len, out) in [(2, 3, 7), (0, 1, 0), (5, 4, 1), (3, 0, 9)] {
+        let scalars = HashMap::from([("lo".to_string(), lo), ("len".to_string(), len), ("out".to_string(), out)]);
+        let got = block_on(exe.run(&inputs, &scalars, &["y", "out"])).unwrap();
+        let want = block_on(cpu.run(&inputs, &scalars, &["y", "out"])).unwrap();
+        assert_eq!(got["y"].to_f32(), want["y"].to_f32(), "lo {lo} len {len}");
+        assert_eq!(got["out"].as_u32(), Some(&[out][..]));
+    }
+    // Read through a view (a row index for a gather), and read back through one: the first
+    // is read in place, the second written out.
+    let mut viewed = Graph::new("scalar_views");
+    let table = viewed.input("table", f32t(&[5, 3])).unwrap();
+    let (row, back) = (viewed.scalar("row"), viewed.scalar("back"));
+    let (row, back) = (viewed.read_scalar(row).unwrap(), viewed.read_scalar(back).unwrap());
+    let row = viewed.reshape(row, [1]).unwrap();
+    let picked = viewed.gather(table, row).unwrap();
+    let back = viewed.reshape(back, [1]).unwrap();
+    viewed.output("picked", picked).unwrap();
+    viewed.output("back", back).unwrap();
+    let p = plan(viewed.clone()).unwrap();
+    let mut exe = block_on(backend.compile(&p, &HashMap::new())).unwrap();
+    assert_eq!(exe.launches(), Some(2), "the gather and the read-back scalar's copy");
+    let mut cpu = block_on(CpuBackend::new().compile(&p, &HashMap::new())).unwrap();
+    let inputs = random_inputs(&viewed, 12);
+    for (row, back) in [(0, 5), (3, 0), (4, 2)] {
+        let scalars = HashMap::from([("row".to_string(), row), ("back".to_string(), back)]);
+        let got = block_on(exe.run(&inputs, &scalars, &["picked", "back"])).unwrap();
+        let want = block_on(cpu.run(&inputs, &scalars, &["picked", "back"])).unwrap();
+        assert_eq!(got["picked"].to_f32(), want["picked"].to_f32(), "row {row}");
+        assert_eq!(got["back"].as_u32(), Some(&[back][..]));
+    }
 }

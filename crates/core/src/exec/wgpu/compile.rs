@@ -1,13 +1,13 @@
 //! Plan -> device resources and the list of dispatches. Everything a run needs is created
 //! here, once.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use wgpu::util::DeviceExt;
 
 use super::device::{PipelineCache, WgpuBackend};
-use super::kernel::{BindingKind, Elem, PipelineKey, ScratchUse, module_source};
+use super::kernel::{BindingKind, Elem, InputAt, PipelineKey, ScratchUse, module_source};
 use super::lower::{KernelCtx, Lowering, lower};
 use super::timing::Timing;
 use crate::error::{Error, Result};
@@ -242,9 +242,23 @@ fn build(backend: &WgpuBackend, linked: &LinkedPlan, shared: &Shared) -> Result<
     let loc = |id: NodeId| Loc::of(linked.place(id), g.ty(id), backend.f16);
 
     let mut cache = backend.cache.lock().map_err(|_| Error::Backend("pipeline cache poisoned".into()))?;
+    // `scalar` reads that only feed kernels (directly or through reshapes): those kernels read
+    // the runtime scalar table themselves, and the read runs no kernel. A read that is an
+    // output, or viewed by one, is still written to its place.
+    let written: HashSet<NodeId> = g.outputs().iter().filter_map(|(_, id)| scalar_read(g, *id)).collect();
+    let scalar_of = |id: NodeId| {
+        let read = scalar_read(g, id).filter(|read| !written.contains(read))?;
+        match &g.node(read).op {
+            Op::ScalarRead(s) => Some(s.scalar.0),
+            _ => None,
+        }
+    };
     let mut specs = Vec::new();
     let mut scratch_bytes = 0;
     for &id in &plan.schedule {
+        if matches!(g.node(id).op, Op::ScalarRead(_)) && scalar_of(id).is_some() {
+            continue;
+        }
         let node = g.node(id);
         let inputs: Vec<&TensorType> = node.inputs.iter().map(|&i| g.ty(i)).collect();
         let ctx = KernelCtx {
@@ -294,29 +308,31 @@ fn build(backend: &WgpuBackend, linked: &LinkedPlan, shared: &Shared) -> Result<
         let node = g.node(id);
         let out = if spec.scratch == ScratchUse::Writes { scratch_range } else { Range::Value(loc(id)) };
         let mut ranges: Vec<Range> = Vec::new();
-        let mut input_binding = Vec::new();
-        let mut inputs: Vec<Range> = node.inputs.iter().map(|&i| Range::Value(loc(i))).collect();
+        let mut input_at = Vec::new();
+        // Each input's range, or the runtime scalar it is.
+        let mut inputs: Vec<(Range, Option<u32>)> =
+            node.inputs.iter().map(|&i| (Range::Value(loc(i)), scalar_of(i))).collect();
         if spec.scratch == ScratchUse::Reads {
-            inputs.push(scratch_range);
+            inputs.push((scratch_range, None));
         }
-        for l in inputs {
+        for (l, scalar) in inputs {
             // An input stored exactly where the output goes (in place, or a cache write) is
             // read through the output binding: WebGPU forbids aliasing writable bindings.
-            let j = if l.starts_with(&out) {
-                usize::MAX
-            } else if let Some(j) = ranges.iter().position(|r| *r == l) {
-                j
-            } else {
-                ranges.push(l);
-                ranges.len() - 1
+            let at = match scalar {
+                Some(n) => InputAt::Scalar(n),
+                None if l.starts_with(&out) => InputAt::Binding(usize::MAX),
+                None => InputAt::Binding(ranges.iter().position(|r| *r == l).unwrap_or_else(|| {
+                    ranges.push(l);
+                    ranges.len() - 1
+                })),
             };
-            input_binding.push(j);
+            input_at.push(at);
         }
         ranges.push(out);
         let out_binding = ranges.len() - 1;
-        for j in &mut input_binding {
-            if *j == usize::MAX {
-                *j = out_binding;
+        for at in &mut input_at {
+            if *at == InputAt::Binding(usize::MAX) {
+                *at = InputAt::Binding(out_binding);
             }
         }
         let bindings: Vec<BindingKind> =
@@ -325,7 +341,7 @@ fn build(backend: &WgpuBackend, linked: &LinkedPlan, shared: &Shared) -> Result<
             kernel: spec.name,
             defines: spec.defines.clone(),
             bindings: bindings.clone(),
-            input_binding,
+            inputs: input_at,
             output_dtype: if spec.scratch == ScratchUse::Writes { DType::F32 } else { node.ty.dtype },
             params_wgsl: spec.params_wgsl,
         };
@@ -412,6 +428,15 @@ fn build(backend: &WgpuBackend, linked: &LinkedPlan, shared: &Shared) -> Result<
         states,
         timing,
     })
+}
+
+/// The `scalar` read whose value `id` is, itself or through reshapes (views of it).
+fn scalar_read(g: &Graph, id: NodeId) -> Option<NodeId> {
+    match &g.node(id).op {
+        Op::ScalarRead(_) => Some(id),
+        Op::Reshape(_) => scalar_read(g, g.node(id).inputs[0]),
+        _ => None,
+    }
 }
 
 /// The pipeline for `key`, created (with its layout) on first use.

@@ -147,15 +147,25 @@ pub struct BindingKind {
     pub writable: bool,
 }
 
-/// Everything that decides a pipeline: the kernel, its placeholders, its bindings, which
-/// binding each input reads and the output's dtype.
+/// Where a dispatch reads one of its op's inputs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum InputAt {
+    /// Storage binding `j`.
+    Binding(usize),
+    /// Runtime scalar `n`, from the run's scalar table: the value of a `scalar` read, which
+    /// then needs no kernel of its own (a decoder step reads nine).
+    Scalar(u32),
+}
+
+/// Everything that decides a pipeline: the kernel, its placeholders, its bindings, where each
+/// input is read and the output's dtype.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct PipelineKey {
     pub kernel: &'static str,
     pub defines: Vec<(&'static str, String)>,
     pub bindings: Vec<BindingKind>,
-    /// For each op input, the index of the storage binding it reads.
-    pub input_binding: Vec<usize>,
+    /// For each op input, where it is read.
+    pub inputs: Vec<InputAt>,
     pub output_dtype: DType,
     pub params_wgsl: &'static str,
 }
@@ -193,8 +203,14 @@ pub fn module_source(key: &PipelineKey, source: &str) -> String {
         let ty = if b.elem == Elem::F16Native { "f16" } else { "u32" };
         let _ = writeln!(s, "@group(0) @binding({}) var<storage, {access}> b{j}: array<{ty}>;", j + 2);
     }
-    for (k, &j) in key.input_binding.iter().enumerate() {
-        let [f, i, u, w] = loads(key.bindings[j].elem, j);
+    for (k, &at) in key.inputs.iter().enumerate() {
+        let [f, i, u, w] = match at {
+            InputAt::Binding(j) => loads(key.bindings[j].elem, j),
+            InputAt::Scalar(n) => {
+                let word = format!("runtime_scalar({n}u)");
+                [format!("f32({word})"), format!("bitcast<i32>({word})"), word.clone(), word]
+            }
+        };
         let _ = writeln!(
             s,
             "fn ld{k}(i: u32) -> f32 {{ return {f}; }}\nfn ldi{k}(i: u32) -> i32 {{ return {i}; }}\n\
@@ -204,8 +220,12 @@ pub fn module_source(key: &PipelineKey, source: &str) -> String {
     // Four-element loads, for the CPU-adapter kernels (emitted only where a kernel uses them,
     // so the other modules are unchanged).
     if source.contains("ld4_") {
-        for (k, &j) in key.input_binding.iter().enumerate() {
-            let _ = writeln!(s, "fn ld4_{k}(i: u32) -> vec4<f32> {{ {} }}", load4(key.bindings[j].elem, j, k));
+        for (k, &at) in key.inputs.iter().enumerate() {
+            let body = match at {
+                InputAt::Binding(j) => load4(Some((key.bindings[j].elem, j)), k),
+                InputAt::Scalar(_) => load4(None, k),
+            };
+            let _ = writeln!(s, "fn ld4_{k}(i: u32) -> vec4<f32> {{ {body} }}");
         }
     }
     let out = key.bindings.len() - 1;
@@ -248,13 +268,13 @@ fn split_enables(source: &str) -> (Vec<&str>, String) {
     (enables, rest)
 }
 
-/// The body of `ld4_{k}(i)`: elements `i..i + 4` of input `k` (binding `j`) as f32. Packed f16
-/// pairs are read as two words when `i` is even (the CPU drivers load storage lane by lane, so
-/// every word saved counts).
-fn load4(elem: Elem, j: usize, k: usize) -> String {
+/// The body of `ld4_{k}(i)`: elements `i..i + 4` of input `k` (stored as `elem` in binding `j`,
+/// or a runtime scalar when `None`) as f32. Packed f16 pairs are read as two words when `i` is
+/// even (the CPU drivers load storage lane by lane, so every word saved counts).
+fn load4(binding: Option<(Elem, usize)>, k: usize) -> String {
     let each = format!("vec4<f32>(ld{k}(i), ld{k}(i + 1u), ld{k}(i + 2u), ld{k}(i + 3u))");
-    match elem {
-        Elem::F16Packed => format!(
+    match binding {
+        Some((Elem::F16Packed, j)) => format!(
             "if ((i & 1u) == 0u) {{ return vec4<f32>(unpack2x16float(b{j}[i >> 1u]), \
              unpack2x16float(b{j}[(i >> 1u) + 1u])); }} return {each};"
         ),

@@ -21,6 +21,6 @@ pub use device::{
     DEFAULT_MAX_BUFFER, DEFAULT_MAX_STORAGE_BINDING, MATRIX_SUBGROUP, WgpuBackend, WgpuOptions, buffer_limit,
     matrix_units,
 };
-pub use kernel::{BindingKind, Elem, KernelSpec, PipelineKey, ScratchUse, WORKGROUP, grid};
+pub use kernel::{BindingKind, Elem, InputAt, KernelSpec, PipelineKey, ScratchUse, WORKGROUP, grid};
 pub use lower::{KernelCtx, Lowering, lower};
 pub use params::{KernelParams, pack_dims};

@@ -101,7 +101,7 @@ pub(crate) mod testing {
 
     use super::{KernelCtx, Lowering, lower};
     use crate::error::Result;
-    use crate::exec::wgpu::kernel::{BindingKind, Elem, KernelSpec, PipelineKey, ScratchUse, module_source};
+    use crate::exec::wgpu::kernel::{BindingKind, Elem, InputAt, KernelSpec, PipelineKey, ScratchUse, module_source};
     use crate::ir::{DType, TensorType};
     use crate::ops::Op;
 
@@ -182,7 +182,7 @@ pub(crate) mod testing {
             kernel: spec.name,
             defines: spec.defines.clone(),
             bindings,
-            input_binding: (0..inputs.len()).collect(),
+            inputs: (0..inputs.len()).map(InputAt::Binding).collect(),
             output_dtype: output,
             params_wgsl: spec.params_wgsl,
         };
