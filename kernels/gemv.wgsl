@@ -15,7 +15,7 @@ const TRANSPOSE_B: bool = $TRANSPOSE_B;
 // partial[c * LANES + lane]: the sum of column c over the k of `lane`.
 var<workgroup> partial: array<f32, 256>;
 
-fn epilogue(v: f32, col: u32) -> f32 {
+fn epilogue(v: f32, at: u32, col: u32) -> f32 {
     return $EPILOGUE;
 }
 
@@ -68,6 +68,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         workgroupBarrier();
     }
     if (lane == 0u && col < p.n) {
-        st(wid.z * p.n + col, epilogue(partial[c * LANES], col));
+        let at = wid.z * p.n + col;
+        st(at, epilogue(partial[c * LANES], at, col));
     }
 }

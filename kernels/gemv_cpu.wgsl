@@ -9,7 +9,7 @@
 
 const TRANSPOSE_B: bool = $TRANSPOSE_B;
 
-fn epilogue(v: f32, col: u32) -> f32 {
+fn epilogue(v: f32, at: u32, col: u32) -> f32 {
     return $EPILOGUE;
 }
 
@@ -55,7 +55,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let out_base = wid.z * p.n;
     for (var j = 0u; j < 4u; j++) {
         if (col0 + j < p.n) {
-            st(out_base + col0 + j, epilogue(acc[j], col0 + j));
+            let at = out_base + col0 + j;
+            st(at, epilogue(acc[j], at, col0 + j));
         }
     }
 }

@@ -8,7 +8,8 @@
 // columns as one vec4 each. The next step's values are loaded into registers while the current
 // step is computed, hiding global memory latency. The 16 products of a step are unrolled by
 // hand (measurably faster than the loop on the GPUs tried). Edges read zeros and skip stores.
-// `$EPILOGUE` is f(v, col) applied to each accumulated value before the store.
+// `$EPILOGUE` is f(v, at, col) applied to each accumulated value before it is stored at
+// output index `at`.
 
 const TILE: u32 = 64u;
 const TK: u32 = 16u;
@@ -21,7 +22,7 @@ const TRANSPOSE_B: bool = $TRANSPOSE_B;
 var<workgroup> at: array<vec4<f32>, 272>;
 var<workgroup> bt: array<vec4<f32>, 272>;
 
-fn epilogue(v: f32, col: u32) -> f32 {
+fn epilogue(v: f32, at: u32, col: u32) -> f32 {
     return $EPILOGUE;
 }
 
@@ -239,7 +240,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         if (row < p.m) {
             for (var j = 0u; j < 4u; j++) {
                 if (col + j < p.n) {
-                    st(out_base + row * p.n + col + j, epilogue(acc[i][j], col + j));
+                    let at = out_base + row * p.n + col + j;
+                    st(at, epilogue(acc[i][j], at, col + j));
                 }
             }
         }

@@ -12,7 +12,7 @@
 
 const TRANSPOSE_B: bool = $TRANSPOSE_B;
 
-fn epilogue(v: f32, col: u32) -> f32 {
+fn epilogue(v: f32, at: u32, col: u32) -> f32 {
     return $EPILOGUE;
 }
 
@@ -22,7 +22,8 @@ fn store_row(base: u32, row: u32, col: u32, acc: vec4<f32>) {
     }
     for (var j = 0u; j < 4u; j++) {
         if (col + j < p.n) {
-            st(base + row * p.n + col + j, epilogue(acc[j], col + j));
+            let at = base + row * p.n + col + j;
+            st(at, epilogue(acc[j], at, col + j));
         }
     }
 }

@@ -9,7 +9,8 @@
 // M, N and K are the sizes; A_BASE and B_BASE batch z's offsets; LOAD_A and LOAD_B read
 // element (row, k) of A and (k, col) of B at such an offset (zero for k past K; any value for
 // a row past M or a column past N, whose results are never stored); OUT_AT is the output index
-// of (row, col) and EPILOGUE maps the sum v of (row, col) to the value stored.
+// of (row, col) and EPILOGUE maps the sum v of (row, col), stored at output index `at`, to the
+// value stored.
 //
 // Chosen where the device has 16 x 16 x 16 f16 -> f32 cooperative matrices on subgroups of
 // 32 lanes (`exec::wgpu::matrix_units`). A workgroup of 128 invocations, four subgroups,
@@ -60,7 +61,7 @@ fn out_at(z: u32, row: u32, col: u32) -> u32 {
     return $OUT_AT;
 }
 
-fn epilogue(v: f32, row: u32, col: u32) -> f32 {
+fn epilogue(v: f32, at: u32, row: u32, col: u32) -> f32 {
     return $EPILOGUE;
 }
 
@@ -160,7 +161,8 @@ fn main(
             let row = tr + idx / 16u;
             let col = tc + idx % 16u;
             if (row < $M && col < $N) {
-                st(out_at(wid.z, row, col), epilogue(cs[scratch + idx], row, col));
+                let at = out_at(wid.z, row, col);
+                st(at, epilogue(cs[scratch + idx], at, row, col));
             }
         }
         workgroupBarrier();

@@ -1,7 +1,7 @@
 // Products: the matrix-vector kernel of decoder steps, the operand conversion in front of
 // cuBLAS, and the epilogue behind it (crates/native/src/cuda/lower/matmul.rs).
 
-// out[r, c] = act(sum_k a[r, k] * b[c, k] + bias[c]) for r < m (at most 8 rows): a warp per
+// out[r, c] = act(sum_k a[r, k] * b[c, k] + bias[c]) (+ residual[r, c]) for r < m (at most 8 rows): a warp per
 // output column reads the weight row `b[c, :]` once for all rows. `mode` 1 (f16 weights, f32
 // rows, k a multiple of 8) and 2 (f32 weights and rows, k a multiple of 4) move 16 bytes of
 // weights per lane and load, mode 3 (q8 weights as stored, k a multiple of 8) 8 bytes, its
@@ -92,6 +92,7 @@ extern "C" __global__ void matmul_gemv(const GemvParams p) {
             if (p.mode == 3) v *= ((const float*)p.scales)[c];
             if (p.has_bias) v += ld(p.bias, c);
             if (p.gelu) v = gelu_f32(v);
+            if (p.has_residual) v += ld(p.residual, (u64)r * p.n + c);
             st(p.out, (u64)r * p.n + c, v);
         }
     }
@@ -133,12 +134,13 @@ extern "C" __global__ void matmul_convert(const ConvertParams p) {
     }
 }
 
-// After cuBLAS wrote f32 results: bias (over columns or rows), GELU, rounding to the output
-// dtype. A thread takes four consecutive results (16-byte load and store when the output
+// After cuBLAS wrote f32 results: bias (over columns or rows), GELU, the residual (an input of
+// the output's shape), rounding to the output dtype. A thread takes four consecutive results (16-byte load and store when the output
 // is 16-byte aligned, as arena values are).
 __device__ __forceinline__ float epilogue_one(const EpilogueParams& p, unsigned i, float v) {
     if (p.has_bias) v += ld(p.bias, (i / p.bias_div) % p.bias_len);
     if (p.gelu) v = gelu_f32(v);
+    if (p.has_residual) v += ld(p.residual, i);
     return p.out.dtype == DTYPE_F16 ? round_f16(v) : v;
 }
 

@@ -1,5 +1,8 @@
-//! Fused matmul + bias (+ GELU): `act(a x b + bias)` with `bias [N]` added to every row.
-//! Emitted by the matmul fusion pass; the linear layers of Whisper are all this op.
+//! Fused matmul + bias (+ GELU) (+ residual): `act(a x b + bias) + residual` with `bias [N]`
+//! added to every row and, when `residual`, a fourth input of the output's shape added last.
+//! Emitted by the matmul fusion pass; the linear layers of Whisper are all this op, and those
+//! that end a residual block (attention's output projection, the MLP's second layer) take the
+//! residual stream's add too: one kernel instead of two.
 
 use super::cpu_kernels::par_chunks;
 use super::gather::infer_values;
@@ -14,6 +17,8 @@ pub struct MatMulBias {
     pub transpose_b: bool,
     /// Apply GELU (erf form) after the bias.
     pub gelu: bool,
+    /// Input 3, of the output's shape, is added after the activation.
+    pub residual: bool,
 }
 
 impl OpKind for MatMulBias {
@@ -28,11 +33,19 @@ impl OpKind for MatMulBias {
         if self.gelu {
             a.push("gelu");
         }
+        if self.residual {
+            a.push("residual");
+        }
         a.join(" ")
     }
     fn infer(&self, inputs: &[&TensorType]) -> Result<TensorType> {
-        expect_arity("matmul_bias", inputs.len(), 3)?;
+        expect_arity("matmul_bias", inputs.len(), 3 + usize::from(self.residual))?;
         let out = matmul_type("matmul_bias", inputs[0], inputs[1], self.transpose_b)?;
+        if let Some(r) = inputs.get(3)
+            && (!r.dtype.is_float() || r.shape != out.shape)
+        {
+            return Err(Error::shape("matmul_bias", format!("the residual must be a float {}, got {r}", out.shape)));
+        }
         let bias = inputs[2];
         if !bias.dtype.is_float() || bias.shape.dims() != [out.shape.last()] {
             return Err(Error::shape(
@@ -46,16 +59,21 @@ impl OpKind for MatMulBias {
         let out = infer_values(self, inputs)?;
         let mut values = matmul_f32(inputs[0], inputs[1], self.transpose_b, &out.shape);
         let bias = inputs[2].to_f32_cow();
+        let residual = inputs.get(3).map(|r| r.to_f32_cow());
         // `infer` made the bias as long as a row; `max(1)` only guards empty outputs. GELU
         // (an erf per value) costs enough to be worth the threads.
         let row_len = bias.len().max(1);
         let work = if self.gelu { values.len() * 32 } else { values.len() };
-        par_chunks(&mut values, row_len, work, |_, rows| {
-            for row in rows.chunks_mut(row_len) {
-                for (v, b) in row.iter_mut().zip(bias.iter()) {
+        par_chunks(&mut values, row_len, work, |first, rows| {
+            for (i, row) in rows.chunks_mut(row_len).enumerate() {
+                let at = (first + i) * row_len;
+                for (c, (v, b)) in row.iter_mut().zip(bias.iter()).enumerate() {
                     *v += b;
                     if self.gelu {
                         *v = UnaryKind::Gelu.apply(*v);
+                    }
+                    if let Some(r) = &residual {
+                        *v += r[at + c];
                     }
                 }
             }
@@ -94,9 +112,11 @@ mod tests {
         let a = Tensor::f32([1, 2], vec![1.0, -1.0]).unwrap();
         let eye = Tensor::f32([2, 2], vec![1.0, 0.0, 0.0, 1.0]).unwrap();
         let bias = Tensor::f32([2], vec![0.0, 0.5]).unwrap();
-        let y = eval_op(MatMulBias { transpose_b: false, gelu: false }, &[&a, &eye, &bias]).unwrap();
+        let y = eval_op(MatMulBias { transpose_b: false, gelu: false, residual: false }, &[&a, &eye, &bias]).unwrap();
         assert_eq!(y.to_f32(), vec![1.0, -0.5]);
-        let y = eval_op(MatMulBias { transpose_b: true, gelu: true }, &[&a, &eye, &bias]).unwrap().to_f32();
+        let y = eval_op(MatMulBias { transpose_b: true, gelu: true, residual: false }, &[&a, &eye, &bias])
+            .unwrap()
+            .to_f32();
         assert!((y[0] - 0.841_344_7).abs() < 1e-6 && (y[1] + 0.154_268_77).abs() < 1e-6, "{y:?}");
     }
 
@@ -107,7 +127,7 @@ mod tests {
         for transpose_b in [false, true] {
             let b = wave(if transpose_b { &[4, 5] } else { &[5, 4] }, 1.0);
             for gelu in [false, true] {
-                let fused = eval_op(MatMulBias { transpose_b, gelu }, &[&a, &b, &bias]).unwrap();
+                let fused = eval_op(MatMulBias { transpose_b, gelu, residual: false }, &[&a, &b, &bias]).unwrap();
                 let want = unfused(&a, &b, &bias, transpose_b, gelu);
                 assert_eq!(fused.shape().dims(), [2, 3, 4]);
                 assert_eq!(fused.to_f32(), want.to_f32(), "transpose_b={transpose_b} gelu={gelu}");
@@ -117,7 +137,8 @@ mod tests {
         // last op; the unfused path also rounds in between, so compare within an f16 step.
         let to16 = |t: &Tensor| Tensor::from_f32(DType::F16, t.shape().clone(), t.to_f32()).unwrap();
         let (a16, b16, bias16) = (to16(&a), to16(&wave(&[4, 5], 1.0)), to16(&bias));
-        let fused = eval_op(MatMulBias { transpose_b: true, gelu: true }, &[&a16, &b16, &bias16]).unwrap();
+        let fused =
+            eval_op(MatMulBias { transpose_b: true, gelu: true, residual: false }, &[&a16, &b16, &bias16]).unwrap();
         assert_eq!(fused.dtype(), DType::F16);
         let want = unfused(&a16, &b16, &bias16, true, true).to_f32();
         for (x, y) in fused.to_f32().iter().zip(&want) {
@@ -132,12 +153,37 @@ mod tests {
         let w = g.param("w", TensorType::new(DType::F32, [2, 4])).unwrap();
         let b3 = g.param("b3", TensorType::new(DType::F32, [3])).unwrap();
         let b2 = g.param("b2", TensorType::new(DType::F32, [2])).unwrap();
-        let op = |transpose_b| MatMulBias { transpose_b, gelu: true };
+        let op = |transpose_b| MatMulBias { transpose_b, gelu: true, residual: false };
         let err = g.push(op(true), &[a, w, b3]).unwrap_err();
         assert_eq!(err.to_string(), "matmul_bias: bias must be a float [2], got f32[3]");
         let err = g.push(op(false), &[a, w, b2]).unwrap_err();
         assert_eq!(err.to_string(), "matmul_bias: inner dimensions differ: f32[3,4] x f32[2,4] (4 vs 2)");
         let y = g.push(op(true), &[a, w, b2]).unwrap();
         assert_eq!(g.ty(y), &TensorType::new(DType::F32, [3, 2]));
+    }
+
+    #[test]
+    fn the_residual_is_added_after_the_activation() {
+        let a = wave(&[3, 5], 0.3);
+        let b = wave(&[4, 5], 1.0);
+        let bias = wave(&[4], 2.0);
+        let r = wave(&[3, 4], 4.0);
+        let add = |x: &Tensor, y: &Tensor| eval_op(Binary { kind: BinaryKind::Add }, &[x, y]).unwrap();
+        for gelu in [false, true] {
+            let fused = eval_op(MatMulBias { transpose_b: true, gelu, residual: true }, &[&a, &b, &bias, &r]).unwrap();
+            // The residual stream's add as Whisper writes it: x + layer(x).
+            let want = add(&r, &unfused(&a, &b, &bias, true, gelu));
+            assert_eq!(fused.to_f32(), want.to_f32(), "gelu={gelu}");
+        }
+        let mut g = Graph::new("t");
+        let x = g.input("x", TensorType::new(DType::F32, [3, 5])).unwrap();
+        let w = g.param("w", TensorType::new(DType::F32, [4, 5])).unwrap();
+        let bias = g.param("b", TensorType::new(DType::F32, [4])).unwrap();
+        let short = g.input("r", TensorType::new(DType::F32, [3, 3])).unwrap();
+        let op = MatMulBias { transpose_b: true, gelu: false, residual: true };
+        let err = g.push(op.clone(), &[x, w, bias, short]).unwrap_err();
+        assert_eq!(err.to_string(), "matmul_bias: the residual must be a float [3,4], got f32[3,3]");
+        let err = g.push(op, &[x, w, bias]).unwrap_err();
+        assert_eq!(err.to_string(), "matmul_bias: takes 4 inputs, got 3");
     }
 }

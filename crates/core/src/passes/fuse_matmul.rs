@@ -1,6 +1,9 @@
 //! Matmul epilogue fusion: `matmul(a, b) + bias` (bias `[N]`, either operand order),
 //! optionally followed by GELU, becomes one [`MatMulBias`] op. Whisper's linear layers are
-//! all of this form, and the FFN's first layer carries the GELU.
+//! all of this form, and the FFN's first layer carries the GELU. Then a residual add of such
+//! a layer's result, `r + layer(x)` with `r` of the output's type and a weight of rank 2 (so
+//! that every backend sees one matrix of rows), joins it as the op's residual: a residual
+//! block's last layer and the stream's add become one kernel.
 
 use super::Pass;
 use super::pattern::{Uses, rewrite_to_fixpoint, try_replace};
@@ -21,7 +24,8 @@ impl Pass for FuseMatMulBias {
             // GELU roots first: an add under a GELU must not be taken alone.
             let gelu = g.ids().filter_map(|id| Some((id, match_gelu(g, &uses, id)?)));
             let bias = g.ids().filter_map(|id| Some((id, match_bias(g, &uses, id, false)?)));
-            let candidates: Vec<_> = gelu.chain(bias).collect();
+            let residual = g.ids().filter_map(|id| Some((id, match_residual(g, &uses, id)?)));
+            let candidates: Vec<_> = gelu.chain(bias).chain(residual).collect();
             for (id, (op, inputs)) in candidates {
                 if try_replace(g, id, op, &inputs)? {
                     return Ok(true);
@@ -57,7 +61,25 @@ fn match_bias(g: &Graph, uses: &Uses, id: NodeId, gelu: bool) -> Option<(MatMulB
         .find(|&(m, b)| matches!(g.node(m).op, Op::MatMul(_)) && uses.single(m) && is_bias(b) && g.ty(m) == g.ty(id))?;
     let Op::MatMul(m) = &g.node(mm).op else { return None };
     let (a, b) = (g.node(mm).inputs[0], g.node(mm).inputs[1]);
-    Some((MatMulBias { transpose_b: m.transpose_b, gelu }, vec![a, b, bias]))
+    Some((MatMulBias { transpose_b: m.transpose_b, gelu, residual: false }, vec![a, b, bias]))
+}
+
+/// `r + matmul_bias(..)` (either order) rooted at the add.
+fn match_residual(g: &Graph, uses: &Uses, id: NodeId) -> Option<(MatMulBias, Vec<NodeId>)> {
+    let Op::Binary(add) = &g.node(id).op else { return None };
+    if add.kind != BinaryKind::Add {
+        return None;
+    }
+    let [x, y] = [g.node(id).inputs[0], g.node(id).inputs[1]];
+    let (layer, r) = [(x, y), (y, x)].into_iter().find(|&(m, r)| {
+        let fusable =
+            matches!(&g.node(m).op, Op::MatMulBias(mb) if !mb.residual) && g.ty(g.node(m).inputs[1]).shape.rank() == 2;
+        fusable && uses.single(m) && m != r && g.ty(m) == g.ty(id) && g.ty(r) == g.ty(id)
+    })?;
+    let Op::MatMulBias(mb) = &g.node(layer).op else { return None };
+    let mut inputs = g.node(layer).inputs.clone();
+    inputs.push(r);
+    Some((MatMulBias { residual: true, ..mb.clone() }, inputs))
 }
 
 #[cfg(test)]
@@ -111,5 +133,53 @@ mod tests {
         let before = g.to_string();
         assert!(!FuseMatMulBias.run(&mut g).unwrap());
         assert_eq!(g.to_string(), before);
+    }
+
+    #[test]
+    fn a_residual_add_joins_the_layer_before_it() {
+        let mut g = Graph::new("block");
+        let x = g.input("x", f32t(&[5, 4])).unwrap();
+        let w = g.param("out.weight", f32t(&[4, 4])).unwrap();
+        let b = g.param("out.bias", f32t(&[4])).unwrap();
+        let h = g.matmul_t(x, w).unwrap();
+        let h = g.add(h, b).unwrap();
+        let y = g.add(x, h).unwrap();
+        g.output("y", y).unwrap();
+        let (after, changed) = run_and_compare(&FuseMatMulBias, &g, 1e-6);
+        assert!(changed);
+        assert_eq!(
+            after.to_string(),
+            "graph block {\n  %0 = input \"x\" : f32[5,4]\n  %1 = param \"out.weight\" : f32[4,4]\n  \
+             %2 = param \"out.bias\" : f32[4]\n  %3 = matmul_bias(%0, %1, %2, %0) transpose_b residual : f32[5,4]\n  \
+             outputs: y=%3\n}"
+        );
+    }
+
+    #[test]
+    fn residuals_of_shared_or_batched_layers_are_left_alone() {
+        // The layer's result is also an output: it must stay.
+        let mut g = Graph::new("shared");
+        let x = g.input("x", f32t(&[5, 4])).unwrap();
+        let w = g.param("w", f32t(&[4, 4])).unwrap();
+        let b = g.param("b", f32t(&[4])).unwrap();
+        let h = g.matmul_t(x, w).unwrap();
+        let h = g.add(h, b).unwrap();
+        let y = g.add(x, h).unwrap();
+        g.output("y", y).unwrap();
+        g.output("h", h).unwrap();
+        FuseMatMulBias.run(&mut g).unwrap();
+        assert!(g.to_string().contains("add("), "{g}");
+        // A batched weight (one matrix per batch) keeps its add.
+        let mut g = Graph::new("batched");
+        let x = g.input("x", f32t(&[2, 5, 4])).unwrap();
+        let w = g.input("w", f32t(&[2, 4, 4])).unwrap();
+        let b = g.param("b", f32t(&[4])).unwrap();
+        let h = g.matmul(x, w).unwrap();
+        let h = g.add(h, b).unwrap();
+        let y = g.add(h, x).unwrap();
+        g.output("y", y).unwrap();
+        FuseMatMulBias.run(&mut g).unwrap();
+        assert!(g.to_string().contains("matmul_bias(%0, %1, %2) : f32[2,5,4]"), "{g}");
+        assert!(g.to_string().contains("add("), "{g}");
     }
 }

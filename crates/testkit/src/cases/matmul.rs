@@ -41,6 +41,8 @@ pub(crate) fn matmul_bias(cases: &mut CaseGen) -> Result<()> {
     for (i, (transpose_b, gelu)) in [(true, false), (true, true), (false, true), (false, false)].into_iter().enumerate()
     {
         let w_dtype = if i % 2 == 1 { DType::F16 } else { DType::F32 };
+        // A residual block's last layer: the residual stream added after the activation.
+        let residual = i == 1 || i == 2;
         let (m, k, n) =
             (cases.pick(&[1, 3, 16, 17, 33]), cases.pick(&[3, 17, 64, 65, 127]), cases.pick(&[1, 7, 33, 64, 65]));
         let a_dims = if cases.coin() { vec![cases.pick(&[2, 3]), m, k] } else { vec![m, k] };
@@ -49,7 +51,13 @@ pub(crate) fn matmul_bias(cases: &mut CaseGen) -> Result<()> {
         let a = g.input("a", ty(DType::F32, &a_dims))?;
         let b = g.param("w", ty(w_dtype, &b_dims))?;
         let bias = g.param("bias", ty(w_dtype, &[n]))?;
-        let y = g.push(MatMulBias { transpose_b, gelu }, &[a, b, bias])?;
+        let mut inputs = vec![a, b, bias];
+        if residual {
+            let mut r_dims = a_dims.clone();
+            *r_dims.last_mut().expect("a has rank 2 or 3") = n;
+            inputs.push(g.input("r", ty(DType::F32, &r_dims))?);
+        }
+        let y = g.push(MatMulBias { transpose_b, gelu, residual }, &inputs)?;
         g.output("y", y)?;
         let mut label = format!("matmul_bias w {w_dtype}");
         if transpose_b {
@@ -58,19 +66,28 @@ pub(crate) fn matmul_bias(cases: &mut CaseGen) -> Result<()> {
         if gelu {
             label += " gelu";
         }
+        if residual {
+            label += " residual";
+        }
         cases.push("matmul_bias", &label, g, accumulate(k), &[])?;
         cases.f16_products(accumulate_f16(k));
     }
     // An int8 model's linear layer: q8 weight, f32 bias, GELU, few rows and many.
-    for m in [cases.pick(&[1, 3, 8]), cases.pick(&[9, 17, 33])] {
+    // The second also with a residual.
+    for (m, residual) in [(cases.pick(&[1, 3, 8]), false), (cases.pick(&[9, 17, 33]), true)] {
         let (k, n) = (cases.pick(&[8, 16, 17, 64, 65]), cases.pick(&[1, 7, 33, 64, 65]));
         let mut g = Graph::new("matmul_bias");
         let a = g.input("a", ty(DType::F32, &[m, k]))?;
         let b = g.param("w", ty(DType::Q8, &[n, k]))?;
         let bias = g.param("bias", ty(DType::F32, &[n]))?;
-        let y = g.push(MatMulBias { transpose_b: true, gelu: true }, &[a, b, bias])?;
+        let mut inputs = vec![a, b, bias];
+        if residual {
+            inputs.push(g.input("r", ty(DType::F32, &[m, n]))?);
+        }
+        let y = g.push(MatMulBias { transpose_b: true, gelu: true, residual }, &inputs)?;
         g.output("y", y)?;
-        cases.push("matmul_bias", &format!("matmul_bias w q8 transpose_b gelu, {m} rows"), g, accumulate(k), &[])?;
+        let label = format!("matmul_bias w q8 transpose_b gelu{}, {m} rows", if residual { " residual" } else { "" });
+        cases.push("matmul_bias", &label, g, accumulate(k), &[])?;
         cases.f16_products(accumulate_f16(k));
     }
     Ok(())

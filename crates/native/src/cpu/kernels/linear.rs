@@ -33,6 +33,8 @@ pub struct Linear {
     weight: WeightKind,
     bias: bool,
     gelu: bool,
+    /// Input 3 (f32, the output's shape) is added last.
+    residual: bool,
 }
 
 /// How a weight operand is stored: the kernels that read weights (products, convolutions,
@@ -75,9 +77,9 @@ pub unsafe fn q8_parts<'a>(bases: &Bases, op: Operand, len: usize) -> Result<(&'
 
 impl Linear {
     pub fn choose(op: &Op, t: &[TensorType], out: &TensorType) -> Option<Self> {
-        let (bias, gelu) = match op {
-            Op::MatMul(m) if m.transpose_b => (false, false),
-            Op::MatMulBias(m) if m.transpose_b => (true, m.gelu),
+        let (bias, gelu, residual) = match op {
+            Op::MatMul(m) if m.transpose_b => (false, false, false),
+            Op::MatMulBias(m) if m.transpose_b => (true, m.gelu, m.residual),
             _ => return None,
         };
         let (a, w) = (&t[0], &t[1]);
@@ -87,8 +89,9 @@ impl Linear {
             && out.dtype == DType::F32
             && a.shape.dims().last() == Some(&k)
             && k > 0
-            && (!bias || (t[2].dtype == DType::F32 && t[2].shape.dims() == [n]));
-        ok.then(|| Linear { rows: a.numel() / k, n, k, weight, bias, gelu })
+            && (!bias || (t[2].dtype == DType::F32 && t[2].shape.dims() == [n]))
+            && (!residual || (t[3].dtype == DType::F32 && t[3].shape == out.shape));
+        ok.then(|| Linear { rows: a.numel() / k, n, k, weight, bias, gelu, residual })
     }
 
     /// # Safety
@@ -102,25 +105,30 @@ impl Linear {
         threads: usize,
     ) -> Result<()> {
         // SAFETY: the caller's contract.
-        let (a, bias) = unsafe {
-            (input::<f32>(bases, ops[0])?, if self.bias { Some(input::<f32>(bases, ops[2])?) } else { None })
+        let (a, bias, residual) = unsafe {
+            (
+                input::<f32>(bases, ops[0])?,
+                if self.bias { Some(input::<f32>(bases, ops[2])?) } else { None },
+                if self.residual { Some(input::<f32>(bases, ops[3])?) } else { None },
+            )
         };
+        let epilogue = Epilogue { bias, gelu: self.gelu, residual };
         if self.rows <= DOT_ROWS {
             match self.weight {
                 WeightKind::F16 => {
                     // SAFETY: the caller's contract.
                     let w = unsafe { input::<f16>(bases, ops[1])? };
-                    self.dots(a, w, bias, out, |x, m, _, o| simd::dot_rows_f16(x, m, self.k, o));
+                    self.dots(a, w, &epilogue, out, |x, m, _, o| simd::dot_rows_f16(x, m, self.k, o));
                 }
                 WeightKind::F32 => {
                     // SAFETY: the caller's contract.
                     let w = unsafe { input::<f32>(bases, ops[1])? };
-                    self.dots(a, w, bias, out, |x, m, _, o| simd::dot_rows(x, m, self.k, o));
+                    self.dots(a, w, &epilogue, out, |x, m, _, o| simd::dot_rows(x, m, self.k, o));
                 }
                 WeightKind::Q8 { len, .. } => {
                     // SAFETY: the caller's contract.
                     let (w, scales) = unsafe { q8_parts(bases, ops[1], len)? };
-                    self.dots(a, w, bias, out, |x, m, cols, o| simd::dot_rows_q8(x, m, &scales[cols], self.k, o));
+                    self.dots(a, w, &epilogue, out, |x, m, cols, o| simd::dot_rows_q8(x, m, &scales[cols], self.k, o));
                 }
             }
             return Ok(());
@@ -129,15 +137,10 @@ impl Linear {
         let w = unsafe { weight_f32(bases, ops[1], self.weight, &mut scratch.weights)? };
         let (m, n, k) = (self.rows, self.n, self.k);
         matmul(m, n, k, View::rows(a, k), View::transposed(w, k), out, threads);
-        if self.bias || self.gelu {
-            out.par_chunks_mut(n * 16).for_each(|rows| {
-                for row in rows.chunks_mut(n) {
-                    if let Some(b) = bias {
-                        row.iter_mut().zip(b).for_each(|(v, b)| *v += b);
-                    }
-                    if self.gelu {
-                        simd::gelu_in_place(row);
-                    }
+        if self.bias || self.gelu || self.residual {
+            out.par_chunks_mut(n * 16).enumerate().for_each(|(chunk, rows)| {
+                for (r, row) in rows.chunks_mut(n).enumerate() {
+                    epilogue.apply(row, chunk * 16 + r, 0..n, n);
                 }
             });
         }
@@ -150,7 +153,7 @@ impl Linear {
         &self,
         a: &[f32],
         w: &[W],
-        bias: Option<&[f32]>,
+        epilogue: &Epilogue,
         out: &mut [f32],
         rows_dot: impl Fn(&[f32], &[W], std::ops::Range<usize>, &mut [f32]) + Sync,
     ) {
@@ -162,12 +165,7 @@ impl Linear {
             let tmp = &mut tmp[..cols.len()];
             for r in 0..rows {
                 rows_dot(&a[r * k..(r + 1) * k], &w[cols.start * k..cols.end * k], cols.clone(), tmp);
-                if let Some(b) = bias {
-                    tmp.iter_mut().zip(&b[cols.clone()]).for_each(|(v, b)| *v += b);
-                }
-                if self.gelu {
-                    simd::gelu_in_place(tmp);
-                }
+                epilogue.apply(tmp, r, cols.clone(), n);
                 // SAFETY: row r < rows, columns cols within n: inside `out` (rows x n);
                 // column blocks are disjoint, so no two tasks write one element.
                 unsafe { std::ptr::copy_nonoverlapping(tmp.as_ptr(), dst.get().add(r * n + cols.start), tmp.len()) };
@@ -179,6 +177,28 @@ impl Linear {
             (0..blocks).for_each(job);
         } else {
             (0..blocks).into_par_iter().for_each(job);
+        }
+    }
+}
+
+/// What follows the product, per output value: the bias, GELU, the residual.
+struct Epilogue<'a> {
+    bias: Option<&'a [f32]>,
+    gelu: bool,
+    residual: Option<&'a [f32]>,
+}
+
+impl Epilogue<'_> {
+    /// Applies the epilogue to `values`, columns `cols` of output row `row` (rows of `n`).
+    fn apply(&self, values: &mut [f32], row: usize, cols: std::ops::Range<usize>, n: usize) {
+        if let Some(b) = self.bias {
+            values.iter_mut().zip(&b[cols.clone()]).for_each(|(v, b)| *v += b);
+        }
+        if self.gelu {
+            simd::gelu_in_place(values);
+        }
+        if let Some(r) = self.residual {
+            values.iter_mut().zip(&r[row * n + cols.start..row * n + cols.end]).for_each(|(v, r)| *v += r);
         }
     }
 }

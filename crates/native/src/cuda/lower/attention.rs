@@ -339,6 +339,7 @@ fn products(op: &Attention, ctx: &LowerCtx, mask: &MaskFields, s: Sizes) -> Resu
             bias: None,
             bias_rows: false,
             gelu: false,
+            residual: None,
         },
     )?);
     // f16 weights for the tensor cores need their own area; f32 ones replace the scores.
@@ -390,6 +391,7 @@ fn products(op: &Attention, ctx: &LowerCtx, mask: &MaskFields, s: Sizes) -> Resu
             bias: None,
             bias_rows: false,
             gelu: false,
+            residual: None,
         },
     )?);
     Ok(work)

@@ -174,6 +174,7 @@ fn tensor_cores(op: &Conv1d, ctx: &LowerCtx, s: &Im2col) -> Result<Vec<Launch>> 
         bias: s.bias,
         bias_rows: true,
         gelu: false,
+        residual: None,
     };
     work.extend(gemm(ctx, &product)?);
     Ok(work)
@@ -213,7 +214,8 @@ mod tests {
         assert_eq!(epilogue.name, "matmul_epilogue");
         // Bias index (i / 1500) % 384: one value per output channel.
         let p = &epilogue.params;
-        assert_eq!((&p[36..40], &p[40..44]), (&1500u32.to_le_bytes()[..], &384u32.to_le_bytes()[..]));
+        let at = std::mem::offset_of!(super::super::matmul::EpilogueParams, bias_div);
+        assert_eq!((&p[at..at + 4], &p[at + 4..at + 8]), (&1500u32.to_le_bytes()[..], &384u32.to_le_bytes()[..]));
     }
 
     fn kernel(launches: Vec<Launch>) -> KernelLaunch {

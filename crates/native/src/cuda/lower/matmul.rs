@@ -22,6 +22,8 @@ crate::cuda_params! {
         pub a: In,
         pub b: In,
         pub bias: In,
+        /// Added last, at the output's index, when `has_residual`.
+        pub residual: In,
         pub out: Out,
         /// [`GEMV_Q8`]: the weight's row scales.
         pub scales: u64,
@@ -30,6 +32,7 @@ crate::cuda_params! {
         pub k: u32,
         pub has_bias: u32,
         pub gelu: u32,
+        pub has_residual: u32,
         /// How the kernel loads: [`GEMV_HALF8`], [`GEMV_FLOAT4`], [`GEMV_Q8`] or element by
         /// element (0).
         pub mode: u32,
@@ -89,12 +92,15 @@ crate::cuda_params! {
     /// the output's dtype (a bias over columns: `bias_div` 1, `bias_len` n; over rows: n, m).
     pub struct EpilogueParams {
         pub bias: In,
+        /// Added after GELU, at the output's index, when `has_residual`.
+        pub residual: In,
         pub out: Out,
         pub total: u32,
         pub bias_div: u32,
         pub bias_len: u32,
         pub has_bias: u32,
         pub gelu: u32,
+        pub has_residual: u32,
     }
 }
 
@@ -133,6 +139,8 @@ pub struct RowGemm {
     /// The bias runs over rows (one value per row of `C`) rather than over columns.
     pub bias_rows: bool,
     pub gelu: bool,
+    /// An input of `C`'s shape added after GELU.
+    pub residual: Option<In>,
 }
 
 /// `x` as the product's operand type: as stored when it already is, else converted into
@@ -210,7 +218,7 @@ pub fn gemm(ctx: &LowerCtx, g: &RowGemm) -> Result<Vec<Launch>> {
         }
     }
     let rounds = g.c.dtype == dtype_code(susurrus_core::DType::F16);
-    if g.bias.is_some() || g.gelu || rounds {
+    if g.bias.is_some() || g.gelu || g.residual.is_some() || rounds {
         if g.ldc != g.n {
             return Err(Error::Unsupported { op: "a strided product with an epilogue".into(), backend: "cuda".into() });
         }
@@ -224,14 +232,23 @@ pub fn gemm(ctx: &LowerCtx, g: &RowGemm) -> Result<Vec<Launch>> {
             bias_len: bias_len as u32,
             has_bias: g.bias.is_some() as u32,
             gelu: g.gelu as u32,
+            residual: g.residual.unwrap_or_default(),
+            has_residual: g.residual.is_some() as u32,
         };
         work.push(Launch::Kernel(KernelLaunch::new("matmul_epilogue", &params).threads(total.div_ceil(4))));
     }
     Ok(work)
 }
 
-/// The product of inputs 0 and 1 of `ctx` (+ input 2 as bias), for matmul and matmul + bias.
-fn product(ctx: &LowerCtx, transpose_b: bool, bias: Option<In>, gelu: bool) -> Result<Vec<Launch>> {
+/// The product of inputs 0 and 1 of `ctx` (+ input 2 as bias, + input 3 as residual), for
+/// matmul and matmul + bias.
+fn product(
+    ctx: &LowerCtx,
+    transpose_b: bool,
+    bias: Option<In>,
+    gelu: bool,
+    residual: Option<In>,
+) -> Result<Vec<Launch>> {
     let (a_ty, b_ty, out_ty) = (&ctx.inputs[0].ty, &ctx.inputs[1].ty, &ctx.output.ty);
     let (a, b, out) = (&a_ty.shape, &b_ty.shape, &out_ty.shape);
     let (ra, rb, ro) = (a.rank(), b.rank(), out.rank());
@@ -256,6 +273,8 @@ fn product(ctx: &LowerCtx, transpose_b: bool, bias: Option<In>, gelu: bool) -> R
             k: k as u32,
             has_bias: bias.is_some() as u32,
             gelu: gelu as u32,
+            residual: residual.unwrap_or_default(),
+            has_residual: residual.is_some() as u32,
             mode: gemv_mode(ctx.input(0), ctx.input(1), k),
         };
         // A warp per output column, four columns per block (a 384-wide layer is 96 blocks).
@@ -292,16 +311,17 @@ fn product(ctx: &LowerCtx, transpose_b: bool, bias: Option<In>, gelu: bool) -> R
         bias,
         bias_rows: false,
         gelu,
+        residual,
     };
     gemm(ctx, &g)
 }
 
 pub fn matmul(op: &MatMul, ctx: &LowerCtx) -> Result<Vec<Launch>> {
-    product(ctx, op.transpose_b, None, false)
+    product(ctx, op.transpose_b, None, false, None)
 }
 
 pub fn matmul_bias(op: &MatMulBias, ctx: &LowerCtx) -> Result<Vec<Launch>> {
-    product(ctx, op.transpose_b, Some(ctx.input(2)), op.gelu)
+    product(ctx, op.transpose_b, Some(ctx.input(2)), op.gelu, op.residual.then(|| ctx.input(3)))
 }
 
 #[cfg(test)]
@@ -340,7 +360,8 @@ mod tests {
         let [Launch::Kernel(k)] = &work[..] else { panic!("{work:?}") };
         assert_eq!((k.name, k.grid, k.block), ("matmul_gemv", [384, 1, 1], [128, 1, 1]));
         // f16 weights, f32 rows of 384: eight of each per load.
-        assert_eq!(&k.params[k.params.len() - 4..], &GEMV_HALF8.to_le_bytes());
+        let at = std::mem::offset_of!(GemvParams, mode);
+        assert_eq!(&k.params[at..at + 4], &GEMV_HALF8.to_le_bytes());
     }
 
     /// A q8 weight: a decoder step reads it as stored (int8 loads, scales from right after the
@@ -368,7 +389,8 @@ mod tests {
         let at = std::mem::offset_of!(GemvParams, scales);
         let scales = u64::from_le_bytes(k.params[at..at + 8].try_into().unwrap());
         assert_eq!(scales, 0x40000 + 1536 * 384);
-        assert_eq!(&k.params[k.params.len() - 4..], &GEMV_Q8.to_le_bytes());
+        let at = std::mem::offset_of!(GemvParams, mode);
+        assert_eq!(&k.params[at..at + 4], &GEMV_Q8.to_le_bytes());
         let encoder = run(1500);
         let names: Vec<&str> = encoder
             .iter()

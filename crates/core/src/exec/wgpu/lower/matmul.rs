@@ -77,7 +77,8 @@ fn matmul_params(ctx: &KernelCtx) -> (MatMulParams, usize) {
 /// the matrix-vector kernel when every batch has a single row (decoder steps); on CPU
 /// adapters their `_cpu` variants; on devices with matrix units the tiled kernel's `_coop`
 /// variant (f16 inputs, f32 sums). `epilogue` is
-/// the WGSL expression applied to each accumulated value `v` of column `col`.
+/// the WGSL expression applied to each accumulated value `v` of column `col`, which is stored at
+/// output index `at`.
 fn matmul_kernel(op: &str, ctx: &KernelCtx, transpose_b: bool, epilogue: &str) -> Result<Lowering> {
     let out = &ctx.output.shape;
     if out.rank() > 10 {
@@ -146,11 +147,12 @@ pub fn matmul(op: &MatMul, ctx: &KernelCtx) -> Result<Lowering> {
     matmul_kernel(op.name(), ctx, op.transpose_b, "v")
 }
 
-/// The matmul kernels with the bias (input 2) and GELU applied to each accumulated value
-/// before it is stored.
+/// The matmul kernels with the bias (input 2), GELU and the residual (input 3, of the output's
+/// shape: read at the output index `at`) applied to each accumulated value before it is stored.
 pub fn matmul_bias(op: &MatMulBias, ctx: &KernelCtx) -> Result<Lowering> {
-    let epilogue = if op.gelu { "gelu_f32(v + ld2(col))" } else { "v + ld2(col)" };
-    matmul_kernel(op.name(), ctx, op.transpose_b, epilogue)
+    let act = if op.gelu { "gelu_f32(v + ld2(col))" } else { "v + ld2(col)" };
+    let epilogue = if op.residual { format!("{act} + ld3(at)") } else { act.to_string() };
+    matmul_kernel(op.name(), ctx, op.transpose_b, &epilogue)
 }
 
 #[cfg(test)]
@@ -249,7 +251,7 @@ mod tests {
         let w = ty(DType::F16, &[2, 4]);
         let bias = ty(DType::F16, &[2]);
         for (gelu, epilogue) in [(false, "v + ld2(col)"), (true, "gelu_f32(v + ld2(col))")] {
-            let op = MatMulBias { transpose_b: true, gelu };
+            let op = MatMulBias { transpose_b: true, gelu, residual: false };
             let spec = kernel_on(op, &[a.clone(), w.clone(), bias.clone()], false).unwrap();
             assert_eq!(spec.name, "matmul");
             assert!(spec.defines.contains(&("EPILOGUE", epilogue.to_string())), "{:?}", spec.defines);

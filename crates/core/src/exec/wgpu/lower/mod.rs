@@ -315,9 +315,13 @@ mod tests {
             for m in [1, 5] {
                 let b = if transpose_b { [7, 16] } else { [16, 7] };
                 all.push((MatMul { transpose_b }.into(), vec![arena(F32, &[2, m, 16]), weight(F16, &b)]));
-                for gelu in [false, true] {
-                    let op = MatMulBias { transpose_b, gelu };
-                    all.push((op.into(), vec![arena(F32, &[m, 16]), weight(F16, &b), weight(F16, &[7])]));
+                for (gelu, residual) in [(false, false), (true, false), (true, true)] {
+                    let op = MatMulBias { transpose_b, gelu, residual };
+                    let mut inputs = vec![arena(F32, &[m, 16]), weight(F16, &b), weight(F16, &[7])];
+                    if residual {
+                        inputs.push(arena(F32, &[m, 7]));
+                    }
+                    all.push((op.into(), inputs));
                 }
             }
         }
