@@ -69,16 +69,21 @@ pub fn decoder_graph(model: &ModelWeights, spec: &DecoderSpec) -> Result<Graph> 
     let embed = b.param(EMBED_TOKENS)?;
     let x = b.g.gather(embed, tokens)?;
     let x = b.widen(x)?;
-    let rows = b.iota(&[s])?;
-    let positions = b.g.add(rows, offset_value)?;
+    // A step's one position is the offset itself: a view of the scalar, which kernels read in
+    // place (no add to run).
+    let positions = if s == 1 {
+        b.g.reshape(offset_value, [1])?
+    } else {
+        let rows = b.iota(&[s])?;
+        b.g.add(rows, offset_value)?
+    };
     let pos_table = b.param("model.decoder.embed_positions.weight")?;
     let pos = b.g.gather(pos_table, positions)?;
     let mut x = b.g.add(x, pos)?;
 
     // Query row i sits at position offset + i and sees cache slots j <= offset + i.
     let slots = b.iota(&[1, c.n_text_ctx])?;
-    let query_rows = b.iota(&[s, 1])?;
-    let query_pos = b.g.add(query_rows, offset_value)?;
+    let query_pos = b.g.reshape(positions, [s, 1])?;
     let visible = b.g.compare(CmpKind::Le, slots, query_pos)?;
     let zero = b.f32_const(0.0);
     let masked = b.f32_const(MASKED);

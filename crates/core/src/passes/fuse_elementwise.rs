@@ -1,5 +1,7 @@
 //! Elementwise fusion: a tree of unary, binary and `where` ops with float results becomes one
-//! [`FusedElementwise`] op, so it reads its inputs once and writes one result.
+//! [`FusedElementwise`] op, so it reads its inputs once and writes one result. A cast of a
+//! float to f32 joins too, as no instruction: the program reads every input as f32 already
+//! (a decoder step's f16 embedding row and its position add become one kernel).
 //!
 //! Grown greedily from each root (latest node first): an operand joins the root's group when
 //! it is itself fusable, feeds only that group, and has the root's shape (so no value is
@@ -11,7 +13,7 @@ use std::collections::HashMap;
 use super::Pass;
 use super::pattern::{Uses, rewrite_to_fixpoint, try_replace};
 use crate::error::Result;
-use crate::ir::{Graph, NodeId};
+use crate::ir::{DType, Graph, NodeId};
 use crate::ops::{FusedElementwise, Instr, Op};
 
 /// Most external inputs of one fused op: a GPU dispatch binds at most 8 storage buffers
@@ -51,7 +53,11 @@ impl Pass for FuseElementwise {
 
 /// Ops a fused program can express, with a float result.
 fn fusable(g: &Graph, id: NodeId) -> bool {
-    matches!(g.node(id).op, Op::Unary(_) | Op::Binary(_) | Op::Select(_)) && g.ty(id).dtype.is_float()
+    match g.node(id).op {
+        Op::Unary(_) | Op::Binary(_) | Op::Select(_) => g.ty(id).dtype.is_float(),
+        Op::Cast(_) => g.ty(id).dtype == DType::F32 && g.ty(g.node(id).inputs[0]).dtype.is_float(),
+        _ => false,
+    }
 }
 
 /// Emits the program of one group in operand order, deduplicating shared operands.
@@ -83,6 +89,13 @@ impl<'g> ProgramBuilder<'g> {
         if let Some(&i) = self.emitted.get(&id) {
             return i;
         }
+        if self.joins(id) && matches!(self.g.node(id).op, Op::Cast(_)) {
+            // Exact in the program's f32 values: the value is its operand's.
+            self.fused_ops += 1;
+            let value = self.emit(self.g.node(id).inputs[0]);
+            self.emitted.insert(id, value);
+            return value;
+        }
         let instr = if self.joins(id) {
             self.fused_ops += 1;
             let node = self.g.node(id);
@@ -90,7 +103,7 @@ impl<'g> ProgramBuilder<'g> {
             match &node.op {
                 Op::Unary(u) => Instr::Unary(u.kind, args[0]),
                 Op::Binary(b) => Instr::Binary(b.kind, args[0], args[1]),
-                // `fusable` admits only unary, binary and where.
+                // `fusable` admits only unary, binary, where and (above) casts.
                 _ => Instr::Select(args[0], args[1], args[2]),
             }
         } else {
@@ -183,5 +196,32 @@ mod tests {
         assert_eq!(fused.len(), 1, "{after}");
         assert_eq!(fused[0].inputs.len(), MAX_FUSED_INPUTS, "{after}");
         assert!(after.to_string().contains("= add("), "{after}");
+    }
+
+    #[test]
+    fn widening_casts_join_as_no_instruction_and_narrowing_ones_stay() {
+        let mut g = Graph::new("ew");
+        let x = g.input("x", TensorType::new(DType::F16, [2, 3])).unwrap();
+        let p = g.input("p", TensorType::new(DType::F32, [2, 3])).unwrap();
+        let wide = g.cast(x, DType::F32).unwrap();
+        let y = g.add(wide, p).unwrap();
+        g.output("y", y).unwrap();
+        let (after, changed) = run_and_compare(&FuseElementwise, &g, 0.0);
+        assert!(changed);
+        assert_eq!(
+            after.to_string(),
+            "graph ew {\n  %0 = input \"x\" : f16[2,3]\n  %1 = input \"p\" : f32[2,3]\n  \
+             %2 = fused_elementwise(%0, %1) {in0; in1; add($0,$1)} : f32[2,3]\n  outputs: y=%2\n}"
+        );
+        // A cast to f16 rounds: it stays a node of its own.
+        let mut g = Graph::new("ew");
+        let x = g.input("x", TensorType::new(DType::F32, [3])).unwrap();
+        let e = g.exp(x).unwrap();
+        let narrow = g.cast(e, DType::F16).unwrap();
+        let y = g.neg(narrow).unwrap();
+        g.output("y", y).unwrap();
+        let before = g.to_string();
+        assert!(!FuseElementwise.run(&mut g).unwrap());
+        assert_eq!(g.to_string(), before);
     }
 }
