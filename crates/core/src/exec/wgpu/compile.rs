@@ -245,14 +245,10 @@ fn build(backend: &WgpuBackend, linked: &LinkedPlan, shared: &Shared) -> Result<
     // `scalar` reads that only feed kernels (directly or through reshapes): those kernels read
     // the runtime scalar table themselves, and the read runs no kernel. A read that is an
     // output, or viewed by one, is still written to its place.
-    let written: HashSet<NodeId> = g.outputs().iter().filter_map(|(_, id)| scalar_read(g, *id)).collect();
-    let scalar_of = |id: NodeId| {
-        let read = scalar_read(g, id).filter(|read| !written.contains(read))?;
-        match &g.node(read).op {
-            Op::ScalarRead(s) => Some(s.scalar.0),
-            _ => None,
-        }
-    };
+    let written: HashSet<NodeId> =
+        g.outputs().iter().filter_map(|(_, id)| scalar_read(g, *id).map(|(read, _)| read)).collect();
+    let scalar_of =
+        |id: NodeId| scalar_read(g, id).filter(|(read, _)| !written.contains(read)).map(|(_, scalar)| scalar);
     let mut specs = Vec::new();
     let mut scratch_bytes = 0;
     for &id in &plan.schedule {
@@ -430,10 +426,11 @@ fn build(backend: &WgpuBackend, linked: &LinkedPlan, shared: &Shared) -> Result<
     })
 }
 
-/// The `scalar` read whose value `id` is, itself or through reshapes (views of it).
-fn scalar_read(g: &Graph, id: NodeId) -> Option<NodeId> {
+/// The `scalar` read whose value `id` is, itself or through reshapes (views of it), and the
+/// index of the runtime scalar it reads.
+fn scalar_read(g: &Graph, id: NodeId) -> Option<(NodeId, u32)> {
     match &g.node(id).op {
-        Op::ScalarRead(_) => Some(id),
+        Op::ScalarRead(s) => Some((id, s.scalar.0)),
         Op::Reshape(_) => scalar_read(g, g.node(id).inputs[0]),
         _ => None,
     }

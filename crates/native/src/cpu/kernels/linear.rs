@@ -20,6 +20,9 @@ use super::{Scratch, input};
 
 /// At most this many rows run as dot products.
 const DOT_ROWS: usize = 8;
+
+/// Output rows per parallel task of the epilogue after a large product.
+const EPILOGUE_ROWS: usize = 16;
 /// Multiply-adds below which the dot-product path stays on the calling thread.
 const SMALL_WORK: usize = 1 << 18;
 /// Output columns per parallel task of the dot-product path.
@@ -138,9 +141,9 @@ impl Linear {
         let (m, n, k) = (self.rows, self.n, self.k);
         matmul(m, n, k, View::rows(a, k), View::transposed(w, k), out, threads);
         if self.bias || self.gelu || self.residual {
-            out.par_chunks_mut(n * 16).enumerate().for_each(|(chunk, rows)| {
+            out.par_chunks_mut(n * EPILOGUE_ROWS).enumerate().for_each(|(chunk, rows)| {
                 for (r, row) in rows.chunks_mut(n).enumerate() {
-                    epilogue.apply(row, chunk * 16 + r, 0..n, n);
+                    epilogue.apply(row, chunk * EPILOGUE_ROWS + r, 0..n, n);
                 }
             });
         }
