@@ -10,30 +10,52 @@
 // LANES threads per result, LANE_STRIDE and SLOT_STRIDE apart in thread index. Each lane
 // keeps the first best of its values k = lane, lane + LANES, ... in two candidates taken in
 // turn (so two loads are in flight, as the reduce kernel does with four sums), merged
-// preferring the smaller index on ties; then the lanes' (value, index) pairs are combined by
-// a tree in workgroup memory with the same rule, so the result is the first best overall.
+// preferring the smaller index on ties. The lanes are then combined with two folds of
+// `kernels/lanes*.wgsl` on 32-bit keys: `$KEY` maps a value to a u32 whose order is the
+// values' (NaN above everything, -0 equal to +0), so the run's best key is a u32 maximum,
+// and its first index the minimum of the indices of the lanes holding that key. `$UNKEY`
+// maps the best key back to the value's bits for the scratch.
 
 const LANES: u32 = $LANES;
 const SLOTS: u32 = $SLOTS;
 const LANE_STRIDE: u32 = $LANE_STRIDE;
 const SLOT_STRIDE: u32 = $SLOT_STRIDE;
 
-var<workgroup> best_v: array<$T, 256>;
-var<workgroup> best_k: array<u32, 256>;
-
-// NaN by its bits: compilers may fold `x != x` away.
-fn is_nan(x: f32) -> bool {
-    return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;
-}
-
 fn greater(a: $T, b: $T) -> bool {
     return $GREATER;
 }
 
+// Order-preserving keys of f32 values: negative values' bits reversed, positive ones above
+// them; every NaN the largest key, -0 as +0.
+fn key_f32(x: f32) -> u32 {
+    if (is_nan(x)) {
+        return 0xffffffffu;
+    }
+    let b = select(bitcast<u32>(x), 0u, x == 0.0);
+    return select(b | 0x80000000u, ~b, (b & 0x80000000u) != 0u);
+}
+
+fn unkey_f32(key: u32) -> u32 {
+    if (key == 0xffffffffu) {
+        return 0x7fc00000u;
+    }
+    return select(~key, key & 0x7fffffffu, (key & 0x80000000u) != 0u);
+}
+
+// i32 keys: the sign bit flipped.
+fn key_i32(x: i32) -> u32 {
+    return bitcast<u32>(x) ^ 0x80000000u;
+}
+
+fn unkey_i32(key: u32) -> u32 {
+    return key ^ 0x80000000u;
+}
+
 @compute @workgroup_size(256)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) l: u32) {
-    let slot = (l / SLOT_STRIDE) % SLOTS;
-    let lane = (l / LANE_STRIDE) % LANES;
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, th: Thread) {
+    let t = thread_index(th);
+    let slot = (t / SLOT_STRIDE) % SLOTS;
+    let lane = (t / LANE_STRIDE) % LANES;
     let m = (wid.x + wid.y * nwg.x) * SLOTS + slot;
     var v: $T;
     var best = 0u;
@@ -73,27 +95,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             best = best1;
         }
     }
-    best_v[l] = v;
-    best_k[l] = best;
-    workgroupBarrier();
-    for (var s = LANES / 2u; s > 0u; s >>= 1u) {
-        if (lane < s) {
-            let o = l + s * LANE_STRIDE;
-            let ov = best_v[o];
-            let ok = best_k[o];
-            if (greater(ov, best_v[l]) || (!greater(best_v[l], ov) && ok < best_k[l])) {
-                best_v[l] = ov;
-                best_k[l] = ok;
-            }
-        }
-        workgroupBarrier();
-    }
+    let key = $KEY(v);
+    let top = lanes(t, lane, key, FOLD_UMAX);
+    let first = lanes(t, lane, select(0xffffffffu, best, key == top), FOLD_UMIN);
     if (lane == 0u && m < p.outputs * p.splits) {
         if (p.splits == 1u) {
-            stu(m, best_k[l]);
+            stu(m, first);
         } else {
-            stw(2u * m, $BITS(best_v[l]));
-            stw(2u * m + 1u, best_k[l]);
+            stw(2u * m, $UNKEY(top));
+            stw(2u * m + 1u, first);
         }
     }
 }

@@ -4,11 +4,6 @@
 // equal one at a smaller k (the splits' k grow with s, so this is the first best overall).
 // Values are compared as `$T` (`$FROM_BITS` reads them back); `$GREATER` as in argmax.wgsl.
 
-// NaN by its bits: compilers may fold `x != x` away.
-fn is_nan(x: f32) -> bool {
-    return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;
-}
-
 fn greater(a: $T, b: $T) -> bool {
     return $GREATER;
 }

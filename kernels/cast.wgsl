@@ -5,10 +5,6 @@
 //   stu(i, f32_to_u32(..))  float to u32 (likewise)
 //   stw(i, ldw0(i))         integer to integer (the same bits)
 
-fn is_nan(x: f32) -> bool {
-    return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;
-}
-
 // WGSL leaves out-of-range float-to-integer conversions to the implementation; these make
 // them saturate explicitly. 2^31 and 2^32 are exact in f32; below them `i32`/`u32` truncate.
 fn f32_to_i32(x: f32) -> i32 {

@@ -42,3 +42,43 @@ fn sigmoid_f32(x: f32) -> f32 {
 fn tanh_f32(x: f32) -> f32 {
     return tanh(clamp(x, -15.0, 15.0));
 }
+
+// NaN by its bits: compilers may fold `x != x` away.
+fn is_nan(x: f32) -> bool {
+    return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;
+}
+
+// The larger of a and b, NaN if either is (WGSL's max leaves NaN unspecified).
+fn max_nan(a: f32, b: f32) -> f32 {
+    return select(select(max(a, b), b, is_nan(b)), a, is_nan(a));
+}
+
+// How the lane folds (`kernels/lanes.wgsl`) combine two 32-bit values: f32 sums, maxima (NaN
+// unspecified, or NaN winning) and u32 maxima and minima.
+const FOLD_SUM: u32 = 0u;
+const FOLD_MAX: u32 = 1u;
+const FOLD_MAX_NAN: u32 = 2u;
+const FOLD_UMAX: u32 = 3u;
+const FOLD_UMIN: u32 = 4u;
+
+fn fold(a: u32, b: u32, op: u32) -> u32 {
+    let x = bitcast<f32>(a);
+    let y = bitcast<f32>(b);
+    switch op {
+        case 0u: {
+            return bitcast<u32>(x + y);
+        }
+        case 1u: {
+            return bitcast<u32>(max(x, y));
+        }
+        case 2u: {
+            return bitcast<u32>(max_nan(x, y));
+        }
+        case 3u: {
+            return max(a, b);
+        }
+        default: {
+            return min(a, b);
+        }
+    }
+}

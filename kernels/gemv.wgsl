@@ -4,16 +4,15 @@
 //
 // A workgroup computes `$COLS` output columns; the LANES = 256 / COLS threads of one column
 // split K between them (lane l takes k = l, l + LANES, ...; four at a time, so that four
-// loads are in flight at once) and their partial sums are added in workgroup memory. The thread layout follows the weight's memory: with b [N, K] the lanes
-// of a column are adjacent threads, so they read consecutive k; with b [K, N] adjacent threads
-// are adjacent columns, reading consecutive elements of one row of b.
+// loads are in flight at once) and their partial sums are added by the lane folds placed
+// before this kernel (`kernels/lanes*.wgsl`). The thread layout follows the weight's memory:
+// with b [N, K] the lanes of a column are adjacent threads, so they read consecutive k; with
+// b [K, N] adjacent threads are adjacent columns, reading consecutive elements of one row of b.
 
 const COLS: u32 = $COLS;
 const LANES: u32 = 256u / COLS;
 const TRANSPOSE_B: bool = $TRANSPOSE_B;
-
-// partial[c * LANES + lane]: the sum of column c over the k of `lane`.
-var<workgroup> partial: array<f32, 256>;
+const LANE_STRIDE: u32 = select(COLS, 1u, TRANSPOSE_B);
 
 fn epilogue(v: f32, at: u32, col: u32) -> f32 {
     return $EPILOGUE;
@@ -28,7 +27,8 @@ fn weight(b_base: u32, col: u32, k: u32) -> f32 {
 }
 
 @compute @workgroup_size(256)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, th: Thread) {
+    let t = thread_index(th);
     var c: u32;
     var lane: u32;
     if (TRANSPOSE_B) {
@@ -59,16 +59,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             acc += ld0(a_base + k) * weight(b_base, col, k);
         }
     }
-    partial[c * LANES + lane] = acc;
-    workgroupBarrier();
-    for (var s = LANES / 2u; s > 0u; s /= 2u) {
-        if (lane < s) {
-            partial[c * LANES + lane] += partial[c * LANES + lane + s];
-        }
-        workgroupBarrier();
-    }
+    let sum = lanes_f32(t, lane, acc, FOLD_SUM);
     if (lane == 0u && col < p.n) {
         let at = wid.z * p.n + col;
-        st(at, epilogue(partial[c * LANES], at, col));
+        st(at, epilogue(sum, at, col));
     }
 }

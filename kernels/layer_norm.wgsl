@@ -8,37 +8,21 @@
 //
 // Each workgroup of 256 threads holds SLOTS rows; the LANES threads (a power of two) of a row
 // are neighbours and read consecutive values (lane, lane + LANES, ...). The lanes' partial
-// sums are combined by a tree in workgroup memory.
+// sums are combined by the lane folds placed before this kernel (`kernels/lanes*.wgsl`).
 
 const LANES: u32 = $LANES;
 const SLOTS: u32 = $SLOTS;
-
-var<workgroup> part: array<f32, 256>;
+const LANE_STRIDE: u32 = 1u;
 
 fn load_x(i: u32) -> f32 {
     return $LOAD_X;
 }
 
-// The sum of every lane's `v` over its row, returned to all lanes. Called by every thread of
-// the workgroup: it synchronises.
-fn row_sum(l: u32, lane: u32, v: f32) -> f32 {
-    part[l] = v;
-    workgroupBarrier();
-    for (var s = LANES / 2u; s > 0u; s >>= 1u) {
-        if (lane < s) {
-            part[l] += part[l + s];
-        }
-        workgroupBarrier();
-    }
-    let r = part[l - lane];
-    workgroupBarrier();
-    return r;
-}
-
 @compute @workgroup_size(256)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) l: u32) {
-    let lane = l % LANES;
-    let row = (wid.x + wid.y * nwg.x) * SLOTS + l / LANES;
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, th: Thread) {
+    let t = thread_index(th);
+    let lane = t % LANES;
+    let row = (wid.x + wid.y * nwg.x) * SLOTS + t / LANES;
     let valid = row < p.rows;
     let base = row * p.n;
     let n = f32(p.n);
@@ -48,7 +32,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             sum += load_x(base + k);
         }
     }
-    let mean = row_sum(l, lane, sum) / n;
+    let mean = lanes_f32(t, lane, sum, FOLD_SUM) / n;
     var squares = 0.0;
     if (valid) {
         for (var k = lane; k < p.n; k += LANES) {
@@ -56,7 +40,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             squares += d * d;
         }
     }
-    let scale = 1.0 / sqrt(row_sum(l, lane, squares) / n + p.eps);
+    let scale = 1.0 / sqrt(lanes_f32(t, lane, squares, FOLD_SUM) / n + p.eps);
     if (valid) {
         for (var k = lane; k < p.n; k += LANES) {
             st(base + k, (load_x(base + k) - mean) * scale * $GAMMA(k) + $BETA(k));

@@ -11,36 +11,27 @@
 // neighbouring words. Each lane folds the values k = lane, lane + LANES, ... in f32 into four
 // partial results taken in turn (so four loads are in flight: folding one value at a time
 // left a decoder step's reductions over 51864 logits waiting on every load, ~38 us each on an
-// H200), combines those, then the lanes of a slot are combined by a tree in workgroup memory.
+// H200), combines those, then the lanes of a slot are combined by the lane folds placed
+// before this kernel (`kernels/lanes*.wgsl`).
 //
-// `$COMBINE` folds `a` and `b`, `$INIT` is a lane's starting value (it may read `first`, the
-// index of the split's first value) and `$FINAL` turns the combined `v` into the result.
+// `$FOLD` is the fold (`FOLD_SUM`, or `FOLD_MAX_NAN`: NaN wins), `$INIT` is a lane's starting
+// value (it may read `first`, the index of the split's first value) and `$FINAL` turns the
+// combined `v` into the result.
 
 const LANES: u32 = $LANES;
 const SLOTS: u32 = $SLOTS;
 const LANE_STRIDE: u32 = $LANE_STRIDE;
 const SLOT_STRIDE: u32 = $SLOT_STRIDE;
 
-var<workgroup> part: array<f32, 256>;
-
-// NaN by its bits: compilers may fold `x != x` away.
-fn is_nan(x: f32) -> bool {
-    return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;
-}
-
-// The larger of a and b, NaN if either is (WGSL's max leaves NaN unspecified).
-fn max_nan(a: f32, b: f32) -> f32 {
-    return select(select(max(a, b), b, is_nan(b)), a, is_nan(a));
-}
-
 fn combine(a: f32, b: f32) -> f32 {
-    return $COMBINE;
+    return bitcast<f32>(fold(bitcast<u32>(a), bitcast<u32>(b), $FOLD));
 }
 
 @compute @workgroup_size(256)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) l: u32) {
-    let slot = (l / SLOT_STRIDE) % SLOTS;
-    let lane = (l / LANE_STRIDE) % LANES;
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, th: Thread) {
+    let t = thread_index(th);
+    let slot = (t / SLOT_STRIDE) % SLOTS;
+    let lane = (t / LANE_STRIDE) % LANES;
     let m = (wid.x + wid.y * nwg.x) * SLOTS + slot;
     var acc = 0.0;
     if (m < p.outputs * p.splits) {
@@ -65,16 +56,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
         acc = combine(combine(acc, acc1), combine(acc2, acc3));
     }
-    part[l] = acc;
-    workgroupBarrier();
-    for (var s = LANES / 2u; s > 0u; s >>= 1u) {
-        if (lane < s) {
-            part[l] = combine(part[l], part[l + s * LANE_STRIDE]);
-        }
-        workgroupBarrier();
-    }
+    let v = lanes_f32(t, lane, acc, $FOLD);
     if (lane == 0u && m < p.outputs * p.splits) {
-        let v = part[l];
         st(m, $FINAL);
     }
 }

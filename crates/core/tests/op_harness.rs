@@ -15,26 +15,31 @@ use susurrus_testkit::{CaseReport, OpCase, Tolerance, check_backend, op_cases, s
 const SEEDS: [u64; 4] = [0, 1, 2, 3];
 
 /// Every backend compiled into this build; a new backend adds one line. wgpu runs twice:
-/// with the adapter's `shader-f16` (when it has it) and on the f32 path every adapter has.
-/// On a CPU adapter (CI's lavapipe) those runs use the CPU kernel variants, so a third run
-/// forces the GPU kernels (`force_gpu_kernels`) to keep them tested there too. On a GPU with
-/// matrix units (the GPU suite), the `shader-f16` run uses them and a third run keeps the
-/// f16 kernels without them tested.
+/// with the adapter's `shader-f16` and subgroups (when it has them) and on the f32 path every
+/// adapter has (no subgroups, as in a browser). On a CPU adapter (CI's lavapipe) those runs
+/// use the CPU kernel variants, so two more runs force the GPU kernels (`force_gpu_kernels`)
+/// to keep them tested there too, with the lane folds on subgroups and in workgroup memory.
+/// On a GPU with matrix units (the GPU suite), the `shader-f16` run uses them and one more
+/// run keeps the f16 kernels without them tested.
 fn backends() -> Vec<Box<dyn Backend>> {
-    let wgpu = |allow_f16, allow_matrix_units, force_gpu_kernels| {
-        let options = WgpuOptions { allow_f16, allow_matrix_units, force_gpu_kernels, ..WgpuOptions::default() };
+    let wgpu = |allow_f16, allow_matrix_units, allow_subgroups, force_gpu_kernels| {
+        let options =
+            WgpuOptions { allow_f16, allow_matrix_units, allow_subgroups, force_gpu_kernels, ..WgpuOptions::default() };
         pollster::block_on(WgpuBackend::with_options(&options)).unwrap_or_else(|e| panic!("wgpu: {e}"))
     };
-    let f32_path = wgpu(false, false, false);
+    let f32_path = wgpu(false, false, false, false);
     let cpu_adapter = f32_path.cpu_kernels();
-    let f16_path = wgpu(true, true, false);
+    let f16_path = wgpu(true, true, true, false);
     let matrix_units = f16_path.has_matrix_units();
     let mut all: Vec<Box<dyn Backend>> = vec![Box::new(CpuBackend::new()), Box::new(f16_path), Box::new(f32_path)];
     if cpu_adapter {
-        all.push(Box::new(wgpu(false, false, true)));
+        let with_subgroups = wgpu(false, false, true, true);
+        assert!(with_subgroups.subgroups().is_some(), "{} offers no subgroups", with_subgroups.adapter());
+        all.push(Box::new(with_subgroups));
+        all.push(Box::new(wgpu(false, false, false, true)));
     }
     if matrix_units {
-        all.push(Box::new(wgpu(true, false, false)));
+        all.push(Box::new(wgpu(true, false, true, false)));
     }
     all
 }

@@ -210,10 +210,11 @@ fn a_lost_device_is_an_error_and_a_new_device_works() {
 /// Every dtype a tensor may have.
 const DTYPES: [DType; 4] = [DType::F32, DType::F16, DType::I32, DType::U32];
 
-/// Runs `g` on the wgpu backend with and without `shader-f16` (the same path twice where
-/// the adapter lacks it). For each backend: one map of every graph output per entry of
-/// `runs` (the runtime scalars of that run), all runs on one executable so persistent
-/// buffers carry over.
+/// Runs `g` on the wgpu backend with `shader-f16` and subgroups, on the f32 path without
+/// subgroups, and with the GPU kernels forced (on a CPU adapter: the GPU kernels with their
+/// lane folds on subgroups; elsewhere the first run again). For each backend: one map of every
+/// graph output per entry of `runs` (the runtime scalars of that run), all runs on one
+/// executable so persistent buffers carry over.
 fn on_wgpu(
     g: &Graph,
     weights: &HashMap<String, Tensor>,
@@ -222,12 +223,12 @@ fn on_wgpu(
 ) -> Vec<Vec<HashMap<String, Tensor>>> {
     let plan = plan(g.clone()).unwrap();
     let names: Vec<&str> = g.outputs().iter().map(|(n, _)| n.as_str()).collect();
-    [true, false]
+    let f32_path = WgpuOptions { allow_f16: false, allow_subgroups: false, ..WgpuOptions::default() };
+    [WgpuOptions::default(), f32_path, WgpuOptions { force_gpu_kernels: true, ..WgpuOptions::default() }]
         .into_iter()
-        .map(|allow_f16| {
+        .map(|options| {
             block_on(async {
-                let backend =
-                    WgpuBackend::with_options(&WgpuOptions { allow_f16, ..WgpuOptions::default() }).await.unwrap();
+                let backend = WgpuBackend::with_options(&options).await.unwrap();
                 let mut exe = backend.compile(&plan, weights).await.unwrap();
                 let mut results = Vec::new();
                 for run in runs {

@@ -36,15 +36,15 @@ fn wgpu_multilingual_transcripts_match_reference() {
 
 /// The GPU suite's golden check (`scripts/test-wgpu-gpu.sh`; ignored elsewhere: on lavapipe the
 /// long clip alone takes most of an hour): every tiny.en clip on each kernel family a real
-/// GPU adapter has — its matrix units, f16 weights without them, and the f32 path every
-/// adapter has.
+/// GPU adapter has — its matrix units, f16 weights without them (lane folds on subgroups),
+/// and the f32 path every adapter has (no subgroups: a browser's).
 #[test]
 #[ignore = "needs a GPU adapter: scripts/test-wgpu-gpu.sh runs it"]
 fn gpu_every_kernel_family_matches_reference() {
     let families = [
         WgpuOptions::default(),
         WgpuOptions { allow_matrix_units: false, ..WgpuOptions::default() },
-        WgpuOptions { allow_f16: false, ..WgpuOptions::default() },
+        WgpuOptions { allow_f16: false, allow_subgroups: false, ..WgpuOptions::default() },
     ];
     let mut seen = Vec::new();
     for options in families {

@@ -263,6 +263,7 @@ fn build(backend: &WgpuBackend, linked: &LinkedPlan, shared: &Shared) -> Result<
             f16: backend.f16,
             cpu: backend.cpu_kernels,
             matrix: backend.matrix,
+            subgroups: backend.subgroups,
         };
         match lower(&node.op, &ctx)? {
             Lowering::Nothing => {}
@@ -335,6 +336,7 @@ fn build(backend: &WgpuBackend, linked: &LinkedPlan, shared: &Shared) -> Result<
             ranges.iter().map(|r| BindingKind { elem: r.elem(), writable: r.writable() }).collect();
         let key = PipelineKey {
             kernel: spec.name,
+            prelude: spec.prelude,
             defines: spec.defines.clone(),
             bindings: bindings.clone(),
             inputs: input_at,

@@ -19,6 +19,11 @@ pub struct WgpuOptions {
     /// products when it has them and `allow_f16` is on. Off keeps the products in f32 on
     /// the same device (the GPU suite runs both).
     pub allow_matrix_units: bool,
+    /// Use the adapter's subgroup operations (`Features::SUBGROUP`) in the axis kernels'
+    /// lane folds when it has them and the kernels are the GPU ones. Off keeps the folds in
+    /// workgroup memory, as in a browser, where wgpu cannot ask for subgroups (the GPU suite
+    /// runs both). Matrix units bring subgroups of their own.
+    pub allow_subgroups: bool,
     /// Prefer a software adapter (tests that must not depend on the machine's GPU).
     pub force_fallback_adapter: bool,
     /// Split the arena into buffers of at most this many bytes even when the device allows
@@ -47,6 +52,7 @@ impl Default for WgpuOptions {
         WgpuOptions {
             allow_f16: true,
             allow_matrix_units: true,
+            allow_subgroups: true,
             force_fallback_adapter: false,
             max_buffer_bytes: None,
             force_gpu_kernels: false,
@@ -108,6 +114,9 @@ pub struct WgpuBackend {
     pub(super) f16: bool,
     /// Matrix products run on cooperative matrices ([`matrix_units`]).
     pub(super) matrix: bool,
+    /// The axis kernels fold lanes on subgroups at least this wide
+    /// ([`WgpuOptions::allow_subgroups`]).
+    pub(super) subgroups: Option<u32>,
     /// Kernels choose their CPU-adapter variants (the adapter is a CPU and
     /// [`WgpuOptions::force_gpu_kernels`] is off).
     pub(super) cpu_kernels: bool,
@@ -158,15 +167,23 @@ impl WgpuBackend {
             }
             features |= wgpu::Features::TIMESTAMP_QUERY;
         }
+        let info = adapter.get_info();
+        let cpu_adapter = info.device_type == wgpu::DeviceType::Cpu;
+        let cpu_kernels = cpu_adapter && !options.force_gpu_kernels;
+        let subgroups = (options.allow_subgroups
+            && !cpu_kernels
+            && adapter.features().contains(wgpu::Features::SUBGROUP)
+            && info.subgroup_min_size.is_power_of_two())
+        .then_some(info.subgroup_min_size);
+        if subgroups.is_some() {
+            features |= wgpu::Features::SUBGROUP;
+        }
         let mut limits = adapter.limits();
         if options.default_buffer_limits {
             limits.max_storage_buffer_binding_size =
                 limits.max_storage_buffer_binding_size.min(DEFAULT_MAX_STORAGE_BINDING);
             limits.max_buffer_size = limits.max_buffer_size.min(DEFAULT_MAX_BUFFER);
         }
-        let info = adapter.get_info();
-        let cpu_adapter = info.device_type == wgpu::DeviceType::Cpu;
-        let cpu_kernels = cpu_adapter && !options.force_gpu_kernels;
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("susurrus"),
@@ -211,6 +228,7 @@ impl WgpuBackend {
             info,
             f16,
             matrix,
+            subgroups,
             cpu_kernels,
             forced_gpu_kernels: cpu_adapter && options.force_gpu_kernels,
             limits,
@@ -235,6 +253,11 @@ impl WgpuBackend {
     /// True when matrix products run on the adapter's matrix units ([`matrix_units`]).
     pub fn has_matrix_units(&self) -> bool {
         self.matrix
+    }
+
+    /// The narrowest subgroup the axis kernels' lane folds run on, when they use subgroups.
+    pub fn subgroups(&self) -> Option<u32> {
+        self.subgroups
     }
 
     /// True when kernels use their CPU-adapter variants.
@@ -283,12 +306,16 @@ pub(super) fn check_alive(lost: &Mutex<Option<String>>, errors: &Mutex<Option<St
 
 impl Backend for WgpuBackend {
     fn name(&self) -> &'static str {
-        match (self.f16, self.forced_gpu_kernels) {
+        match (self.f16, self.forced_gpu_kernels, self.subgroups.is_some()) {
             _ if self.matrix => "wgpu-f16-matrix",
-            (true, true) => "wgpu-f16-gpu-kernels",
-            (true, false) => "wgpu-f16",
-            (false, true) => "wgpu-gpu-kernels",
-            (false, false) => "wgpu",
+            (true, true, true) => "wgpu-f16-gpu-kernels-subgroups",
+            (true, true, false) => "wgpu-f16-gpu-kernels",
+            (true, false, true) => "wgpu-f16-subgroups",
+            (true, false, false) => "wgpu-f16",
+            (false, true, true) => "wgpu-gpu-kernels-subgroups",
+            (false, true, false) => "wgpu-gpu-kernels",
+            (false, false, true) => "wgpu-subgroups",
+            (false, false, false) => "wgpu",
         }
     }
 

@@ -29,6 +29,9 @@ pub struct KernelSpec {
     pub name: &'static str,
     /// The kernel file's text.
     pub source: &'static str,
+    /// A helper file the kernel builds on, placed before it (the axis kernels' lane folds,
+    /// `kernels/lanes*.wgsl`), or "".
+    pub prelude: &'static str,
     /// `$KEY` placeholders of the source and their values; part of the pipeline key.
     pub defines: Vec<(&'static str, String)>,
     /// The parameter block's bytes and WGSL declaration.
@@ -63,6 +66,7 @@ impl KernelSpec {
         KernelSpec {
             name,
             source,
+            prelude: "",
             defines: Vec::new(),
             params: bytemuck::bytes_of(params).to_vec(),
             params_wgsl: wgsl_of(params),
@@ -74,6 +78,12 @@ impl KernelSpec {
     /// This pass uses the scratch buffer as `scratch` says.
     pub fn scratch(mut self, scratch: ScratchUse) -> Self {
         self.scratch = scratch;
+        self
+    }
+
+    /// Places `prelude` before the kernel (its placeholders are filled too).
+    pub fn prelude(mut self, prelude: &'static str) -> Self {
+        self.prelude = prelude;
         self
     }
 
@@ -157,11 +167,12 @@ pub enum InputAt {
     Scalar(u32),
 }
 
-/// Everything that decides a pipeline: the kernel, its placeholders, its bindings, where each
-/// input is read and the output's dtype.
+/// Everything that decides a pipeline: the kernel, its prelude, its placeholders, its
+/// bindings, where each input is read and the output's dtype.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct PipelineKey {
     pub kernel: &'static str,
+    pub prelude: &'static str,
     pub defines: Vec<(&'static str, String)>,
     pub bindings: Vec<BindingKind>,
     /// For each op input, where it is read.
@@ -176,7 +187,7 @@ const COMMON: &str = include_str!("../../../../../kernels/common.wgsl");
 // The runtime scalars are read as whole `vec4<u32>`s.
 const _: () = assert!(MAX_RUNTIME_SCALARS.is_multiple_of(4));
 
-/// The WGSL module for `key` with the kernel `source`.
+/// The WGSL module for `key` with the kernel `source` (after the key's prelude).
 pub fn module_source(key: &PipelineKey, source: &str) -> String {
     let mut s = String::new();
     // Directives must open the module: a kernel's own `enable` lines (f16 arithmetic,
@@ -245,7 +256,7 @@ pub fn module_source(key: &PipelineKey, source: &str) -> String {
     // Longest names first, so `$LOAD0` is not taken for `$LOAD` followed by `0`.
     let mut defines: Vec<_> = key.defines.iter().collect();
     defines.sort_by_key(|(k, _)| std::cmp::Reverse(k.len()));
-    let mut body = source;
+    let mut body = format!("{}{source}", key.prelude);
     for (k, v) in defines {
         body = body.replace(&format!("${k}"), v);
     }

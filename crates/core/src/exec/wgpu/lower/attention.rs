@@ -285,7 +285,8 @@ mod tests {
             let refs: Vec<&TensorType> = inputs.iter().collect();
             let op = Attention { scale: 0.125, mask: MaskKind::None };
             let output = op.infer(&refs).unwrap();
-            let ctx = KernelCtx { inputs: &refs, output: &output, f16: true, cpu: false, matrix: true };
+            let ctx =
+                KernelCtx { inputs: &refs, output: &output, f16: true, cpu: false, matrix: true, subgroups: Some(32) };
             attention(&op, &ctx).unwrap().kernels()[0].clone()
         };
         // The encoder's self-attention: 6 heads x 24 blocks of 64 queries x 8 splits of the

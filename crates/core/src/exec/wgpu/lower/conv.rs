@@ -138,7 +138,8 @@ mod tests {
         let inputs = [ty(DType::F32, &[384, 3000]), ty(DType::F16, &[384, 384, 3]), ty(DType::F16, &[384])];
         let refs: Vec<&crate::ir::TensorType> = inputs.iter().collect();
         let output = crate::ops::OpKind::infer(&conv, &refs).unwrap();
-        let ctx = KernelCtx { inputs: &refs, output: &output, f16: true, cpu: false, matrix: true };
+        let ctx =
+            KernelCtx { inputs: &refs, output: &output, f16: true, cpu: false, matrix: true, subgroups: Some(32) };
         let spec = conv1d(&conv, &ctx).unwrap().kernels()[0].clone();
         // 1500 positions (24 tiles) x 384 channels (6 tiles); A is the weight, B the input.
         assert_eq!((spec.name, spec.workgroups), ("product_coop", [24, 6, 1]));

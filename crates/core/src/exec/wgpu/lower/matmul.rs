@@ -2,6 +2,7 @@
 //! picks the tiled kernel (on matrix units where the device has them) or the matrix-vector
 //! kernel (decoder steps), or on CPU adapters their register-blocked variants.
 
+use super::reduce::lane_folds;
 use super::{KernelCtx, Lowering};
 use crate::error::{Error, Result};
 use crate::exec::wgpu::{KernelSpec, grid, pack_dims};
@@ -111,8 +112,10 @@ fn matmul_kernel(op: &str, ctx: &KernelCtx, transpose_b: bool, epilogue: &str) -
     } else if ctx.cpu {
         KernelSpec::new("matmul_cpu", include_str!("../../../../../../kernels/matmul_cpu.wgsl"), &params)
     } else if gemv {
-        KernelSpec::new("gemv", include_str!("../../../../../../kernels/gemv.wgsl"), &params)
-            .define("COLS", cols.to_string())
+        // A column's lanes are neighbouring threads when b is [N, K], `cols` apart otherwise.
+        let lane_stride = if transpose_b { 1 } else { cols };
+        let spec = KernelSpec::new("gemv", include_str!("../../../../../../kernels/gemv.wgsl"), &params);
+        lane_folds(spec, ctx, lane_stride).define("COLS", format!("{cols}u"))
     } else if ctx.matrix {
         // Rows and columns past the matrix read its last one (never stored); k past K reads
         // zero: no branch, so a step's loads are all in flight.
@@ -212,7 +215,8 @@ mod tests {
             let inputs = [ty(DType::F32, a), ty(DType::F16, b)];
             let refs: Vec<&TensorType> = inputs.iter().collect();
             let output = MatMul { transpose_b: true }.infer(&refs).unwrap();
-            let ctx = KernelCtx { inputs: &refs, output: &output, f16: true, cpu: false, matrix: true };
+            let ctx =
+                KernelCtx { inputs: &refs, output: &output, f16: true, cpu: false, matrix: true, subgroups: Some(32) };
             super::matmul(&MatMul { transpose_b: true }, &ctx).unwrap().kernels()[0].clone()
         };
         // An encoder layer's fc1: 1500 x 1536, the same 64 x 64 tiles as the f32 kernel.
@@ -228,11 +232,40 @@ mod tests {
         let spec = lower(true, &[1, 1, 384], &[51864, 384]).unwrap();
         assert_eq!(spec.name, "gemv");
         assert_eq!(spec.workgroups, [6483, 1, 1]);
-        assert!(spec.defines.contains(&("COLS", "8".to_string())));
+        assert!(spec.defines.contains(&("COLS", "8u".to_string())));
         // Batched rows against batched matrices stay per batch: [6, 1, 64] x [6, 64, 1500].
         let spec = lower(false, &[6, 1, 64], &[6, 64, 1500]).unwrap();
         assert_eq!((spec.name, spec.workgroups), ("gemv", [24, 1, 6]));
         assert_eq!(params::<MatMulParams>(&spec).b0, [64 * 1500, 0, 0, 0]);
+    }
+
+    #[test]
+    fn a_column_of_neighbouring_lanes_is_summed_on_subgroups() {
+        let with_subgroups = |transpose_b: bool, b: &[usize]| {
+            let (a, b) = (ty(DType::F32, &[1, 384]), ty(DType::F16, b));
+            let output = MatMul { transpose_b }.infer(&[&a, &b]).unwrap();
+            let ctx = KernelCtx {
+                inputs: &[&a, &b],
+                output: &output,
+                f16: true,
+                cpu: false,
+                matrix: false,
+                subgroups: Some(32),
+            };
+            match matmul_kernel("matmul", &ctx, transpose_b, "v").unwrap() {
+                Lowering::Kernel(spec) => spec,
+                other => panic!("{other:?}"),
+            }
+        };
+        // b [N, K]: a column's 32 lanes are neighbours, one subgroup of the device's 32.
+        let spec = with_subgroups(true, &[1536, 384]);
+        assert!(spec.prelude.contains("subgroupShuffleXor"));
+        assert_eq!(define(&spec, "SUBGROUP_MIN"), "32u");
+        // b [K, N]: neighbouring threads are neighbouring columns; the lanes fold in a tree.
+        let spec = with_subgroups(false, &[384, 1536]);
+        assert!(spec.prelude.contains("workgroupBarrier") && !spec.prelude.contains("subgroupShuffleXor"));
+        // Without subgroups, the tree.
+        assert_eq!(lower(true, &[1, 384], &[1536, 384]).unwrap().prelude, spec.prelude);
     }
 
     #[test]

@@ -39,6 +39,11 @@ pub struct KernelCtx<'a> {
     /// `shader-f16`): matrix products take their `*_coop` kernels, which round their inputs
     /// to f16.
     pub matrix: bool,
+    /// The device runs subgroup operations (`Features::SUBGROUP`) on subgroups of at least
+    /// this many lanes: the axis kernels (reduce, argmax, softmax, layer norm, GEMV) fold the
+    /// lanes of a result with subgroup shuffles where those lanes are neighbours
+    /// (`kernels/lanes_subgroup.wgsl`, [`reduce::lane_folds`]).
+    pub subgroups: Option<u32>,
 }
 
 /// What running an op on the GPU takes.
@@ -114,7 +119,7 @@ pub(crate) mod testing {
     pub fn lower_on(op: &Op, inputs: &[TensorType], cpu: bool) -> Result<Lowering> {
         let refs: Vec<&TensorType> = inputs.iter().collect();
         let output = op.infer(&refs)?;
-        lower(op, &KernelCtx { inputs: &refs, output: &output, f16: false, cpu, matrix: false })
+        lower(op, &KernelCtx { inputs: &refs, output: &output, f16: false, cpu, matrix: false, subgroups: None })
     }
 
     /// The kernels `op` lowers to (see [`lower_on`]), after checking that the modules built
@@ -180,6 +185,7 @@ pub(crate) mod testing {
         bindings.push(BindingKind { elem: Elem::Word(output), writable: true });
         let key = PipelineKey {
             kernel: spec.name,
+            prelude: spec.prelude,
             defines: spec.defines.clone(),
             bindings,
             inputs: (0..inputs.len()).map(InputAt::Binding).collect(),
@@ -200,6 +206,10 @@ pub(crate) mod testing {
         // both, `exec::wgpu::matrix_units`).
         if source.contains("enable wgpu_cooperative_matrix;") {
             capabilities |= naga::valid::Capabilities::COOPERATIVE_MATRIX | naga::valid::Capabilities::SUBGROUP;
+        }
+        // The lane folds on subgroups (the device was checked for them).
+        if source.contains("@builtin(subgroup_id)") {
+            capabilities |= naga::valid::Capabilities::SUBGROUP;
         }
         naga::valid::Validator::new(naga::valid::ValidationFlags::all(), capabilities)
             .validate(&module)
@@ -343,16 +353,26 @@ mod tests {
 
     #[test]
     fn every_op_lowers_to_a_module_naga_accepts_on_every_adapter() {
-        // GPU adapters without and with `shader-f16`, CPU adapters, and GPUs with matrix units.
+        // GPU adapters without and with `shader-f16`, CPU adapters, GPUs with subgroups and
+        // with matrix units.
         let leaves_and_views = ["Input", "Param", "Const", "State", "Reshape"];
         let mut covered = BTreeSet::new();
         for (op, operands) in examples() {
             covered.insert(op.tag().name());
             let inputs: Vec<&TensorType> = operands.iter().map(|(t, _)| t).collect();
             let output = op.infer(&inputs).unwrap();
-            let adapters = [(false, false, false), (false, true, false), (true, false, false), (true, true, false)];
-            for (cpu, f16, matrix) in adapters.into_iter().chain([(false, true, true)]) {
-                let ctx = KernelCtx { inputs: &inputs, output: &output, f16, cpu, matrix };
+            // GPUs without and with subgroups (of 4 lanes, lavapipe's narrowest, and 32).
+            let adapters = [
+                (false, false, false, None),
+                (false, true, false, None),
+                (true, false, false, None),
+                (true, true, false, None),
+                (false, false, false, Some(4)),
+                (false, true, false, Some(32)),
+                (false, true, true, Some(32)),
+            ];
+            for (cpu, f16, matrix, subgroups) in adapters {
+                let ctx = KernelCtx { inputs: &inputs, output: &output, f16, cpu, matrix, subgroups };
                 let lowering = lower(&op, &ctx).unwrap();
                 if lowering.kernels().is_empty() {
                     assert!(leaves_and_views.contains(&op.tag().name()), "{}", op.name());

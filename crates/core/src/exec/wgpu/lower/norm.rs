@@ -26,7 +26,7 @@ fn norm_kernel(ctx: &KernelCtx, load_x: &str, gamma: usize, eps: f32) -> KernelS
         .define("LOAD_X", load_x)
         .define("GAMMA", format!("ld{gamma}"))
         .define("BETA", format!("ld{}", gamma + 1));
-    axis_layout(spec, (rows, n, 1))
+    axis_layout(spec, ctx, (rows, n, 1))
 }
 
 pub fn layer_norm(op: &LayerNorm, ctx: &KernelCtx) -> Result<Lowering> {

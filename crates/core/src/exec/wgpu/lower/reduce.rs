@@ -1,6 +1,6 @@
 //! Ops along one axis: reductions, argmax and softmax. Each views its input as
 //! `[outer, n, inner]` around the axis and folds every run of `n` values with the threads
-//! [`axis_layout`] gives it.
+//! [`axis_layout`] gives it, whose lanes are combined by [`lane_folds`].
 
 use super::{KernelCtx, Lowering};
 use crate::error::Result;
@@ -55,33 +55,48 @@ const MAX_COLUMNS: usize = 32;
 /// `SLOTS = 256 / LANES` runs. Along the last axis (`inner == 1`) a run's lanes are
 /// neighbouring threads reading consecutive values; otherwise neighbouring threads are
 /// neighbouring runs, which also read consecutive values (`i` and `i + 1` at one `k`).
-/// `LANE_STRIDE` and `SLOT_STRIDE` are those distances in thread index.
-pub fn axis_layout(spec: KernelSpec, (outer, n, inner): (usize, usize, usize)) -> KernelSpec {
+/// `LANE_STRIDE` and `SLOT_STRIDE` are those distances in thread index. The lane folds
+/// ([`lane_folds`]) come with the layout.
+pub fn axis_layout(spec: KernelSpec, ctx: &KernelCtx, (outer, n, inner): (usize, usize, usize)) -> KernelSpec {
     let threads = WORKGROUP as usize;
     let columns = inner.next_power_of_two().min(MAX_COLUMNS);
     let lanes = n.next_power_of_two().min(threads / columns);
     let slots = threads / lanes;
     let (lane_stride, slot_stride) = if inner == 1 { (1, lanes) } else { (slots, 1) };
     let [x, y, z] = grid((outer * inner).div_ceil(slots));
-    spec.define("LANES", format!("{lanes}u"))
+    lane_folds(spec, ctx, lane_stride)
+        .define("LANES", format!("{lanes}u"))
         .define("SLOTS", format!("{slots}u"))
         .define("LANE_STRIDE", format!("{lane_stride}u"))
         .define("SLOT_STRIDE", format!("{slot_stride}u"))
         .groups(x, y, z)
 }
 
+/// Places the lane folds before an axis kernel whose result's lanes are `lane_stride` threads
+/// apart: on subgroup shuffles where the device has subgroups and the lanes are neighbours
+/// (`kernels/lanes_subgroup.wgsl`: a decoder step's GEMV then needs no workgroup memory at
+/// all), else by a tree in workgroup memory (`kernels/lanes.wgsl`).
+pub fn lane_folds(spec: KernelSpec, ctx: &KernelCtx, lane_stride: usize) -> KernelSpec {
+    match ctx.subgroups {
+        Some(width) if lane_stride == 1 => spec
+            .prelude(include_str!("../../../../../../kernels/lanes_subgroup.wgsl"))
+            .define("SUBGROUP_MIN", format!("{width}u")),
+        _ => spec.prelude(include_str!("../../../../../../kernels/lanes.wgsl")),
+    }
+}
+
 pub fn reduce(op: &Reduce, ctx: &KernelCtx) -> Result<Lowering> {
     let split = ctx.inputs[0].shape.split_at_axis(op.axis);
     let (outer, n, inner) = split;
-    let combine = match op.kind {
-        ReduceKind::Sum | ReduceKind::Mean => "a + b",
-        ReduceKind::Max => "max_nan(a, b)",
+    let fold = match op.kind {
+        ReduceKind::Sum | ReduceKind::Mean => "FOLD_SUM",
+        ReduceKind::Max => "FOLD_MAX_NAN",
     };
     // Starting from the split's first value keeps -inf (not a WGSL constant) out.
     let init = |load: &str| if op.kind == ReduceKind::Max { format!("{load}(first)") } else { "0.0".into() };
     let kernel = |params: &AxisParams, load: &str, last: &str| {
         KernelSpec::new("reduce", include_str!("../../../../../../kernels/reduce.wgsl"), params)
-            .define("COMBINE", combine)
+            .define("FOLD", fold)
             .define("LOAD", load)
             .define("INIT", init(load))
             .define("FINAL", last)
@@ -89,16 +104,16 @@ pub fn reduce(op: &Reduce, ctx: &KernelCtx) -> Result<Lowering> {
     let splits = splits(split);
     if splits == 1 {
         let last = if op.kind == ReduceKind::Mean { "v / f32(p.n)" } else { "v" };
-        return Ok(Lowering::Kernel(axis_layout(kernel(&AxisParams::new(split), "ld0", last), split)));
+        return Ok(Lowering::Kernel(axis_layout(kernel(&AxisParams::new(split), "ld0", last), ctx, split)));
     }
     // Each split's partial result (a sum for the mean), then the partials of each run.
     let chunk = SPLIT_CHUNK;
     let first = AxisParams { splits: splits as u32, chunk: chunk as u32, ..AxisParams::new(split) };
-    let first = axis_layout(kernel(&first, "ld0", "v"), (outer * splits, chunk, 1)).scratch(ScratchUse::Writes);
+    let first = axis_layout(kernel(&first, "ld0", "v"), ctx, (outer * splits, chunk, 1)).scratch(ScratchUse::Writes);
     let last = if op.kind == ReduceKind::Mean { format!("v / {n}.0") } else { "v".into() };
     let merged = (outer, splits, inner);
     let load = format!("ld{}", ctx.inputs.len());
-    let second = axis_layout(kernel(&AxisParams::new(merged), &load, &last), merged).scratch(ScratchUse::Reads);
+    let second = axis_layout(kernel(&AxisParams::new(merged), &load, &last), ctx, merged).scratch(ScratchUse::Reads);
     Ok(Lowering::Passes { scratch_bytes: 4 * outer * splits, kernels: vec![first, second] })
 }
 
@@ -106,10 +121,12 @@ pub fn argmax(op: &Argmax, ctx: &KernelCtx) -> Result<Lowering> {
     let x = ctx.inputs[0];
     let split = x.shape.split_at_axis(op.axis);
     // Integers compare in their own type: u32 and i32 values beyond 2^24 collide in f32.
-    let (t, load, greater, bits, from_bits) = match x.dtype {
-        DType::F32 | DType::F16 => ("f32", "ld0", "(is_nan(a) && !is_nan(b)) || a > b", "bitcast<u32>", "bitcast<f32>"),
-        DType::I32 => ("i32", "ldi0", "a > b", "bitcast<u32>", "bitcast<i32>"),
-        DType::U32 => ("u32", "ldu0", "a > b", "u32", "u32"),
+    let (t, load, greater, [key, unkey], from_bits) = match x.dtype {
+        DType::F32 | DType::F16 => {
+            ("f32", "ld0", "(is_nan(a) && !is_nan(b)) || a > b", ["key_f32", "unkey_f32"], "bitcast<f32>")
+        }
+        DType::I32 => ("i32", "ldi0", "a > b", ["key_i32", "unkey_i32"], "bitcast<i32>"),
+        DType::U32 => ("u32", "ldu0", "a > b", ["u32", "u32"], "u32"),
         DType::Q8 => unreachable!("argmax takes no q8 operand (the graph refuses it)"),
     };
     let splits = splits(split);
@@ -119,13 +136,14 @@ pub fn argmax(op: &Argmax, ctx: &KernelCtx) -> Result<Lowering> {
         .define("T", t)
         .define("LOAD", load)
         .define("GREATER", greater)
-        .define("BITS", bits);
+        .define("KEY", key)
+        .define("UNKEY", unkey);
     if splits == 1 {
-        return Ok(Lowering::Kernel(axis_layout(spec, split)));
+        return Ok(Lowering::Kernel(axis_layout(spec, ctx, split)));
     }
     // Each split's first best (value bits, k), then the first best of each run's splits.
     let (outer, _, _) = split;
-    let first = axis_layout(spec, (outer * splits, params.chunk as usize, 1)).scratch(ScratchUse::Writes);
+    let first = axis_layout(spec, ctx, (outer * splits, params.chunk as usize, 1)).scratch(ScratchUse::Writes);
     let second =
         KernelSpec::new("argmax_combine", include_str!("../../../../../../kernels/argmax_combine.wgsl"), &params)
             .define("T", t)
@@ -142,7 +160,7 @@ pub fn softmax(_op: &Softmax, ctx: &KernelCtx) -> Result<Lowering> {
     let split = (ctx.output.numel() / n, n, 1);
     let spec =
         KernelSpec::new("softmax", include_str!("../../../../../../kernels/softmax.wgsl"), &AxisParams::new(split));
-    Ok(Lowering::Kernel(axis_layout(spec, split)))
+    Ok(Lowering::Kernel(axis_layout(spec, ctx, split)))
 }
 
 #[cfg(test)]
@@ -152,7 +170,9 @@ mod tests {
 
     /// `(LANES, SLOTS, LANE_STRIDE, SLOT_STRIDE)` and the workgroups of an axis kernel.
     fn layout(split: (usize, usize, usize)) -> ([String; 4], [u32; 3]) {
-        let spec = axis_layout(KernelSpec::new("reduce", "", &AxisParams::new(split)), split);
+        let x = ty(DType::F32, &[1]);
+        let ctx = KernelCtx { inputs: &[&x], output: &x, f16: false, cpu: false, matrix: false, subgroups: None };
+        let spec = axis_layout(KernelSpec::new("reduce", "", &AxisParams::new(split)), &ctx, split);
         let get = |key: &str| spec.defines.iter().find(|(k, _)| *k == key).map(|(_, v)| v.clone()).unwrap();
         (["LANES", "SLOTS", "LANE_STRIDE", "SLOT_STRIDE"].map(get), spec.workgroups)
     }
@@ -180,14 +200,14 @@ mod tests {
         assert_eq!((spec.name, spec.workgroups), ("reduce", [1, 1, 1]));
         assert_eq!(params::<AxisParams>(&spec), AxisParams { n: 5, inner: 1, outputs: 3, splits: 1, chunk: 5 });
         assert_eq!(
-            ["COMBINE", "LOAD", "INIT", "FINAL", "LANES"].map(|k| define(&spec, k)),
-            ["a + b", "ld0", "0.0", "v / f32(p.n)", "8u"]
+            ["FOLD", "LOAD", "INIT", "FINAL", "LANES"].map(|k| define(&spec, k)),
+            ["FOLD_SUM", "ld0", "0.0", "v / f32(p.n)", "8u"]
         );
         // The maximum down the columns starts from each run's first value.
         let spec = kernel(Reduce { kind: ReduceKind::Max, axis: 0, keep_dim: true }, &[ty(DType::F16, &[3, 5])]);
         let spec = spec.unwrap();
         assert_eq!(params::<AxisParams>(&spec), AxisParams { n: 3, inner: 5, outputs: 5, splits: 1, chunk: 3 });
-        assert_eq!(["COMBINE", "INIT", "FINAL"].map(|k| define(&spec, k)), ["max_nan(a, b)", "ld0(first)", "v"]);
+        assert_eq!(["FOLD", "INIT", "FINAL"].map(|k| define(&spec, k)), ["FOLD_MAX_NAN", "ld0(first)", "v"]);
     }
 
     #[test]
