@@ -38,7 +38,7 @@ struct Spec {
 }
 
 fn spec() -> impl Strategy<Value = Spec> {
-    let step = (0u8..8, any::<u16>(), any::<u16>(), any::<bool>(), prop::bool::weighted(0.2));
+    let step = (0u8..9, any::<u16>(), any::<u16>(), any::<bool>(), prop::bool::weighted(0.2));
     (1usize..=24, prop::collection::vec(step, 1..40)).prop_map(|(scale, steps)| Spec { scale, steps })
 }
 
@@ -100,6 +100,20 @@ fn build(spec: &Spec) -> Graph {
                 values.push(k);
                 g.add(a, k)
             }
+            7 => {
+                // Rows of the first axis: whole 256-byte runs of an arena value when they
+                // start at a multiple of 64 values (views), copies otherwise.
+                let dims = g.ty(a).shape.dims().to_vec();
+                match dims.split_first() {
+                    Some((&rows, rest)) if rows > 0 => {
+                        let inner: usize = rest.iter().product();
+                        let step = if flag { 64usize.div_ceil(inner).max(1) } else { 1 };
+                        let start = (pb as usize % rows) / step * step;
+                        g.slice(a, 0, start, (start + 1 + pa as usize % rows).min(rows))
+                    }
+                    _ => g.neg(a),
+                }
+            }
             _ => {
                 let s = g.read_scalar(pos).unwrap();
                 if output {
@@ -123,9 +137,9 @@ fn build(spec: &Spec) -> Graph {
 // Plan checks
 
 /// The value whose bytes node `id` shows: itself, or for a view the value it views.
-fn root(g: &Graph, id: NodeId) -> NodeId {
-    let node = g.node(id);
-    if node.op.memory() == Memory::Alias { root(g, node.inputs[0]) } else { id }
+fn root(plan: &Plan, id: NodeId) -> NodeId {
+    let node = plan.graph.node(id);
+    if node.op.memory() == Memory::Alias || plan.views[id.index()] { root(plan, node.inputs[0]) } else { id }
 }
 
 fn arena_range(plan: &Plan, id: NodeId) -> Option<std::ops::Range<usize>> {
@@ -148,7 +162,7 @@ fn simulate(plan: &Plan) -> Result<(), String> {
     };
     let intact = |owner: &Vec<u32>, id: NodeId, when: &str| -> Result<(), String> {
         let Some(range) = arena_range(plan, id) else { return Ok(()) };
-        let want = root(g, id).0;
+        let want = root(plan, id).0;
         match owner[range].iter().find(|&&o| o != want) {
             Some(&o) => Err(format!("%{} (value of %{want}) was overwritten by %{o} {when}", id.0)),
             None => Ok(()),
@@ -171,6 +185,14 @@ fn simulate(plan: &Plan) -> Result<(), String> {
         if node.op.memory() == Memory::Alias {
             if plan.storage[id.index()] != plan.storage[node.inputs[0].index()] {
                 return Err(format!("view %{} is not stored where %{} is", id.0, node.inputs[0].0));
+            }
+        } else if plan.views[id.index()] {
+            // A slice view: its bytes inside its input's.
+            let (Some(own), Some(of)) = (arena_range(plan, id), arena_range(plan, node.inputs[0])) else {
+                return Err(format!("slice view %{} is not in the arena", id.0));
+            };
+            if own.start < of.start || own.end > of.end {
+                return Err(format!("slice view %{} at {own:?} is outside %{} at {of:?}", id.0, node.inputs[0].0));
             }
         } else {
             write(&mut owner, id);

@@ -562,3 +562,39 @@ fn scalar_reads_feeding_kernels_run_no_kernel_of_their_own() {
         assert_eq!(got["back"].as_u32(), Some(&[back][..]));
     }
 }
+
+/// A decoder step's fused projection: one product of [1, 1, 1152], sliced into q, k and v
+/// that the planner keeps as views (bound at 1536-byte offsets of the product's bytes): q read
+/// back as an output, k written into a cache, v read by a kernel. No kernel runs for the
+/// slices, and the values are the reference's on every kernel family.
+#[test]
+fn slice_views_are_bound_at_their_offsets_and_run_no_kernel() {
+    let mut g = Graph::new("qkv");
+    let x = g.input("x", f32t(&[1, 1, 64])).unwrap();
+    let w = g.param("w", f32t(&[1152, 64])).unwrap();
+    let qkv = g.matmul_t(x, w).unwrap();
+    let (q, k, v) =
+        (g.slice(qkv, 2, 0, 384).unwrap(), g.slice(qkv, 2, 384, 768).unwrap(), g.slice(qkv, 2, 768, 1152).unwrap());
+    let cache = g.state("cache", f32t(&[2, 384])).unwrap();
+    let pos = g.scalar("pos");
+    let k_row = g.reshape(k, [1, 384]).unwrap();
+    let cache = g.kv_write(cache, k_row, 0, pos).unwrap();
+    let v = g.tanh(v).unwrap();
+    for (name, id) in [("q", q), ("cache", cache), ("v", v)] {
+        g.output(name, id).unwrap();
+    }
+    let p = plan(g.clone()).unwrap();
+    assert!([q, k].iter().all(|id| p.views[id.index()]));
+    let weights = random_weights(&g, 3);
+    let exe = block_on(backend(WgpuOptions::default()).compile(&p, &weights)).unwrap();
+    // The product, the cache write, tanh.
+    assert_eq!(exe.launches(), Some(3));
+    let inputs = random_inputs(&g, 5);
+    let want = susurrus_core::ir::evaluate(&g, &inputs, &weights, &HashMap::new(), &at(1)).unwrap().outputs;
+    for runs in on_wgpu(&g, &weights, &inputs, &[&[("pos", 1)]]) {
+        for name in ["q", "cache", "v"] {
+            let (got, want) = (runs[0][name].to_f32(), want[name].to_f32());
+            assert!(close(&got, &want), "{name}: {got:?} vs {want:?}");
+        }
+    }
+}

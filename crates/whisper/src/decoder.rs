@@ -16,7 +16,7 @@
 
 use crate::encoder::{cross_key, cross_type, cross_value};
 use crate::error::{Error, Result};
-use crate::layers::{Builder, MASKED, ModelWeights, f32_type};
+use crate::layers::{Builder, MASKED, ModelWeights, SELF_QKV, f32_type};
 use crate::select::{Selection, select_token};
 use crate::weights::{EMBED_TOKENS, PROJ_OUT, decoder_layer};
 use susurrus_core::ir::{DType, Graph, NodeId, TensorType};
@@ -145,9 +145,11 @@ fn decoder_block(
     let cache = f32_type(&[heads, c.n_text_ctx, c.decoder_head_dim()]);
 
     let h = b.layer_norm(&decoder_layer(i, "self_attn_layer_norm"), x)?;
-    let q = b.linear(&decoder_layer(i, "self_attn.q_proj"), h, true)?;
-    let k = b.linear(&decoder_layer(i, "self_attn.k_proj"), h, false)?;
-    let v = b.linear(&decoder_layer(i, "self_attn.v_proj"), h, true)?;
+    // q, k and v from one product (`ModelWeights`'s fused projection): in a step, slices of
+    // one row, which the planner keeps as views of it.
+    let qkv = b.linear(&decoder_layer(i, SELF_QKV), h, true)?;
+    let (last, d) = (b.g.ty(qkv).shape.rank() - 1, c.d_model);
+    let (q, k, v) = (b.g.slice(qkv, last, 0, d)?, b.g.slice(qkv, last, d, 2 * d)?, b.g.slice(qkv, last, 2 * d, 3 * d)?);
     let (q, k, v) = (b.split_heads(q, heads)?, b.split_heads(k, heads)?, b.split_heads(v, heads)?);
     let k_cache = b.g.state(&self_key(i), cache.clone())?;
     let k_cache = b.g.kv_write(k_cache, k, 1, offset)?;

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 
 use crate::config::WhisperConfig;
 use crate::error::{Error, Result};
-use crate::weights::WhisperWeights;
+use crate::weights::{WhisperWeights, decoder_layer};
 use susurrus_core::exec::Weights;
 use susurrus_core::ir::{DType, Graph, NodeId, Shape, TensorType};
 use susurrus_core::tensor::Tensor;
@@ -21,7 +21,9 @@ pub const MASKED: f32 = -1e30;
 
 /// The weights of a model as the graphs take them: matrices (linear, convolution and
 /// embedding weights) in the dtype the file stored them, vectors and position tables in f32
-/// (they are added to f32 activations, and are small).
+/// (they are added to f32 activations, and are small). Each decoder layer's self-attention
+/// q, k and v projections are one matrix ([`SELF_QKV`]): a decoder step computes them with
+/// one matrix-vector product, whose three parts the planner keeps as views.
 #[derive(Clone, Debug)]
 pub struct ModelWeights {
     pub config: WhisperConfig,
@@ -40,7 +42,11 @@ impl ModelWeights {
             };
             weights.insert(name.clone(), t);
         }
-        Ok(ModelWeights { config: model.config().clone(), weights })
+        let config = model.config().clone();
+        for i in 0..config.decoder_layers {
+            fuse_self_qkv(&mut weights, i, config.d_model)?;
+        }
+        Ok(ModelWeights { config, weights })
     }
 
     /// The type of weight `name`, for declaring it as a param.
@@ -65,6 +71,28 @@ impl ModelWeights {
         }
         out
     }
+}
+
+/// The fused self-attention projection of a decoder layer (`{SELF_QKV}.weight`, the rows of
+/// q, k and v stacked, and `{SELF_QKV}.bias`, k's part zero), under `decoder_layer(i, ..)`.
+pub const SELF_QKV: &str = "self_attn.qkv_proj";
+
+/// Replaces decoder layer `i`'s q, k and v projections in `weights` by [`SELF_QKV`]. The
+/// products are the same numbers: each output column is still one weight row's dot product
+/// with the input, and k's zero bias adds nothing.
+fn fuse_self_qkv(weights: &mut Weights, i: usize, d_model: usize) -> Result<()> {
+    let mut take = |suffix: &str| {
+        let name = decoder_layer(i, &format!("self_attn.{suffix}"));
+        weights.remove(&name).ok_or_else(|| Error::bad_argument(format!("the Whisper model has no tensor {name}")))
+    };
+    let (q, k, v) = (take("q_proj.weight")?, take("k_proj.weight")?, take("v_proj.weight")?);
+    let (q_bias, v_bias) = (take("q_proj.bias")?, take("v_proj.bias")?);
+    let k_bias = Tensor::zeros(&TensorType::new(q_bias.dtype(), [d_model]));
+    let weight = Tensor::concat_rows(&[&q, &k, &v])?;
+    let bias = Tensor::concat_rows(&[&q_bias, &k_bias, &v_bias])?;
+    weights.insert(decoder_layer(i, &format!("{SELF_QKV}.weight")), weight);
+    weights.insert(decoder_layer(i, &format!("{SELF_QKV}.bias")), bias);
+    Ok(())
 }
 
 /// A graph under construction with the model's weights at hand.

@@ -2,14 +2,15 @@
 //!
 //! Walking the schedule once, every value gets a place: weights, constants and persistent
 //! buffers stay where they are; every other value gets an arena buffer. Aliasing ops (reshape,
-//! KV-cache writes) join their input's place, and an in-place op joins the buffer of an input
-//! that dies at it. A buffer is live from the step that defines it to the last step that reads
-//! any value stored in it.
+//! KV-cache writes) join their input's place, a slice that is one contiguous range of an arena
+//! value starting at an aligned byte joins its input's buffer at that byte (a view: nothing
+//! computes it), and an in-place op joins the buffer of an input that dies at it. A buffer is
+//! live from the step that defines it to the last step that reads any value stored in it.
 
 use super::{ArenaBuffer, Interval, PlanOptions, align};
 use crate::error::{Error, Result};
 use crate::ir::{Graph, NodeId};
-use crate::ops::{Memory, Op};
+use crate::ops::{Memory, Op, Slice};
 
 /// Where a value lives, before arena offsets are chosen.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -26,6 +27,12 @@ pub(super) enum Place {
 #[derive(Debug)]
 pub(super) struct Liveness {
     pub place: Vec<Place>,
+    /// Per node, where in its buffer its bytes start (non-zero only for slice views and the
+    /// views of them).
+    pub offset_in_buffer: Vec<usize>,
+    /// Per node, whether it is a view that computes nothing: a reshape, or a slice stored in
+    /// its input's bytes.
+    pub view: Vec<bool>,
     pub buffers: Vec<ArenaBuffer>,
     pub in_place: usize,
 }
@@ -63,6 +70,8 @@ pub(super) fn analyse(g: &Graph, schedule: &[NodeId], options: &PlanOptions) -> 
     }
 
     let mut place: Vec<Option<Place>> = vec![None; g.len()];
+    let mut offset_in_buffer = vec![0; g.len()];
+    let mut view = vec![false; g.len()];
     let mut buffers: Vec<ArenaBuffer> = Vec::new();
     let mut building: Vec<Building> = Vec::new();
     let mut in_place = 0;
@@ -74,18 +83,35 @@ pub(super) fn analyse(g: &Graph, schedule: &[NodeId], options: &PlanOptions) -> 
                 .clone()
                 .ok_or_else(|| Error::InvalidGraph(format!("the schedule runs %{} before its input %{}", id.0, i.0)))
         };
-        let chosen = match &node.op {
-            Op::Param(p) => Place::Param(p.name.clone()),
-            Op::Const(_) => Place::Const(id),
-            Op::State(st) => Place::State(st.name.clone()),
-            op if op.memory() == Memory::Alias => input_place(0)?,
-            op => {
+        let slice_view = match &node.op {
+            Op::Slice(op) => match input_place(0)? {
+                Place::Buffer(b) => slice_bytes(g, id, op, options).map(|at| (b, at)),
+                _ => None,
+            },
+            _ => None,
+        };
+        let chosen = match (&node.op, slice_view) {
+            (Op::Param(p), _) => Place::Param(p.name.clone()),
+            (Op::Const(_), _) => Place::Const(id),
+            (Op::State(st), _) => Place::State(st.name.clone()),
+            (_, Some((b, at))) => {
+                offset_in_buffer[id.index()] = offset_in_buffer[node.inputs[0].index()] + at;
+                view[id.index()] = true;
+                Place::Buffer(b)
+            }
+            (op, None) if op.memory() == Memory::Alias => {
+                view[id.index()] = matches!(op, Op::Reshape(_));
+                offset_in_buffer[id.index()] = offset_in_buffer[node.inputs[0].index()];
+                input_place(0)?
+            }
+            (op, None) => {
                 let size = options.value_bytes(&node.ty);
                 let mut reuse = None;
                 if op.memory() == Memory::InPlace {
                     for k in 0..node.inputs.len() {
                         let Place::Buffer(b) = input_place(k)? else { continue };
                         let fits = building[b].size == size
+                            && offset_in_buffer[node.inputs[k].index()] == 0
                             && g.ty(node.inputs[k]).shape == node.ty.shape
                             && buffers[b].live.end == s
                             && !building[b].pinned;
@@ -126,5 +152,19 @@ pub(super) fn analyse(g: &Graph, schedule: &[NodeId], options: &PlanOptions) -> 
     }
     // Every node is scheduled (checked above), so every node has a place.
     let place = place.into_iter().flatten().collect();
-    Ok(Liveness { place, buffers, in_place })
+    Ok(Liveness { place, offset_in_buffer, view, buffers, in_place })
+}
+
+/// Where in its input's bytes the slice `op` (node `id`) starts, when its result is one
+/// contiguous range of them (every axis before the sliced one has a single element) starting
+/// at a multiple of [`ARENA_ALIGN`](super::ARENA_ALIGN) bytes, so that it can be bound as a
+/// buffer range of its own (a decoder step's fused q/k/v product, sliced into q, k and v).
+fn slice_bytes(g: &Graph, id: NodeId, op: &Slice, options: &PlanOptions) -> Option<usize> {
+    let x = g.ty(g.node(id).inputs[0]);
+    let dims = x.shape.dims();
+    let contiguous = dims[..op.axis].iter().all(|&d| d == 1);
+    let inner: usize = dims[op.axis + 1..].iter().product();
+    let elem = options.value_bytes(&crate::ir::TensorType::new(x.dtype, [1]));
+    let at = op.start * inner * elem;
+    (contiguous && at.is_multiple_of(super::ARENA_ALIGN)).then_some(at)
 }

@@ -79,8 +79,8 @@ pub struct MemoryReport {
     /// The largest sum of (aligned) sizes of arena values live at one step: a lower bound for
     /// any arena.
     pub peak_live_bytes: usize,
-    /// Values placed in the arena (views not counted), and how many of them reuse an input's
-    /// buffer in place.
+    /// Values placed in the arena (views and slice views not counted), and how many of them
+    /// reuse an input's buffer in place.
     pub arena_values: usize,
     pub in_place: usize,
 }
@@ -98,6 +98,10 @@ pub struct Plan {
     pub buffers: Vec<ArenaBuffer>,
     /// The index in `buffers` of every node stored in the arena, indexed by node id.
     pub buffer_of: Vec<Option<usize>>,
+    /// Per node (indexed by id): a view that computes nothing, its value already in its
+    /// input's bytes: a reshape, or a slice that is one contiguous range of an arena value
+    /// starting at an aligned byte (stored inside its input's buffer). Executors skip them.
+    pub views: Vec<bool>,
     pub report: MemoryReport,
     /// The options the plan was made with.
     pub options: PlanOptions,
@@ -142,7 +146,8 @@ pub fn plan(graph: Graph) -> Result<Plan> {
 pub fn plan_with(graph: Graph, options: &PlanOptions) -> Result<Plan> {
     verify(&graph)?;
     let schedule: Vec<NodeId> = graph.ids().collect();
-    let liveness::Liveness { place, mut buffers, in_place } = liveness::analyse(&graph, &schedule, options)?;
+    let liveness::Liveness { place, offset_in_buffer, view: views, mut buffers, in_place } =
+        liveness::analyse(&graph, &schedule, options)?;
     let arena_bytes = arena::assign_offsets(&mut buffers, options.max_buffer_bytes)?;
     let peak_live_bytes = arena::peak_live(&buffers, schedule.len());
 
@@ -158,11 +163,11 @@ pub fn plan_with(graph: Graph, options: &PlanOptions) -> Result<Plan> {
         });
         storage.push(match place {
             Place::Buffer(b) => {
-                if node.op.memory() != Memory::Alias {
+                if node.op.memory() != Memory::Alias && !views[id.index()] {
                     arena_values += 1;
                     total_bytes += align(size);
                 }
-                Storage::Arena { offset: buffers[b].offset, size }
+                Storage::Arena { offset: buffers[b].offset + offset_in_buffer[id.index()], size }
             }
             Place::Param(name) => Storage::Param(name),
             Place::Const(c) => Storage::Const(c),
@@ -170,7 +175,7 @@ pub fn plan_with(graph: Graph, options: &PlanOptions) -> Result<Plan> {
         });
     }
     let report = MemoryReport { arena_bytes, total_bytes, peak_live_bytes, arena_values, in_place };
-    Ok(Plan { graph, schedule, storage, buffers, buffer_of, report, options: options.clone() })
+    Ok(Plan { graph, schedule, storage, buffers, buffer_of, views, report, options: options.clone() })
 }
 
 /// Bytes in binary units with one decimal (`7.9 MiB`).
@@ -221,7 +226,9 @@ impl Plan {
                     let buffer = &self.buffers[b];
                     let shared_input = node.inputs.iter().find(|&&i| self.buffer_of[i.index()] == Some(b));
                     let shares = match shared_input {
-                        Some(i) if node.op.memory() == Memory::Alias => format!("view of %{}", i.0),
+                        Some(i) if node.op.memory() == Memory::Alias || self.views[id.index()] => {
+                            format!("view of %{}", i.0)
+                        }
                         Some(i) => format!("in place of %{}", i.0),
                         None => format!("buffer {b}"),
                     };
@@ -282,6 +289,44 @@ mod tests {
         assert_eq!(plan.report.arena_bytes, 256);
         assert_eq!(plan.report.arena_values, 2);
         assert_eq!(plan.buffers[plan.buffer_of[x.index()].unwrap()].live, Interval { start: 0, end: 6 });
+    }
+
+    #[test]
+    fn aligned_contiguous_slices_of_arena_values_are_views() {
+        let mut g = Graph::new("t");
+        let x = g.input("x", TensorType::new(DType::F32, [1, 1, 8])).unwrap();
+        let w = g.param("w", TensorType::new(DType::F32, [8, 1152])).unwrap();
+        let y = g.tanh(x).unwrap();
+        let qkv = g.matmul(y, w).unwrap();
+        // One row of a step's fused projection: q, k and v are 1536 bytes apart (6 x 256).
+        let (q, k, v) =
+            (g.slice(qkv, 2, 0, 384).unwrap(), g.slice(qkv, 2, 384, 768).unwrap(), g.slice(qkv, 2, 768, 1152).unwrap());
+        let qr = g.push(Reshape { shape: [6, 64].into() }, &[q]).unwrap();
+        let kv = g.add(k, v).unwrap();
+        // Not views: 4 bytes in (unaligned), a weight's rows, two rows' columns (not contiguous).
+        let odd = g.slice(qkv, 2, 1, 2).unwrap();
+        let of_weight = g.slice(w, 0, 0, 4).unwrap();
+        let two = g.input("two", TensorType::new(DType::F32, [2, 128])).unwrap();
+        let columns = g.slice(two, 1, 64, 128).unwrap();
+        for (name, id) in [("q", qr), ("kv", kv), ("odd", odd), ("w", of_weight), ("c", columns)] {
+            g.output(name, id).unwrap();
+        }
+        let plan = plan(g).unwrap();
+        let at = |id: NodeId| match plan.storage[id.index()] {
+            Storage::Arena { offset, .. } => offset,
+            ref other => panic!("{other:?}"),
+        };
+        assert_eq!([at(k) - at(qkv), at(v) - at(qkv), at(q), at(qr)], [1536, 3072, at(qkv), at(qkv)]);
+        assert!(
+            [q, k, v, qr]
+                .iter()
+                .all(|id| plan.views[id.index()] && plan.buffer_of[id.index()] == plan.buffer_of[qkv.index()])
+        );
+        assert!([qkv, kv, odd, of_weight, columns].iter().all(|id| !plan.views[id.index()]));
+        // The fused product's buffer lives until its last view is read (the add).
+        let live = plan.buffers[plan.buffer_of[qkv.index()].unwrap()].live;
+        assert!(live.end >= plan.schedule.iter().position(|&s| s == kv).unwrap());
+        assert!(plan.placement_table().contains("view of"));
     }
 
     #[test]

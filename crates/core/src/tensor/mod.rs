@@ -187,6 +187,36 @@ impl Tensor {
         Ok(self)
     }
 
+    /// `parts` stacked along the first axis: one tensor whose rows are the first part's, then
+    /// the second's, and so on (a fused weight of several linear layers). The parts must share
+    /// the dtype and every other axis; q8 rows keep their own scales.
+    pub fn concat_rows(parts: &[&Tensor]) -> Result<Tensor> {
+        let first = parts.first().ok_or_else(|| Error::BadTensor("concat_rows of no tensors".into()))?;
+        let dims = first.shape.dims();
+        if dims.is_empty() {
+            return Err(Error::BadTensor(format!("concat_rows of a scalar {}", first.ty())));
+        }
+        for p in parts {
+            if p.dtype() != first.dtype() || p.shape.rank() != dims.len() || p.shape.dims()[1..] != dims[1..] {
+                return Err(Error::BadTensor(format!("concat_rows of {} and {}: rows differ", first.ty(), p.ty())));
+            }
+        }
+        let mut shape = dims.to_vec();
+        shape[0] = parts.iter().map(|p| p.shape.dims()[0]).sum();
+        if let TensorData::Q8(_) = &first.data {
+            let (mut values, mut scales) = (Vec::new(), Vec::new());
+            for p in parts {
+                if let TensorData::Q8(q) = &p.data {
+                    values.extend_from_slice(q.values());
+                    scales.extend_from_slice(q.scales());
+                }
+            }
+            return Tensor::q8(shape, &values, &scales);
+        }
+        let bytes: Vec<u8> = parts.iter().flat_map(|p| p.as_bytes().iter().copied()).collect();
+        Tensor::from_bytes(&TensorType::new(first.dtype(), shape), &bytes)
+    }
+
     /// The values widened to f32 (integers converted by value).
     pub fn to_f32(&self) -> Vec<f32> {
         match &self.data {
@@ -306,6 +336,21 @@ mod tests {
         let err = Tensor::from_bytes(&TensorType::new(DType::F32, [2]), &[0u8; 7]).unwrap_err();
         assert_eq!(err.to_string(), "bad tensor: f32[2] needs 8 bytes, got 7");
         assert_eq!(t.as_bytes(), t.to_bytes().as_slice());
+    }
+
+    #[test]
+    fn rows_concatenate_in_order_with_their_q8_scales() {
+        let a = Tensor::from_f32(DType::F16, [1, 2], vec![1.0, 2.0]).unwrap();
+        let b = Tensor::from_f32(DType::F16, [2, 2], vec![3.0, 4.0, 5.0, 6.0]).unwrap();
+        let ab = Tensor::concat_rows(&[&a, &b]).unwrap();
+        assert_eq!((ab.ty(), ab.to_f32()), (TensorType::new(DType::F16, [3, 2]), vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]));
+        let qa = Tensor::q8([1, 2], &[1, -2], &[0.5]).unwrap();
+        let qb = Tensor::q8([2, 2], &[3, 4, 5, 6], &[1.0, 2.0]).unwrap();
+        assert_eq!(Tensor::concat_rows(&[&qa, &qb]).unwrap().to_f32(), vec![0.5, -1.0, 3.0, 4.0, 10.0, 12.0]);
+        let wide = Tensor::from_f32(DType::F16, [1, 3], vec![0.0; 3]).unwrap();
+        let err = Tensor::concat_rows(&[&a, &wide]).unwrap_err();
+        assert_eq!(err.to_string(), "bad tensor: concat_rows of f16[1,2] and f16[1,3]: rows differ");
+        assert!(Tensor::concat_rows(&[&a, &qa]).is_err());
     }
 
     #[test]

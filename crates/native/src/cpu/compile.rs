@@ -45,8 +45,8 @@ pub fn steps(linked: &LinkedPlan) -> Vec<Step> {
         let out_region = Region::at(linked.place(id));
         let input_regions: Vec<Region> = node.inputs.iter().map(|&i| Region::at(linked.place(i))).collect();
         let input_types: Vec<TensorType> = node.inputs.iter().map(|&i| g.ty(i).clone()).collect();
-        // A view (reshape, a KV write's result) stored where its input is needs no work.
-        if matches!(node.op, Op::Reshape(_)) && input_regions.first() == Some(&out_region) {
+        // A view (a reshape, or a slice inside its input's bytes) needs no work.
+        if linked.plan.views[id.index()] {
             continue;
         }
         let mut step = Step {

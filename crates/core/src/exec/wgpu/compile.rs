@@ -252,7 +252,8 @@ fn build(backend: &WgpuBackend, linked: &LinkedPlan, shared: &Shared) -> Result<
     let mut specs = Vec::new();
     let mut scratch_bytes = 0;
     for &id in &plan.schedule {
-        if matches!(g.node(id).op, Op::ScalarRead(_)) && scalar_of(id).is_some() {
+        // Views are their input's bytes already (a slice view is bound as its own range).
+        if plan.views[id.index()] || (matches!(g.node(id).op, Op::ScalarRead(_)) && scalar_of(id).is_some()) {
             continue;
         }
         let node = g.node(id);
