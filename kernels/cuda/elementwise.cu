@@ -48,6 +48,8 @@
 #define EW_INSTR_UNARY 1u
 #define EW_INSTR_BINARY 2u
 #define EW_INSTR_SELECT 3u
+#define EW_INSTR_COMPARE 4u
+#define EW_INSTR_CONST 5u
 
 // Splits element `i` of the output (dimensions `dims`, outermost first) into coordinates.
 // The loops run over constant bounds so every array index is static (the parameters stay in
@@ -214,22 +216,25 @@ __device__ __forceinline__ float ew_fused_load(const FusedElementwiseParams& p, 
 }
 
 // A fused program, interpreted: instruction j (low byte: class << 4 | kind; then operand
-// bytes a, b, c) defines the f32 value r[j], as `FusedElementwise::run` does. The last value
-// is the result, rounded to the output dtype by `st`.
+// bytes a, b, c; a constant's bits in the next word) defines the f32 value r[j], as
+// `FusedElementwise::run` does. The last value is the result, rounded to the output dtype by
+// `st`.
 extern "C" __global__ void fused_elementwise(const FusedElementwiseParams p) {
     u64 gi = global_index();
     if (gi >= p.n) return;
     unsigned i = (unsigned)gi, x[EW_MAX_RANK];
     ew_coords(i, p.rank, p.dims, x);
     float r[EW_MAX_INSTRS];
-    for (unsigned j = 0; j < p.len; j++) {
-        unsigned w = p.program[j];
+    for (unsigned j = 0, at = 0; j < p.len; j++, at++) {
+        unsigned w = p.program[at];
         unsigned kind = w & 15u, a = (w >> 8) & 255u, b = (w >> 16) & 255u, c = w >> 24;
         float v;
         switch ((w >> 4) & 15u) {
         case EW_INSTR_INPUT: v = ew_fused_load(p, a, x); break;
         case EW_INSTR_UNARY: v = ew_unary(kind, r[a]); break;
         case EW_INSTR_BINARY: v = ew_binary_f32(kind, r[a], r[b]); break;
+        case EW_INSTR_COMPARE: v = ew_holds(kind, r[a], r[b]) ? 1.0f : 0.0f; break;
+        case EW_INSTR_CONST: v = __uint_as_float(p.program[++at]); break;
         default: v = r[a] != 0.0f ? r[b] : r[c]; break;  // NaN is non-zero, as in the reference
         }
         r[j] = v;

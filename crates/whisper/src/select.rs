@@ -66,7 +66,7 @@ impl Rules {
         for k in 0..RANGES {
             let (lo, hi) = self.banned.get(k).copied().unwrap_or((0, 0));
             out.insert(range_scalar(k, "lo"), lo);
-            out.insert(range_scalar(k, "len"), hi.saturating_sub(lo));
+            out.insert(range_scalar(k, "hi"), hi);
         }
         out.insert("ban_blank".into(), self.blank as u32);
         out.insert("timestamp_rule".into(), self.timestamp_rule as u32);
@@ -110,9 +110,10 @@ fn log_sum_exp(b: &mut Builder, x: NodeId) -> Result<NodeId> {
 /// outputs.
 ///
 /// Written for few dispatches on a GPU (a decoder step is short, and every kernel launch
-/// counts): each ban is a `where` on the logits, so the chain of them fuses into one kernel;
-/// only the id comparisons (u32) run on their own. A range `[lo, lo + len)` is one compare,
-/// `id - lo < len` in wrapping u32 arithmetic (ids below `lo` wrap past any length).
+/// counts): each ban is a `where` on the logits whose condition is float arithmetic on 0/1
+/// values (comparisons of float ids with the range ends, the flags cast to f32) compared with
+/// 0, so the elementwise fusion takes the whole chain into a few kernels (as many as its input
+/// limit allows). Ids are compared as f32, exact for every vocabulary (below 2^24 ids).
 pub(crate) fn select_token(b: &mut Builder, logits: NodeId, sel: &Selection) -> Result<()> {
     let vocab = b.g.ty(logits).shape.dims()[1];
     let ts = sel.timestamp_begin as usize;
@@ -120,21 +121,30 @@ pub(crate) fn select_token(b: &mut Builder, logits: NodeId, sel: &Selection) -> 
         return Err(Error::bad_argument(format!("timestamp begin {ts} is outside the vocabulary of {vocab}")));
     }
     let ids = b.iota(&[1, vocab])?;
+    let float_ids = b.g.constant(Tensor::f32([1, vocab], (0..vocab).map(|i| i as f32).collect())?);
     let masked = b.f32_const(MASKED);
+    let zero = b.f32_const(0.0);
     let suppress = id_mask(b, vocab, &sel.suppress)?;
     let mut x = b.g.select(suppress, masked, logits)?;
     for k in 0..RANGES {
         let lo = b.g.scalar(&range_scalar(k, "lo"));
-        let len = b.g.scalar(&range_scalar(k, "len"));
-        let (lo, len) = (b.g.read_scalar(lo)?, b.g.read_scalar(len)?);
-        let offset = b.g.sub(ids, lo)?;
-        let inside = b.g.compare(CmpKind::Lt, offset, len)?;
+        let hi = b.g.scalar(&range_scalar(k, "hi"));
+        let (lo, hi) = (b.g.read_scalar(lo)?, b.g.read_scalar(hi)?);
+        let (lo, hi) = (b.widen(lo)?, b.widen(hi)?);
+        let from_lo = b.g.compare(CmpKind::Ge, float_ids, lo)?;
+        let below_hi = b.g.compare(CmpKind::Lt, float_ids, hi)?;
+        let (from_lo, below_hi) = (b.widen(from_lo)?, b.widen(below_hi)?);
+        let inside = b.g.mul(from_lo, below_hi)?;
+        let inside = b.g.compare(CmpKind::Gt, inside, zero)?;
         x = b.g.select(inside, masked, x)?;
     }
     let blank_flag = b.g.scalar("ban_blank");
     let blank_flag = b.g.read_scalar(blank_flag)?;
+    let blank_flag = b.widen(blank_flag)?;
     let blank = id_mask(b, vocab, &sel.blank)?;
+    let blank = b.widen(blank)?;
     let blank = b.g.mul(blank, blank_flag)?;
+    let blank = b.g.compare(CmpKind::Gt, blank, zero)?;
     let x = b.g.select(blank, masked, x)?;
 
     // The timestamp rule: text is banned when the log-probability mass of the timestamps
@@ -147,11 +157,13 @@ pub(crate) fn select_token(b: &mut Builder, logits: NodeId, sel: &Selection) -> 
     let wins = b.g.compare(CmpKind::Gt, ts_mass, text_best)?;
     let rule_flag = b.g.scalar("timestamp_rule");
     let rule_flag = b.g.read_scalar(rule_flag)?;
-    let wins = b.g.mul(wins, rule_flag)?;
     let ts_begin = b.g.constant(Tensor::u32([1, 1], vec![sel.timestamp_begin])?);
     let is_text = b.g.compare(CmpKind::Lt, ids, ts_begin)?;
-    let banned_text = b.g.select(wins, masked, x)?;
-    let x = b.g.select(is_text, banned_text, x)?;
+    let (is_text, wins, rule_flag) = (b.widen(is_text)?, b.widen(wins)?, b.widen(rule_flag)?);
+    let text_loses = b.g.mul(is_text, wins)?;
+    let text_loses = b.g.mul(text_loses, rule_flag)?;
+    let text_loses = b.g.compare(CmpKind::Gt, text_loses, zero)?;
+    let x = b.g.select(text_loses, masked, x)?;
 
     let inv_t = b.g.input(INV_TEMPERATURE, f32_type(&[1, 1]))?;
     let noise = b.g.input(NOISE, f32_type(&[1, vocab]))?;

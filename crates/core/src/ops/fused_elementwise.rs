@@ -3,11 +3,12 @@
 //!
 //! Every instruction produces one f32 value per output element; the last one is the result,
 //! rounded to `dtype`. Inputs of any dtype are read as f32 and broadcast to the output shape
-//! (the broadcast of all input shapes).
+//! (the broadcast of all input shapes). Comparisons give 1.0 or 0.0 (a condition for a later
+//! `where`).
 
 use super::binary::{broadcast_indices, gather_f32};
 use super::cpu_kernels::par_chunks;
-use super::{BinaryKind, EvalCtx, Memory, OpKind, UnaryKind};
+use super::{BinaryKind, CmpKind, EvalCtx, Memory, OpKind, UnaryKind};
 use crate::error::{Error, Result};
 use crate::ir::{DType, Shape, TensorType};
 use crate::tensor::Tensor;
@@ -18,8 +19,12 @@ use std::borrow::Cow;
 pub enum Instr {
     /// Load fused input `n` at the current element.
     Input(u32),
+    /// A constant (a scalar constant of the graph, held in the program instead of read).
+    Const(f32),
     Unary(UnaryKind, u32),
     Binary(BinaryKind, u32, u32),
+    /// `a <kind> b` on the f32 values: 1.0 where it holds, else 0.0.
+    Compare(CmpKind, u32, u32),
     /// `where(cond != 0, a, b)`.
     Select(u32, u32, u32),
 }
@@ -37,8 +42,10 @@ impl FusedElementwise {
         for (i, ins) in self.program.iter().enumerate() {
             regs[i] = match *ins {
                 Instr::Input(n) => load(n as usize),
+                Instr::Const(v) => v,
                 Instr::Unary(k, a) => k.apply(regs[a as usize]),
                 Instr::Binary(k, a, b) => k.apply(regs[a as usize], regs[b as usize]),
+                Instr::Compare(k, a, b) => f32::from(u8::from(k.holds(regs[a as usize], regs[b as usize]))),
                 Instr::Select(c, a, b) => regs[if regs[c as usize] != 0.0 { a } else { b } as usize],
             };
         }
@@ -56,8 +63,10 @@ impl OpKind for FusedElementwise {
             .iter()
             .map(|i| match *i {
                 Instr::Input(n) => format!("in{n}"),
+                Instr::Const(v) => format!("{v}"),
                 Instr::Unary(k, a) => format!("{}(${a})", k.name()),
                 Instr::Binary(k, a, b) => format!("{}(${a},${b})", k.name()),
+                Instr::Compare(k, a, b) => format!("{}(${a},${b})", k.name()),
                 Instr::Select(c, a, b) => format!("where(${c},${a},${b})"),
             })
             .collect();
@@ -71,8 +80,9 @@ impl OpKind for FusedElementwise {
         for (i, ins) in self.program.iter().enumerate() {
             let ok = match *ins {
                 Instr::Input(n) => (n as usize) < inputs.len(),
+                Instr::Const(_) => true,
                 Instr::Unary(_, a) => (a as usize) < i,
-                Instr::Binary(_, a, b) => (a as usize) < i && (b as usize) < i,
+                Instr::Binary(_, a, b) | Instr::Compare(_, a, b) => (a as usize) < i && (b as usize) < i,
                 Instr::Select(c, a, b) => (c as usize) < i && (a as usize) < i && (b as usize) < i,
             };
             if !ok {
@@ -177,6 +187,30 @@ mod tests {
         // gelu is ~identity there (erf(3.45) = 1 - 6e-7): 4.8838 / 2 = 2.4419 -> f16 2.441.
         assert_eq!(got.to_f32()[0], 2.0);
         assert!((got.to_f32()[5] - 2.4419).abs() < 2e-3, "{:?}", got.to_f32());
+    }
+
+    #[test]
+    fn comparisons_give_one_or_zero_for_a_later_where() {
+        // where(x >= lo, where(x < hi, -1, x), x) with lo, hi broadcast scalars: ids 2 and 3
+        // of 0..5 banned. NaN compares false (only `ne` holds).
+        let x = Tensor::f32([6], vec![0.0, 1.0, 2.0, 3.0, 4.0, f32::NAN]).unwrap();
+        let (lo, hi, ban) =
+            (Tensor::u32([], vec![2]).unwrap(), Tensor::u32([], vec![4]).unwrap(), Tensor::scalar_f32(-1.0));
+        let program = vec![
+            Instr::Input(0),
+            Instr::Input(1),
+            Instr::Compare(CmpKind::Ge, 0, 1),
+            Instr::Input(2),
+            Instr::Compare(CmpKind::Lt, 0, 3),
+            Instr::Input(3),
+            Instr::Select(4, 5, 0),
+            Instr::Select(2, 6, 0),
+        ];
+        let y = fused(program, DType::F32, &[&x, &lo, &hi, &ban]).unwrap().to_f32();
+        assert_eq!(y[..5], [0.0, 1.0, -1.0, -1.0, 4.0]);
+        assert!(y[5].is_nan());
+        let ne = vec![Instr::Input(0), Instr::Input(0), Instr::Compare(CmpKind::Ne, 0, 1)];
+        assert_eq!(fused(ne, DType::F32, &[&x]).unwrap().to_f32(), [0.0, 0.0, 0.0, 0.0, 0.0, 1.0]);
     }
 
     #[test]

@@ -1,11 +1,16 @@
 //! Elementwise fusion: a tree of unary, binary and `where` ops with float results becomes one
-//! [`FusedElementwise`] op, so it reads its inputs once and writes one result. A cast of a
-//! float to f32 joins too, as no instruction: the program reads every input as f32 already
-//! (a decoder step's f16 embedding row and its position add become one kernel).
+//! [`FusedElementwise`] op, so it reads its inputs once and writes one result. Comparisons of
+//! floats join inside a group (as 1.0 / 0.0, the condition of a `where`: a decoder step's
+//! banned id ranges). A cast to f32 joins too, as no instruction: the program reads every
+//! input as f32 already, exactly as the cast converts it (a decoder step's f16 embedding row
+//! and its position add become one kernel; a u32 runtime scalar compared with float ids).
 //!
 //! Grown greedily from each root (latest node first): an operand joins the root's group when
-//! it is itself fusable, feeds only that group, and has the root's shape (so no value is
-//! recomputed for broadcast copies). Groups of one op are left alone. Inside the fused program
+//! it is itself fusable, feeds only that group, has the root's shape (so no value is
+//! recomputed for broadcast copies; a cast computes nothing, so it joins at any shape), and
+//! keeps the group within [`MAX_FUSED_INPUTS`] (an operand whose subtree would exceed it is
+//! read as an input instead, and fuses in a group of its own). Scalar constants are held in
+//! the program, not read as inputs. Groups of one op are left alone. Inside the fused program
 //! values stay f32, so an f16 chain is rounded once at the end rather than after every op.
 
 use std::collections::HashMap;
@@ -51,13 +56,26 @@ impl Pass for FuseElementwise {
     }
 }
 
-/// Ops a fused program can express, with a float result.
+/// Ops a fused program can express with a float result: the roots of groups.
 fn fusable(g: &Graph, id: NodeId) -> bool {
     match g.node(id).op {
         Op::Unary(_) | Op::Binary(_) | Op::Select(_) => g.ty(id).dtype.is_float(),
-        Op::Cast(_) => g.ty(id).dtype == DType::F32 && g.ty(g.node(id).inputs[0]).dtype.is_float(),
+        Op::Cast(_) => is_f32_cast(g, id),
         _ => false,
     }
+}
+
+/// A cast to f32 of any value the program can load: the program's load converts alike.
+fn is_f32_cast(g: &Graph, id: NodeId) -> bool {
+    matches!(g.node(id).op, Op::Cast(_))
+        && g.ty(id).dtype == DType::F32
+        && g.ty(g.node(id).inputs[0]).dtype != DType::Q8
+}
+
+/// A comparison of floats: exact in the program's f32 values (integers, which compare in
+/// their own type, stay outside), its 0/1 result read only by the group.
+fn float_compare(g: &Graph, id: NodeId) -> bool {
+    matches!(g.node(id).op, Op::Compare(_)) && g.node(id).inputs.iter().all(|&i| g.ty(i).dtype.is_float())
 }
 
 /// Emits the program of one group in operand order, deduplicating shared operands.
@@ -80,12 +98,49 @@ impl<'g> ProgramBuilder<'g> {
     /// True when `id` joins the group: the root, or a fusable operand used only by the group
     /// with the root's shape.
     fn joins(&self, id: NodeId) -> bool {
+        let g = self.g;
+        let same_shape = g.ty(id).shape == g.ty(self.root).shape;
         id == self.root
-            || (fusable(self.g, id) && self.uses.single(id) && self.g.ty(id).shape == self.g.ty(self.root).shape)
+            || (self.uses.single(id)
+                && (is_f32_cast(g, id) || ((fusable(g, id) || float_compare(g, id)) && same_shape)))
     }
 
-    /// Emits `id` and returns the index of the instruction holding its value.
+    /// Emits `id` and returns the index of the instruction holding its value. An operand
+    /// whose subtree takes the group past [`MAX_FUSED_INPUTS`] is taken back and read as an
+    /// input.
     fn emit(&mut self, id: NodeId) -> u32 {
+        if id == self.root || !self.joins(id) || self.emitted.contains_key(&id) {
+            return self.emit_here(id);
+        }
+        let saved = (self.program.len(), self.inputs.len(), self.emitted.clone(), self.fused_ops);
+        let index = self.emit_here(id);
+        if self.inputs.len() <= MAX_FUSED_INPUTS {
+            return index;
+        }
+        let (program, inputs, emitted, fused_ops) = saved;
+        self.program.truncate(program);
+        self.inputs.truncate(inputs);
+        (self.emitted, self.fused_ops) = (emitted, fused_ops);
+        self.load(id)
+    }
+
+    /// Emits `id` as an input of the group (a scalar constant as a constant of the program).
+    fn load(&mut self, id: NodeId) -> u32 {
+        let instr = match &self.g.node(id).op {
+            Op::Const(c) if c.value.numel() == 1 && c.value.dtype() != DType::Q8 => Instr::Const(c.value.to_f32()[0]),
+            _ => {
+                self.inputs.push(id);
+                Instr::Input(self.inputs.len() as u32 - 1)
+            }
+        };
+        self.program.push(instr);
+        let index = self.program.len() as u32 - 1;
+        self.emitted.insert(id, index);
+        index
+    }
+
+    /// [`ProgramBuilder::emit`] without the input limit: `id` joins if it may.
+    fn emit_here(&mut self, id: NodeId) -> u32 {
         if let Some(&i) = self.emitted.get(&id) {
             return i;
         }
@@ -96,19 +151,18 @@ impl<'g> ProgramBuilder<'g> {
             self.emitted.insert(id, value);
             return value;
         }
-        let instr = if self.joins(id) {
-            self.fused_ops += 1;
-            let node = self.g.node(id);
-            let args: Vec<u32> = node.inputs.clone().into_iter().map(|i| self.emit(i)).collect();
-            match &node.op {
-                Op::Unary(u) => Instr::Unary(u.kind, args[0]),
-                Op::Binary(b) => Instr::Binary(b.kind, args[0], args[1]),
-                // `fusable` admits only unary, binary, where and (above) casts.
-                _ => Instr::Select(args[0], args[1], args[2]),
-            }
-        } else {
-            self.inputs.push(id);
-            Instr::Input(self.inputs.len() as u32 - 1)
+        if !self.joins(id) {
+            return self.load(id);
+        }
+        self.fused_ops += 1;
+        let node = self.g.node(id);
+        let args: Vec<u32> = node.inputs.clone().into_iter().map(|i| self.emit(i)).collect();
+        let instr = match &node.op {
+            Op::Unary(u) => Instr::Unary(u.kind, args[0]),
+            Op::Binary(b) => Instr::Binary(b.kind, args[0], args[1]),
+            Op::Compare(c) => Instr::Compare(c.kind, args[0], args[1]),
+            // `joins` admits only unary, binary, compare, where and (above) casts.
+            _ => Instr::Select(args[0], args[1], args[2]),
         };
         self.program.push(instr);
         let index = self.program.len() as u32 - 1;
@@ -121,6 +175,7 @@ impl<'g> ProgramBuilder<'g> {
 mod tests {
     use super::*;
     use crate::ir::{DType, TensorType};
+    use crate::ops::CmpKind;
     use crate::passes::testing::run_and_compare;
     use crate::tensor::Tensor;
 
@@ -138,9 +193,9 @@ mod tests {
         assert!(changed);
         assert_eq!(
             after.to_string(),
-            "graph ew {\n  %0 = input \"x\" : f32[4,3]\n  %1 = const [0.5] : f32[]\n  %2 = param \"b\" : f32[3]\n  \
-             %3 = fused_elementwise(%0, %1, %2) {in0; in1; mul($0,$1); in2; add($2,$3); tanh($4)} : f32[4,3]\n  \
-             outputs: y=%3\n}"
+            "graph ew {\n  %0 = input \"x\" : f32[4,3]\n  %1 = param \"b\" : f32[3]\n  \
+             %2 = fused_elementwise(%0, %1) {in0; 0.5; mul($0,$1); in1; add($2,$3); tanh($4)} : f32[4,3]\n  \
+             outputs: y=%2\n}"
         );
     }
 
@@ -196,6 +251,63 @@ mod tests {
         assert_eq!(fused.len(), 1, "{after}");
         assert_eq!(fused[0].inputs.len(), MAX_FUSED_INPUTS, "{after}");
         assert!(after.to_string().contains("= add("), "{after}");
+    }
+
+    #[test]
+    fn a_chain_beyond_the_input_limit_fuses_in_groups_within_it() {
+        // x masked where ids equal each of 12 scalars: 14 inputs in all. Growing from the last
+        // where, the operand that would pass the limit is read as an input instead and fuses
+        // on its own: three groups, each within the limit (the scalar constant held inline).
+        let mut g = Graph::new("ew");
+        let mut x = g.input("x", TensorType::new(DType::F32, [2, 8])).unwrap();
+        let ids = g.input("ids", TensorType::new(DType::F32, [2, 8])).unwrap();
+        let masked = g.constant(Tensor::scalar_f32(-1e30));
+        for i in 0..12 {
+            let s = g.input(&format!("s{i}"), TensorType::new(DType::F32, [])).unwrap();
+            let hit = g.compare(CmpKind::Eq, ids, s).unwrap();
+            x = g.select(hit, masked, x).unwrap();
+        }
+        g.output("y", x).unwrap();
+        let (after, changed) = run_and_compare(&FuseElementwise, &g, 0.0);
+        assert!(changed);
+        let fused: Vec<_> = after.nodes().iter().filter(|n| matches!(n.op, Op::FusedElementwise(_))).collect();
+        assert_eq!(fused.iter().map(|n| n.inputs.len()).collect::<Vec<_>>(), [4, 7, 7], "{after}");
+        assert!(!after.to_string().contains("= where"), "{after}");
+    }
+
+    #[test]
+    fn float_comparisons_join_as_conditions_and_integer_ones_stay() {
+        // A banned range of float ids: where(id >= lo, where(id < hi, -1e30, x), x), with lo
+        // and hi u32 scalars cast to f32 (no instruction, at any shape).
+        let mut g = Graph::new("ew");
+        let x = g.input("x", TensorType::new(DType::F32, [1, 6])).unwrap();
+        let ids = g.constant(Tensor::f32([1, 6], (0..6).map(|i| i as f32).collect()).unwrap());
+        let lo = g.input("lo", TensorType::new(DType::U32, [])).unwrap();
+        let hi = g.input("hi", TensorType::new(DType::U32, [])).unwrap();
+        let (lo, hi) = (g.cast(lo, DType::F32).unwrap(), g.cast(hi, DType::F32).unwrap());
+        let ban = g.constant(Tensor::scalar_f32(-1e30));
+        let ge = g.compare(CmpKind::Ge, ids, lo).unwrap();
+        let lt = g.compare(CmpKind::Lt, ids, hi).unwrap();
+        let inner = g.select(lt, ban, x).unwrap();
+        let y = g.select(ge, inner, x).unwrap();
+        g.output("y", y).unwrap();
+        let (after, changed) = run_and_compare(&FuseElementwise, &g, 0.0);
+        assert!(changed);
+        let fused: Vec<_> = after.nodes().iter().filter(|n| matches!(n.op, Op::FusedElementwise(_))).collect();
+        assert_eq!(fused.len(), 1, "{after}");
+        assert!(["cast", "= ge", "= lt", "= where"].iter().all(|op| !after.to_string().contains(op)), "{after}");
+        assert!(after.to_string().contains("ge($0,$1)") && after.to_string().contains("lt($0,$3)"), "{after}");
+        // Integers compare in their own type: the comparison stays a node.
+        let mut g = Graph::new("ew");
+        let x = g.input("x", TensorType::new(DType::F32, [3])).unwrap();
+        let i = g.input("i", TensorType::new(DType::U32, [3])).unwrap();
+        let j = g.input("j", TensorType::new(DType::U32, [3])).unwrap();
+        let lt = g.compare(CmpKind::Lt, i, j).unwrap();
+        let e = g.exp(x).unwrap();
+        let y = g.select(lt, e, x).unwrap();
+        g.output("y", y).unwrap();
+        let (after, _) = run_and_compare(&FuseElementwise, &g, 0.0);
+        assert!(after.to_string().contains("= lt(%1, %2)"), "{after}");
     }
 
     #[test]

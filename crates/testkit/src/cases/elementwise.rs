@@ -198,7 +198,31 @@ pub(crate) fn fused_elementwise(cases: &mut CaseGen) -> Result<()> {
     let out = g.push(FusedElementwise { program: program.clone(), dtype }, &[x, y])?;
     g.output("out", out)?;
     let label = format!("fused_elementwise {dtype} every kind {} instrs", program.len());
-    cases.push("fused_elementwise", &label, g, CHAIN, &[])
+    cases.push("fused_elementwise", &label, g, CHAIN, &[])?;
+
+    // Every comparison kind as a bit of a code, acc = 2 acc + (x <kind> y), on small integers
+    // (so ties occur) of x [R,C] and y [C], 2 a constant of the program; then the code picks
+    // x or y.
+    let mut program = vec![In(0), In(1), Instr::Const(2.0), Instr::Compare(CmpKind::ALL[0], 0, 1)];
+    let mut acc = 3;
+    for kind in &CmpKind::ALL[1..] {
+        program.push(B(BinaryKind::Mul, acc, 2));
+        program.push(Instr::Compare(*kind, 0, 1));
+        program.push(B(BinaryKind::Add, program.len() as u32 - 2, program.len() as u32 - 1));
+        acc = program.len() as u32 - 1;
+    }
+    program.push(Instr::Compare(CmpKind::Gt, acc, 2));
+    program.push(Sel(program.len() as u32 - 1, 0, 1));
+    program.push(B(BinaryKind::Add, program.len() as u32 - 1, acc));
+    let dims = cases.shape(2, BUDGET);
+    let mut g = Graph::new("fused_elementwise");
+    let x = g.input("x", ty(DType::F32, &dims))?;
+    let y = g.input("y", ty(DType::F32, &[dims[1]]))?;
+    let out = g.push(FusedElementwise { program: program.clone(), dtype: DType::F32 }, &[x, y])?;
+    g.output("out", out)?;
+    let label = format!("fused_elementwise every comparison {} instrs", program.len());
+    let ints = Dist::Ints { lo: -2, hi: 3 };
+    cases.push("fused_elementwise", &label, g, Tolerance::Exact, &[("x", ints), ("y", ints)])
 }
 
 /// Harness cases: every ordered pair of distinct dtypes.

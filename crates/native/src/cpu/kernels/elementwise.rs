@@ -28,7 +28,7 @@ pub(super) enum Broadcast {
 #[derive(Debug)]
 pub struct Elementwise {
     program: Vec<Instr>,
-    inputs: Vec<(Broadcast, bool)>,
+    inputs: Vec<(Broadcast, Word)>,
     n: usize,
 }
 
@@ -45,16 +45,22 @@ impl Elementwise {
         if out.dtype != DType::F32 {
             return None;
         }
+        let fused = matches!(op, Op::FusedElementwise(_));
         let conds: Vec<bool> = (0..t.len()).map(|i| matches!(op, Op::Select(_)) && i == 0).collect();
         let inputs = t
             .iter()
             .zip(conds)
             .map(|(ty, cond)| {
-                let int = matches!(ty.dtype, DType::U32 | DType::I32);
-                if !(ty.dtype == DType::F32 || (cond && int)) {
-                    return None;
-                }
-                broadcast(ty, out).map(|b| (b, int))
+                // Fused programs read integers by value (as the reference converts them);
+                // `where` reads its integer condition as nonzero.
+                let word = match ty.dtype {
+                    DType::F32 => Word::F32,
+                    DType::U32 if fused => Word::U32,
+                    DType::I32 if fused => Word::I32,
+                    DType::U32 | DType::I32 if cond => Word::Truth,
+                    _ => return None,
+                };
+                broadcast(ty, out).map(|b| (b, word))
             })
             .collect::<Option<Vec<_>>>()?;
         Some(Elementwise { program, inputs, n: out.numel() })
@@ -94,16 +100,23 @@ impl Elementwise {
             let r = &mut rest[0][..len];
             match *ins {
                 Instr::Input(n) => {
-                    let (bc, int) = self.inputs[n as usize];
+                    let (bc, word) = self.inputs[n as usize];
                     match sources[n as usize] {
                         None => r.copy_from_slice(out),
-                        Some(src) => load(r, src, first, bc, int),
+                        Some(src) => load(r, src, first, bc, word),
                     }
                 }
+                Instr::Const(v) => r.fill(v),
                 Instr::Unary(kind, a) => unary(kind, &done[a as usize][..len], r),
                 Instr::Binary(kind, a, b) => {
                     let (x, y) = (&done[a as usize][..len], &done[b as usize][..len]);
                     binary(kind, x, y, r)
+                }
+                Instr::Compare(kind, a, b) => {
+                    let (x, y) = (&done[a as usize][..len], &done[b as usize][..len]);
+                    for j in 0..len {
+                        r[j] = f32::from(u8::from(kind.holds(x[j], y[j])));
+                    }
                 }
                 Instr::Select(c, a, b) => {
                     let (c, x, y) = (&done[c as usize][..len], &done[a as usize][..len], &done[b as usize][..len]);
@@ -128,19 +141,41 @@ pub(super) fn broadcast(t: &TensorType, out: &TensorType) -> Option<Broadcast> {
         .then(|| Broadcast::Suffix(dims.iter().product::<usize>().max(1)))
 }
 
+/// How an operand's 32-bit words are read as f32.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Word {
+    F32,
+    /// An integer condition: 1.0 when nonzero.
+    Truth,
+    /// Integers by value (rounded to f32 as `as` does).
+    U32,
+    I32,
+}
+
+impl Word {
+    fn read(self, w: u32) -> f32 {
+        match self {
+            Word::F32 => f32::from_bits(w),
+            Word::Truth => f32::from(u8::from(w != 0)),
+            Word::U32 => w as f32,
+            Word::I32 => w as i32 as f32,
+        }
+    }
+}
+
 /// Loads elements `first..` of a source into `r` as f32. Each case is its own loop (no
 /// per-element branch or division), so the loads vectorise.
-fn load(r: &mut [f32], src: &[u32], first: usize, bc: Broadcast, int: bool) {
-    let truth = |w: u32| if w != 0 { 1.0 } else { 0.0 };
-    match (bc, int) {
-        (Broadcast::Full, false) => r.iter_mut().zip(&src[first..]).for_each(|(v, &w)| *v = f32::from_bits(w)),
-        (Broadcast::Full, true) => r.iter_mut().zip(&src[first..]).for_each(|(v, &w)| *v = truth(w)),
-        (Broadcast::Suffix(1), false) => r.fill(f32::from_bits(src[0])),
-        (Broadcast::Suffix(1), true) => r.fill(truth(src[0])),
-        (Broadcast::Suffix(len), int) => {
+fn load(r: &mut [f32], src: &[u32], first: usize, bc: Broadcast, word: Word) {
+    match bc {
+        Broadcast::Full if word == Word::F32 => {
+            r.iter_mut().zip(&src[first..]).for_each(|(v, &w)| *v = f32::from_bits(w))
+        }
+        Broadcast::Full => r.iter_mut().zip(&src[first..]).for_each(|(v, &w)| *v = word.read(w)),
+        Broadcast::Suffix(1) => r.fill(word.read(src[0])),
+        Broadcast::Suffix(len) => {
             let mut at = first % len;
             for v in r.iter_mut() {
-                *v = if int { truth(src[at]) } else { f32::from_bits(src[at]) };
+                *v = word.read(src[at]);
                 at += 1;
                 if at == len {
                     at = 0;

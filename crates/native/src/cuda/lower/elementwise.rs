@@ -82,6 +82,8 @@ mod code {
     pub const UNARY: u32 = 1;
     pub const BINARY: u32 = 2;
     pub const SELECT: u32 = 3;
+    pub const COMPARE: u32 = 4;
+    pub const CONST: u32 = 5;
 }
 
 crate::cuda_params! {
@@ -263,6 +265,9 @@ fn encode(instr: Instr) -> u32 {
         Instr::Unary(kind, a) => word(code::UNARY, code::unary(kind), a, 0, 0),
         Instr::Binary(kind, a, b) => word(code::BINARY, code::binary(kind), a, b, 0),
         Instr::Select(c, a, b) => word(code::SELECT, 0, c, a, b),
+        Instr::Compare(kind, a, b) => word(code::COMPARE, code::cmp(kind), a, b, 0),
+        // Its bits follow it in the program.
+        Instr::Const(_) => word(code::CONST, 0, 0, 0, 0),
     }
 }
 
@@ -302,9 +307,18 @@ pub fn fused(op: &FusedElementwise, ctx: &LowerCtx) -> Result<Vec<Launch>> {
         let at = (k % 4) * MAX_RANK;
         table[at..at + MAX_RANK].copy_from_slice(&dims8(s, 0));
     }
-    for (w, &instr) in params.program.iter_mut().zip(&op.program) {
-        *w = encode(instr);
+    let mut words = Vec::with_capacity(op.program.len());
+    for &instr in &op.program {
+        words.push(encode(instr));
+        if let Instr::Const(v) = instr {
+            words.push(v.to_bits());
+        }
     }
+    if words.len() > MAX_FUSED_INSTRS {
+        let what = format!("{} instruction words (constants take two)", words.len());
+        return Err(unsupported(what, format!("at most {MAX_FUSED_INSTRS} words")));
+    }
+    params.program[..words.len()].copy_from_slice(&words);
     Ok(vec![Launch::Kernel(KernelLaunch::new("fused_elementwise", &params).threads(n))])
 }
 
@@ -411,6 +425,7 @@ mod tests {
         assert_eq!(code::UNARY, define("EW_INSTR_UNARY"));
         assert_eq!(code::BINARY, define("EW_INSTR_BINARY"));
         assert_eq!(code::SELECT, define("EW_INSTR_SELECT"));
+        assert_eq!(code::COMPARE, define("EW_INSTR_COMPARE"));
         assert_eq!(MAX_RANK as u32, define("EW_MAX_RANK"));
         assert_eq!(MAX_FUSED_INPUTS as u32, define("EW_MAX_INPUTS"));
         assert_eq!(MAX_FUSED_INSTRS as u32, define("EW_MAX_INSTRS"));
@@ -691,6 +706,8 @@ mod tests {
         assert_eq!(encode(Instr::Select(1, 2, 31)), 0x1f02_0130);
         assert_eq!(encode(Instr::Unary(UnaryKind::Silu, 30)), 0x0000_1e1a);
         assert_eq!(encode(Instr::Binary(BinaryKind::Min, 1, 2)), 0x0002_0125);
+        // Compare class 4, kind ge = 5.
+        assert_eq!(encode(Instr::Compare(CmpKind::Ge, 4, 9)), 0x0009_0445);
     }
 
     #[test]

@@ -216,8 +216,11 @@ fn body_wgsl(program: &[Instr]) -> String {
     for (j, ins) in program.iter().enumerate() {
         let expr = match *ins {
             Instr::Input(n) => format!("ld{n}(o{n})"),
+            // By its bits: exact for every value (WGSL has no literal for NaN or infinities).
+            Instr::Const(v) => format!("bitcast<f32>({}u)", v.to_bits()),
             Instr::Unary(k, a) => unary_wgsl(k, &v(a)),
             Instr::Binary(k, a, b) => binary_wgsl(k, &v(a), &v(b)),
+            Instr::Compare(k, a, b) => format!("select(0.0, 1.0, {})", compare_wgsl(k, &v(a), &v(b))),
             // Not `!= 0.0`: compilers may emit an ordered not-equal, false for a NaN condition,
             // where the reference (Rust's `!=`) picks `a`.
             Instr::Select(c, a, b) => format!("select({}, {}, !({} == 0.0))", v(b), v(a), v(c)),
