@@ -21,6 +21,7 @@ use crate::select::{Selection, select_token};
 use crate::weights::{EMBED_TOKENS, PROJ_OUT, decoder_layer};
 use susurrus_core::ir::{DType, Graph, NodeId, TensorType};
 use susurrus_core::ops::CmpKind;
+use susurrus_core::tensor::Tensor;
 
 /// Input: the token ids `[S]` (u32).
 pub const TOKENS: &str = "tokens";
@@ -81,9 +82,12 @@ pub fn decoder_graph(model: &ModelWeights, spec: &DecoderSpec) -> Result<Graph> 
     let pos = b.g.gather(pos_table, positions)?;
     let mut x = b.g.add(x, pos)?;
 
-    // Query row i sits at position offset + i and sees cache slots j <= offset + i.
-    let slots = b.iota(&[1, c.n_text_ctx])?;
+    // Query row i sits at position offset + i and sees cache slots j <= offset + i. Compared
+    // as f32 (exact for any context), so the comparison and the select fuse into one kernel.
+    let slots = (0..c.n_text_ctx).map(|j| j as f32).collect();
+    let slots = b.g.constant(Tensor::f32([1, c.n_text_ctx], slots)?);
     let query_pos = b.g.reshape(positions, [s, 1])?;
+    let query_pos = b.widen(query_pos)?;
     let visible = b.g.compare(CmpKind::Le, slots, query_pos)?;
     let zero = b.f32_const(0.0);
     let masked = b.f32_const(MASKED);
