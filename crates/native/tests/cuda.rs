@@ -7,6 +7,7 @@
 use susurrus_testkit::golden::{self, Set};
 
 use std::collections::HashMap;
+use std::time::Instant;
 
 use susurrus_core::exec::Backend;
 use susurrus_core::ir::{Graph, TensorType};
@@ -18,7 +19,7 @@ use susurrus_testkit::whisper::Architecture;
 use susurrus_testkit::{CaseReport, check_backend, op_cases, summary_table};
 
 fn backend(precision: Precision) -> CudaBackend {
-    CudaBackend::new(&CudaOptions { device: 0, precision }).unwrap_or_else(|e| panic!("{e}"))
+    CudaBackend::new(&CudaOptions { precision, ..CudaOptions::default() }).unwrap_or_else(|e| panic!("{e}"))
 }
 
 #[test]
@@ -103,7 +104,7 @@ fn replays_see_each_runs_scalars_and_inputs() {
 #[test]
 #[ignore = "needs an NVIDIA GPU: scripts/test-cuda.sh runs it"]
 fn a_missing_device_is_an_error() {
-    let err = CudaBackend::new(&CudaOptions { device: 99, precision: Precision::F16 }).err().expect("no device 99");
+    let err = CudaBackend::new(&CudaOptions { device: 99, ..CudaOptions::default() }).err().expect("no device 99");
     let text = err.to_string();
     assert!(text.starts_with("backend error: cuda: there is no device 99 (the driver found "), "{text}");
 }
@@ -131,4 +132,47 @@ fn memory_the_device_lacks_is_an_error() {
         HashMap::from([("x".to_string(), Tensor::from_f32(DType::F32, Shape(vec![3]), vec![1.0, -2.0, 0.5]).unwrap())]);
     let out = pollster::block_on(exe.run(&inputs, &HashMap::new(), &["y"])).unwrap();
     assert_eq!(out["y"].to_f32(), vec![-1.0, 2.0, -0.5]);
+}
+
+/// The kernels are compiled once per cache folder: the first start writes one entry, a later
+/// start loads it (and runs the same numbers), and an entry the driver refuses is compiled
+/// again and replaced.
+#[test]
+#[ignore = "needs an NVIDIA GPU: scripts/test-cuda.sh runs it"]
+fn kernels_are_compiled_once_and_kept_in_the_cache() {
+    let dir = std::env::temp_dir().join(format!("susurrus-cuda-kernels-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let options = CudaOptions { kernel_cache: Some(dir.clone()), ..CudaOptions::default() };
+    let entries = || -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(&dir).map(|d| d.map(|e| e.unwrap().path()).collect()).unwrap_or_default()
+    };
+    let negate = |backend: &CudaBackend| {
+        let mut g = Graph::new("neg");
+        let x = g.input("x", TensorType::new(DType::F32, Shape(vec![4]))).unwrap();
+        let y = g.unary(susurrus_core::ops::UnaryKind::Neg, x).unwrap();
+        g.output("y", y).unwrap();
+        let mut exe = pollster::block_on(backend.compile(&plan(g).unwrap(), &HashMap::new())).unwrap();
+        let inputs = HashMap::from([("x".to_string(), Tensor::f32([4], vec![1.0, -2.0, 0.5, 3.0]).unwrap())]);
+        pollster::block_on(exe.run(&inputs, &HashMap::new(), &["y"])).unwrap()["y"].to_f32()
+    };
+    let first = Instant::now();
+    let backend = CudaBackend::new(&options).unwrap();
+    let compiled = first.elapsed();
+    assert_eq!(negate(&backend), [-1.0, 2.0, -0.5, -3.0]);
+    drop(backend);
+    let written = entries();
+    assert_eq!(written.len(), 1, "{written:?}");
+    let ptx = std::fs::read_to_string(&written[0]).unwrap();
+    assert!(ptx.contains(".entry fused_elementwise"), "the entry is not the module's PTX");
+    let second = Instant::now();
+    let backend = CudaBackend::new(&options).unwrap();
+    println!("open with NVRTC: {compiled:.2?}; from the cache: {:.2?}", second.elapsed());
+    assert_eq!(negate(&backend), [-1.0, 2.0, -0.5, -3.0]);
+    drop(backend);
+    // A damaged entry: compiled again, replaced by the module's PTX.
+    std::fs::write(&written[0], "not ptx").unwrap();
+    let backend = CudaBackend::new(&options).unwrap();
+    assert_eq!(negate(&backend), [-1.0, 2.0, -0.5, -3.0]);
+    assert_eq!(std::fs::read_to_string(&written[0]).unwrap(), ptx);
+    std::fs::remove_dir_all(&dir).unwrap();
 }

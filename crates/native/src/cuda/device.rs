@@ -3,23 +3,57 @@
 //! the backend's executables. Every failure is an [`Error`] saying what was missing.
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, DriverError, result, sys};
+use cudarc::nvrtc::Ptx;
 use susurrus_core::{Error, Result};
 
 use super::blas::Blas;
+use super::kernel_cache::KernelCache;
 use super::lower::Precision;
 use super::{nvrtc, source};
 use crate::cpu::Profile;
 
 /// What [`CudaBackend::new`] opens.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct CudaOptions {
     /// The device ordinal (0 = first GPU).
     pub device: usize,
     pub precision: Precision,
+    /// Where compiled kernels are kept between runs ([`KernelCache`]); `None` compiles them on
+    /// every start. The default is [`KernelCache::default_dir`].
+    pub kernel_cache: Option<PathBuf>,
+}
+
+impl Default for CudaOptions {
+    /// The first GPU, f16 products, kernels kept in [`KernelCache::default_dir`].
+    fn default() -> Self {
+        CudaOptions { device: 0, precision: Precision::default(), kernel_cache: KernelCache::default_dir() }
+    }
+}
+
+/// The kernel module for `arch`: from the cache in `cache_dir` when it holds it and the driver
+/// loads it, else compiled with NVRTC (and stored there; a cache that cannot be written only
+/// costs the next start its compile).
+fn load_kernels(ctx: &Arc<CudaContext>, arch: &str, cache_dir: Option<&Path>) -> Result<Arc<CudaModule>> {
+    let source = source::module_source();
+    let Some(cache) = cache_dir.map(KernelCache::at) else {
+        return ctx.load_module(nvrtc::compile(&source, arch)?).map_err(|e| driver("loading the kernels", e));
+    };
+    let version = nvrtc::version()?;
+    let options = nvrtc::options(arch);
+    let mut settings = vec![arch, version.as_str()];
+    settings.extend(options.iter().map(String::as_str));
+    let key = KernelCache::key(&source, &settings);
+    if let Some(module) = cache.load(&key).and_then(|ptx| ctx.load_module(Ptx::from_src(ptx)).ok()) {
+        return Ok(module);
+    }
+    let ptx = nvrtc::compile(&source, arch)?;
+    let _ = cache.store(&key, &ptx.to_src());
+    ctx.load_module(ptx).map_err(|e| driver("loading the kernels", e))
 }
 
 /// A driver error as an [`Error`] saying what was being done.
@@ -85,8 +119,7 @@ impl CudaBackend {
         let device_name = ctx.name().map_err(|e| driver("reading the device name", e))?;
         let (major, minor) = ctx.compute_capability().map_err(|e| driver("reading the compute capability", e))?;
         let arch = format!("sm_{major}{minor}");
-        let ptx = nvrtc::compile(&source::module_source(), &arch)?;
-        let module = ctx.load_module(ptx).map_err(|e| driver("loading the kernels", e))?;
+        let module = load_kernels(&ctx, &arch, options.kernel_cache.as_deref())?;
         // Stream capture needs a stream of its own (the legacy default stream cannot capture).
         let stream = ctx.new_stream().map_err(|e| driver("creating a stream", e))?;
         let blas = Rc::new(Blas::new(&ctx, &stream)?);

@@ -19,6 +19,7 @@
 mod blas;
 mod compile;
 mod device;
+mod kernel_cache;
 pub mod layout;
 pub mod lower;
 mod nvrtc;
@@ -28,6 +29,7 @@ pub mod source;
 
 pub use compile::{lower_program, needs, plan_options};
 pub use device::{CudaBackend, CudaOptions};
+pub use kernel_cache::KernelCache;
 pub use lower::Precision;
 
 use susurrus_core::Result;
