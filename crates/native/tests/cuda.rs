@@ -134,9 +134,9 @@ fn memory_the_device_lacks_is_an_error() {
     assert_eq!(out["y"].to_f32(), vec![-1.0, 2.0, -0.5]);
 }
 
-/// The kernels are compiled once per cache folder: the first start writes one entry, a later
-/// start loads it (and runs the same numbers), and an entry the driver refuses is compiled
-/// again and replaced.
+/// The kernels are compiled once per cache folder: the first start writes an entry per kernel
+/// file, a later start loads them (and runs the same numbers), and an entry the driver
+/// refuses is compiled again and replaced.
 #[test]
 #[ignore = "needs an NVIDIA GPU: scripts/test-cuda.sh runs it"]
 fn kernels_are_compiled_once_and_kept_in_the_cache() {
@@ -160,19 +160,20 @@ fn kernels_are_compiled_once_and_kept_in_the_cache() {
     let compiled = first.elapsed();
     assert_eq!(negate(&backend), [-1.0, 2.0, -0.5, -3.0]);
     drop(backend);
-    let written = entries();
-    assert_eq!(written.len(), 1, "{written:?}");
-    let ptx = std::fs::read_to_string(&written[0]).unwrap();
-    assert!(ptx.contains(".entry fused_elementwise"), "the entry is not the module's PTX");
+    let mut written = entries();
+    written.sort();
+    assert_eq!(written.len(), susurrus_native::cuda::lower::SOURCES.len(), "{written:?}");
+    let cubin = std::fs::read(&written[0]).unwrap();
+    assert!(cubin.starts_with(b"\x7fELF"), "the entry is not a CUBIN");
     let second = Instant::now();
     let backend = CudaBackend::new(&options).unwrap();
     println!("open with NVRTC: {compiled:.2?}; from the cache: {:.2?}", second.elapsed());
     assert_eq!(negate(&backend), [-1.0, 2.0, -0.5, -3.0]);
     drop(backend);
-    // A damaged entry: compiled again, replaced by the module's PTX.
-    std::fs::write(&written[0], "not ptx").unwrap();
+    // A damaged entry: compiled again, replaced by the module.
+    std::fs::write(&written[0], "not a module").unwrap();
     let backend = CudaBackend::new(&options).unwrap();
     assert_eq!(negate(&backend), [-1.0, 2.0, -0.5, -3.0]);
-    assert_eq!(std::fs::read_to_string(&written[0]).unwrap(), ptx);
+    assert_eq!(std::fs::read(&written[0]).unwrap(), cubin);
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -1,4 +1,4 @@
-//! Opening the device: the driver, a context and stream, the kernel module compiled with
+//! Opening the device: the driver, a context and stream, the kernel modules compiled with
 //! NVRTC for the device's architecture, and cuBLAS. Device and pinned host memory owned by
 //! the backend's executables. Every failure is an [`Error`] saying what was missing.
 
@@ -35,25 +35,51 @@ impl Default for CudaOptions {
     }
 }
 
-/// The kernel module for `arch`: from the cache in `cache_dir` when it holds it and the driver
-/// loads it, else compiled with NVRTC (and stored there; a cache that cannot be written only
+/// The kernel modules for `arch` (CUBINs, one per kernel file): each from the cache in
+/// `cache_dir` when it holds it and the driver loads it, else compiled with NVRTC — the missing
+/// ones side by side, on a thread each — and stored there (a cache that cannot be written only
 /// costs the next start its compile).
-fn load_kernels(ctx: &Arc<CudaContext>, arch: &str, cache_dir: Option<&Path>) -> Result<Arc<CudaModule>> {
-    let source = source::module_source();
-    let Some(cache) = cache_dir.map(KernelCache::at) else {
-        return ctx.load_module(nvrtc::compile(&source, arch)?).map_err(|e| driver("loading the kernels", e));
-    };
-    let version = nvrtc::version()?;
+fn load_kernels(ctx: &Arc<CudaContext>, arch: &str, cache_dir: Option<&Path>) -> Result<Vec<Arc<CudaModule>>> {
+    let cache = cache_dir.map(KernelCache::at);
+    let version = if cache.is_some() { nvrtc::version()? } else { String::new() };
     let options = nvrtc::options(arch);
-    let mut settings = vec![arch, version.as_str()];
-    settings.extend(options.iter().map(String::as_str));
-    let key = KernelCache::key(&source, &settings);
-    if let Some(module) = cache.load(&key).and_then(|ptx| ctx.load_module(Ptx::from_src(ptx)).ok()) {
-        return Ok(module);
+    let load = |cubin: Vec<u8>| ctx.load_module(Ptx::from_binary(cubin));
+    let sources = source::file_sources();
+    let mut modules: Vec<Option<Arc<CudaModule>>> = Vec::with_capacity(sources.len());
+    let mut keys = Vec::with_capacity(sources.len());
+    for (_, text) in &sources {
+        let mut settings = vec![arch, version.as_str()];
+        settings.extend(options.iter().map(String::as_str));
+        let key = KernelCache::key(text, &settings);
+        let cached = cache.as_ref().and_then(|c| c.load(&key)).and_then(|cubin| load(cubin).ok());
+        modules.push(cached);
+        keys.push(key);
     }
-    let ptx = nvrtc::compile(&source, arch)?;
-    let _ = cache.store(&key, &ptx.to_src());
-    ctx.load_module(ptx).map_err(|e| driver("loading the kernels", e))
+    let compiled: Vec<(usize, Result<Vec<u8>>)> = std::thread::scope(|scope| {
+        let jobs: Vec<_> = (0..sources.len())
+            .filter(|&i| modules[i].is_none())
+            .map(|i| {
+                let text = &sources[i].1;
+                (i, scope.spawn(move || nvrtc::compile(text, arch)))
+            })
+            .collect();
+        jobs.into_iter()
+            .map(|(i, job)| {
+                let name = sources[i].0;
+                let panicked = || Error::Backend(format!("cuda: compiling kernels/cuda/{name} panicked"));
+                (i, job.join().map_err(|_| panicked()).and_then(|r| r))
+            })
+            .collect()
+    });
+    for (i, cubin) in compiled {
+        let cubin = cubin?;
+        if let Some(cache) = &cache {
+            let _ = cache.store(&keys[i], &cubin);
+        }
+        let what = format!("loading the kernels of kernels/cuda/{}", sources[i].0);
+        modules[i] = Some(load(cubin).map_err(|e| driver(&what, e))?);
+    }
+    Ok(modules.into_iter().flatten().collect())
 }
 
 /// A driver error as an [`Error`] saying what was being done.
@@ -68,7 +94,8 @@ pub(super) fn driver(what: &str, e: DriverError) -> Error {
 pub struct CudaBackend {
     pub(super) ctx: Arc<CudaContext>,
     pub(super) stream: Arc<CudaStream>,
-    module: Arc<CudaModule>,
+    /// The kernels, a module per kernel file.
+    modules: Vec<Arc<CudaModule>>,
     functions: Mutex<HashMap<&'static str, CudaFunction>>,
     pub(super) blas: Rc<Blas>,
     pub(super) precision: Precision,
@@ -119,14 +146,14 @@ impl CudaBackend {
         let device_name = ctx.name().map_err(|e| driver("reading the device name", e))?;
         let (major, minor) = ctx.compute_capability().map_err(|e| driver("reading the compute capability", e))?;
         let arch = format!("sm_{major}{minor}");
-        let module = load_kernels(&ctx, &arch, options.kernel_cache.as_deref())?;
+        let modules = load_kernels(&ctx, &arch, options.kernel_cache.as_deref())?;
         // Stream capture needs a stream of its own (the legacy default stream cannot capture).
         let stream = ctx.new_stream().map_err(|e| driver("creating a stream", e))?;
         let blas = Rc::new(Blas::new(&ctx, &stream)?);
         Ok(CudaBackend {
             ctx,
             stream,
-            module,
+            modules,
             functions: Mutex::new(HashMap::new()),
             blas,
             precision: options.precision,
@@ -157,13 +184,17 @@ impl CudaBackend {
         self.precision
     }
 
-    /// The kernel `name` of the module.
+    /// The kernel `name`, from whichever module defines it.
     pub(super) fn function(&self, name: &'static str) -> Result<CudaFunction> {
         let mut functions = self.functions.lock().map_err(|_| Error::Backend("cuda: kernel table poisoned".into()))?;
         if let Some(f) = functions.get(name) {
             return Ok(f.clone());
         }
-        let f = self.module.load_function(name).map_err(|e| driver(&format!("finding kernel '{name}'"), e))?;
+        let f = self
+            .modules
+            .iter()
+            .find_map(|m| m.load_function(name).ok())
+            .ok_or_else(|| Error::Backend(format!("cuda: no kernel module defines '{name}'")))?;
         functions.insert(name, f.clone());
         Ok(f)
     }

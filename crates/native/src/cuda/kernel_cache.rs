@@ -1,7 +1,7 @@
 //! Compiled kernel modules kept on disk between runs, so that NVRTC compiles the kernels once
 //! per machine instead of on every start (it took most of a `susurrus transcribe`'s start-up).
 //!
-//! An entry is the PTX NVRTC made, named by the SHA-256 of everything that decides it: the
+//! An entry is the CUBIN NVRTC made (the GPU's own code: the driver loads it as it is), named by the SHA-256 of everything that decides it: the
 //! module's source, the GPU architecture, NVRTC's version and the compile options. Entries are
 //! written to a temporary file and renamed into place, so a reader never sees half of one; an
 //! entry that cannot be read, or that the driver refuses, is compiled again and replaced.
@@ -42,20 +42,20 @@ impl KernelCache {
             hash.update(part.as_bytes());
         }
         let digest: String = hash.finalize().iter().map(|b| format!("{b:02x}")).collect();
-        format!("cuda-{digest}.ptx")
+        format!("cuda-{digest}.cubin")
     }
 
     /// The entry `key`, when there is a readable one.
-    pub fn load(&self, key: &str) -> Option<String> {
-        fs::read_to_string(self.dir.join(key)).ok().filter(|ptx| !ptx.is_empty())
+    pub fn load(&self, key: &str) -> Option<Vec<u8>> {
+        fs::read(self.dir.join(key)).ok().filter(|module| !module.is_empty())
     }
 
-    /// Stores `ptx` as entry `key`: written beside it and renamed into place.
-    pub fn store(&self, key: &str, ptx: &str) -> std::io::Result<()> {
+    /// Stores `module` as entry `key`: written beside it and renamed into place.
+    pub fn store(&self, key: &str, module: &[u8]) -> std::io::Result<()> {
         fs::create_dir_all(&self.dir)?;
         let temp = self.dir.join(format!(".{key}.{}.tmp", std::process::id()));
         let written = fs::File::create(&temp).and_then(|mut f| {
-            f.write_all(ptx.as_bytes())?;
+            f.write_all(module)?;
             f.sync_all()
         });
         match written.and_then(|()| fs::rename(&temp, self.dir.join(key))) {
@@ -81,7 +81,7 @@ mod tests {
     #[test]
     fn keys_change_with_the_source_and_every_setting() {
         let base = KernelCache::key("kernel", &["sm_90", "13.0", "--std=c++17"]);
-        assert!(base.starts_with("cuda-") && base.ends_with(".ptx") && base.len() == 5 + 64 + 4, "{base}");
+        assert!(base.starts_with("cuda-") && base.ends_with(".cubin") && base.len() == 5 + 64 + 6, "{base}");
         assert_eq!(base, KernelCache::key("kernel", &["sm_90", "13.0", "--std=c++17"]));
         for other in [
             KernelCache::key("kernel ", &["sm_90", "13.0", "--std=c++17"]),
@@ -101,10 +101,10 @@ mod tests {
         let cache = KernelCache::at(dir.join("nested"));
         let key = KernelCache::key("src", &["sm_90"]);
         assert_eq!(cache.load(&key), None);
-        cache.store(&key, ".entry a").unwrap();
-        assert_eq!(cache.load(&key).as_deref(), Some(".entry a"));
-        cache.store(&key, ".entry b").unwrap();
-        assert_eq!(cache.load(&key).as_deref(), Some(".entry b"));
+        cache.store(&key, b"\x7fELF a").unwrap();
+        assert_eq!(cache.load(&key).as_deref(), Some(&b"\x7fELF a"[..]));
+        cache.store(&key, b"\x7fELF b").unwrap();
+        assert_eq!(cache.load(&key).as_deref(), Some(&b"\x7fELF b"[..]));
         // Only the entry is left: no temporary files.
         let names: Vec<_> = fs::read_dir(cache.dir()).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(names, [std::ffi::OsString::from(&key)]);
@@ -122,7 +122,7 @@ mod tests {
         let blocked = dir.join("kernels");
         fs::write(&blocked, "not a folder").unwrap();
         let cache = KernelCache::at(&blocked);
-        assert!(cache.store("cuda-x.ptx", ".entry").is_err());
+        assert!(cache.store("cuda-x.cubin", b"\x7fELF").is_err());
         assert_eq!(fs::read_to_string(&blocked).unwrap(), "not a folder");
         fs::remove_dir_all(&dir).unwrap();
     }

@@ -1,7 +1,10 @@
-//! Run-time compilation of the kernel module with NVRTC (loaded on first use, so machines
+//! Run-time compilation of the kernel modules with NVRTC (loaded on first use, so machines
 //! without CUDA build and run everything else).
 
-use cudarc::nvrtc::{CompileError, CompileOptions, Ptx, compile_ptx_with_opts};
+use std::ffi::CString;
+
+use cudarc::nvrtc::result::{self, NvrtcError};
+use cudarc::nvrtc::sys;
 use susurrus_core::{Error, Result};
 
 /// True when the NVRTC library can be loaded.
@@ -32,28 +35,65 @@ pub fn version() -> Result<String> {
     }
     let (mut major, mut minor) = (0, 0);
     // SAFETY: the library is present; the call writes two ints.
-    let status = unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
-    if status != cudarc::nvrtc::sys::nvrtcResult::NVRTC_SUCCESS {
+    let status = unsafe { sys::nvrtcVersion(&mut major, &mut minor) };
+    if status != sys::nvrtcResult::NVRTC_SUCCESS {
         return Err(Error::Backend(format!("cuda: NVRTC could not report its version: {status:?}")));
     }
     Ok(format!("{major}.{minor}"))
 }
 
-/// Compiles `source` to PTX for `arch` (`sm_90`), or an error with NVRTC's log.
-pub fn compile(source: &str, arch: &str) -> Result<Ptx> {
+/// Compiles `source` for `arch` (`sm_90`) into the GPU's own code (a CUBIN: the driver loads
+/// it without compiling PTX again, which took ~11 s on an H100 whose driver cache was empty),
+/// or an error with NVRTC's log.
+pub fn compile(source: &str, arch: &str) -> Result<Vec<u8>> {
     if !available() {
         return Err(missing());
     }
-    if source.contains('\0') {
-        return Err(Error::Backend("cuda: the kernel source contains a NUL byte".into()));
+    let text =
+        CString::new(source).map_err(|_| Error::Backend("cuda: the kernel source contains a NUL byte".into()))?;
+    let program = result::create_program(&text, None).map_err(|e| failed("creating the program", e))?;
+    // SAFETY: `program` was just created and is destroyed once, below; `text` outlives it.
+    let compiled = unsafe { compile_program(program, arch) };
+    // SAFETY: as above.
+    let destroyed = unsafe { result::destroy_program(program) };
+    let cubin = compiled?;
+    destroyed.map_err(|e| failed("releasing the program", e))?;
+    Ok(cubin)
+}
+
+fn failed(what: &str, e: NvrtcError) -> Error {
+    Error::Backend(format!("cuda: NVRTC failed {what}: {e:?}"))
+}
+
+/// Compiles `program` with [`options`] for `arch` and returns its CUBIN, or an error carrying
+/// the compile log.
+///
+/// # Safety
+/// `program` must be a live program from `create_program`.
+unsafe fn compile_program(program: sys::nvrtcProgram, arch: &str) -> Result<Vec<u8>> {
+    // SAFETY: the caller's contract.
+    if unsafe { result::compile_program(program, &options(arch)) }.is_err() {
+        // SAFETY: the caller's contract.
+        let log = unsafe { result::get_program_log(program) }.map_err(|e| failed("reading the compile log", e))?;
+        let log: Vec<u8> = log.iter().map(|&c| c as u8).take_while(|&c| c != 0).collect();
+        return Err(Error::Backend(format!(
+            "cuda: NVRTC could not compile the kernels:\n{}",
+            String::from_utf8_lossy(&log)
+        )));
     }
-    let options = CompileOptions { options: options(arch), ..Default::default() };
-    compile_ptx_with_opts(source, options).map_err(|e| match e {
-        CompileError::CompileError { log, .. } => {
-            Error::Backend(format!("cuda: NVRTC could not compile the kernels:\n{}", log.to_string_lossy()))
-        }
-        other => Error::Backend(format!("cuda: NVRTC failed: {other:?}")),
-    })
+    let mut size = 0usize;
+    // SAFETY: the caller's contract; the call writes one size.
+    let status = unsafe { sys::nvrtcGetCUBINSize(program, &mut size) };
+    if status != sys::nvrtcResult::NVRTC_SUCCESS || size == 0 {
+        return Err(Error::Backend(format!("cuda: NVRTC made no CUBIN for the kernels ({status:?})")));
+    }
+    let mut cubin = vec![0u8; size];
+    // SAFETY: the caller's contract; `cubin` holds the `size` bytes the call writes.
+    let status = unsafe { sys::nvrtcGetCUBIN(program, cubin.as_mut_ptr().cast()) };
+    if status != sys::nvrtcResult::NVRTC_SUCCESS {
+        return Err(Error::Backend(format!("cuda: NVRTC could not hand over the CUBIN ({status:?})")));
+    }
+    Ok(cubin)
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
-//! The CUDA C module every backend compiles once with NVRTC: `kernels/cuda/operands.h`,
-//! `common.cuh`, the parameter structs derived from Rust, then every kernel file.
+//! The CUDA C sources NVRTC compiles: each kernel file after a prelude of
+//! `kernels/cuda/operands.h`, `common.cuh` and the parameter structs derived from Rust, one
+//! module per file (the whole text, every file after one prelude, is what host-side checks read).
 
 use super::lower::{SOURCES, all_params};
 
@@ -13,19 +14,27 @@ pub fn declarations() -> String {
     all_params().iter().map(|p| (p.declaration)()).collect::<Vec<_>>().join("\n")
 }
 
-/// The whole module's source.
+/// What every kernel file is compiled with: the operand structs, the helpers and the
+/// parameter structs.
+fn prelude() -> String {
+    format!("{OPERANDS}\n{COMMON}\n{}", declarations())
+}
+
+/// The whole module's source (every kernel file after the prelude).
 pub fn module_source() -> String {
-    let mut s = String::new();
-    s.push_str(OPERANDS);
-    s.push('\n');
-    s.push_str(COMMON);
-    s.push('\n');
-    s.push_str(&declarations());
+    let mut s = prelude();
     for (name, text) in SOURCES {
         s.push_str(&format!("\n// ---- kernels/cuda/{name}\n"));
         s.push_str(text);
     }
     s
+}
+
+/// One module per kernel file, each with the prelude: compiled side by side, the slowest file
+/// decides how long NVRTC takes.
+pub fn file_sources() -> Vec<(&'static str, String)> {
+    let prelude = prelude();
+    SOURCES.iter().map(|(name, text)| (*name, format!("{prelude}\n// ---- kernels/cuda/{name}\n{text}"))).collect()
 }
 
 /// The parameter struct kernel `name` takes (`extern "C" __global__ void name(const P p)`),
@@ -43,12 +52,18 @@ pub fn kernel_params_type(source: &str, name: &str) -> Option<String> {
 mod tests {
     use super::*;
 
-    /// The whole module compiles with NVRTC for Hopper (`scripts/setup.sh` installs NVRTC
-    /// under ~/.cache/susurrus, and `scripts/test.sh` puts it on the library path).
+    /// Every kernel file compiles on its own with NVRTC for Hopper, into a CUBIN naming its
+    /// kernels (`scripts/setup.sh` installs NVRTC under ~/.cache/susurrus, and
+    /// `scripts/test.sh` puts it on the library path).
     #[test]
-    fn module_compiles_with_nvrtc() {
-        let ptx = crate::cuda::nvrtc::compile(&module_source(), "sm_90").unwrap_or_else(|e| panic!("{e}"));
-        assert!(ptx.to_src().contains(".entry"), "the PTX has no kernels");
+    fn every_kernel_file_compiles_with_nvrtc() {
+        for (name, text) in file_sources() {
+            let cubin = crate::cuda::nvrtc::compile(&text, "sm_90").unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(&cubin[..4], b"\x7fELF", "{name}: not a CUBIN");
+            let kernel = text.split("extern \"C\" __global__ void ").nth(1).and_then(|t| t.split('(').next());
+            let kernel = kernel.unwrap_or_else(|| panic!("{name} has no kernel"));
+            assert!(String::from_utf8_lossy(&cubin).contains(kernel), "{name}: the CUBIN lacks {kernel}");
+        }
     }
 
     /// A compile error is an error carrying NVRTC's log with the line.
