@@ -7,7 +7,7 @@
 
 #define EW_MAX_RANK 8
 #define EW_MAX_INPUTS 8
-#define EW_MAX_INSTRS 32
+#define EW_MAX_INSTRS 64
 
 // UnaryKind
 #define EW_NEG 0u
@@ -215,6 +215,11 @@ __device__ __forceinline__ float ew_fused_load(const FusedElementwiseParams& p, 
 #undef EW_LOAD
 }
 
+// Word `at` of a fused program (split over two tables of 32).
+__device__ __forceinline__ unsigned ew_program_word(const FusedElementwiseParams& p, unsigned at) {
+    return at < 32u ? p.program_lo[at] : p.program_hi[at - 32u];
+}
+
 // A fused program, interpreted: instruction j (low byte: class << 4 | kind; then operand
 // bytes a, b, c; a constant's bits in the next word) defines the f32 value r[j], as
 // `FusedElementwise::run` does. The last value is the result, rounded to the output dtype by
@@ -226,7 +231,7 @@ extern "C" __global__ void fused_elementwise(const FusedElementwiseParams p) {
     ew_coords(i, p.rank, p.dims, x);
     float r[EW_MAX_INSTRS];
     for (unsigned j = 0, at = 0; j < p.len; j++, at++) {
-        unsigned w = p.program[at];
+        unsigned w = ew_program_word(p, at);
         unsigned kind = w & 15u, a = (w >> 8) & 255u, b = (w >> 16) & 255u, c = w >> 24;
         float v;
         switch ((w >> 4) & 15u) {
@@ -234,7 +239,7 @@ extern "C" __global__ void fused_elementwise(const FusedElementwiseParams p) {
         case EW_INSTR_UNARY: v = ew_unary(kind, r[a]); break;
         case EW_INSTR_BINARY: v = ew_binary_f32(kind, r[a], r[b]); break;
         case EW_INSTR_COMPARE: v = ew_holds(kind, r[a], r[b]) ? 1.0f : 0.0f; break;
-        case EW_INSTR_CONST: v = __uint_as_float(p.program[++at]); break;
+        case EW_INSTR_CONST: v = __uint_as_float(ew_program_word(p, ++at)); break;
         default: v = r[a] != 0.0f ? r[b] : r[c]; break;  // NaN is non-zero, as in the reference
         }
         r[j] = v;

@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 
 use susurrus_core::exec::cpu::CpuBackend;
 use susurrus_core::exec::wgpu::{WgpuBackend, WgpuOptions};
-use susurrus_core::exec::{Backend, BoxFuture, Executable, Weights};
+use susurrus_core::exec::{Backend, BoxFuture, Chain, Executable, Weights};
 use susurrus_core::ops::{BinaryKind, CmpKind, Op, OpTag, ReduceKind, UnaryKind};
 use susurrus_core::plan::Plan;
 use susurrus_core::{DType, Error, Tensor};
@@ -192,6 +192,9 @@ impl Executable for CorruptingExe {
         times: usize,
     ) -> BoxFuture<'a, ()> {
         self.inner.run_repeatedly(inputs, scalars, times)
+    }
+    fn run_chain<'a>(&'a mut self, chain: Chain<'a>) -> BoxFuture<'a, Vec<HashMap<String, Tensor>>> {
+        self.inner.run_chain(chain)
     }
 }
 

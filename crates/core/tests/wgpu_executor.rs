@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use pollster::block_on;
 use susurrus_core::exec::cpu::CpuBackend;
 use susurrus_core::exec::wgpu::{WgpuBackend, WgpuOptions};
-use susurrus_core::exec::{Backend, Profile};
+use susurrus_core::exec::{Backend, Chain, Profile};
 use susurrus_core::ops::CmpKind;
 use susurrus_core::plan::plan;
 use susurrus_core::{DType, Error, Graph, Tensor, TensorType};
@@ -597,4 +597,97 @@ fn slice_views_are_bound_at_their_offsets_and_run_no_kernel() {
             assert!(close(&got, &want), "{name}: {got:?} vs {want:?}");
         }
     }
+}
+
+/// A step-like graph for chains: `next = tanh(w * (x - max(x + s)))` written into row `pos`
+/// of a cache, whose column sums are an output too. `x` is fed by `next`; `s` is not fed and
+/// is dead after its first use, so the arena reuses its bytes within a run.
+fn chain_graph() -> Graph {
+    let mut g = Graph::new("chain");
+    let pos = g.scalar("pos");
+    let cache = g.state("cache", f32t(&[8, 4])).unwrap();
+    let x = g.input("x", f32t(&[1, 4])).unwrap();
+    let s = g.input("s", f32t(&[1, 4])).unwrap();
+    let w = g.param("w", f32t(&[4])).unwrap();
+    let a = g.add(x, s).unwrap();
+    let m = g.reduce_max(a, 1, true).unwrap();
+    let centred = g.sub(x, m).unwrap();
+    let scaled = g.mul(centred, w).unwrap();
+    let next = g.tanh(scaled).unwrap();
+    let written = g.kv_write(cache, next, 0, pos).unwrap();
+    let sums = g.reduce_sum(written, 0, false).unwrap();
+    g.output("next", next).unwrap();
+    g.output("sums", sums).unwrap();
+    g
+}
+
+#[test]
+fn a_chain_of_runs_fed_on_the_device_equals_runs_fed_by_the_host() {
+    let plan = plan(chain_graph()).unwrap();
+    let inputs = HashMap::from([
+        ("x".to_string(), Tensor::f32([1, 4], vec![0.5, -1.0, 2.0, 0.25]).unwrap()),
+        ("s".to_string(), Tensor::f32([1, 4], vec![3.0, 0.0, -2.0, 1.0]).unwrap()),
+    ]);
+    let scalars: Vec<_> = (0..5).map(at).collect();
+    let feeds = [("next", "x")];
+    let outputs = ["next", "sums"];
+    let wgpu = backend(WgpuOptions::default());
+
+    // Fed by the host, one submission per run.
+    let mut exe = block_on(wgpu.compile(&plan, &weights())).unwrap();
+    let mut fed = inputs.clone();
+    let mut want = Vec::new();
+    for s in &scalars {
+        let out = block_on(exe.run(&fed, s, &outputs)).unwrap();
+        fed.insert("x".into(), out["next"].clone());
+        want.push(out);
+    }
+    assert_ne!(want[0]["next"], want[1]["next"], "the runs differ");
+
+    let mut exe = block_on(wgpu.compile(&plan, &weights())).unwrap();
+    assert!(exe.feeds_on_device());
+    let chain = Chain { inputs: &inputs, scalars: &scalars, feeds: &feeds, outputs: &outputs };
+    let got = block_on(exe.run_chain(chain)).unwrap();
+    assert_eq!(got, want);
+    // The cache holds every run's row, as the runs wrote them.
+    let cache = block_on(exe.read_state("cache")).unwrap().to_f32();
+    for (k, out) in want.iter().enumerate() {
+        assert_eq!(cache[k * 4..k * 4 + 4], out["next"].to_f32()[..]);
+    }
+
+    // The reference executor's chain (fed through the host) agrees.
+    let mut cpu = block_on(CpuBackend::new().compile(&plan, &weights())).unwrap();
+    assert!(!cpu.feeds_on_device());
+    let reference = block_on(cpu.run_chain(chain)).unwrap();
+    for (r, w) in reference.iter().zip(&want) {
+        assert!(close(&w["sums"].to_f32(), &r["sums"].to_f32()), "{w:?} vs {r:?}");
+    }
+}
+
+#[test]
+fn bad_chains_are_errors_before_anything_runs() {
+    let plan = plan(chain_graph()).unwrap();
+    let wgpu = backend(WgpuOptions::default());
+    let mut exe = block_on(wgpu.compile(&plan, &weights())).unwrap();
+    let inputs = HashMap::from([
+        ("x".to_string(), Tensor::f32([1, 4], vec![0.5, -1.0, 2.0, 0.25]).unwrap()),
+        ("s".to_string(), Tensor::f32([1, 4], vec![3.0, 0.0, -2.0, 1.0]).unwrap()),
+    ]);
+    let scalars = [at(0), at(1)];
+    let chain = |feeds: &'static [(&'static str, &'static str)], scalars| Chain {
+        inputs: &inputs,
+        scalars,
+        feeds,
+        outputs: &["next"],
+    };
+    let mut err = |c| match block_on(exe.run_chain(c)) {
+        Err(Error::BadArgument(m)) => m,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(err(chain(&[("sums", "x")], &scalars)), "output 'sums' (f32[4]) cannot feed input 'x' (f32[1,4])");
+    assert_eq!(err(chain(&[("nope", "x")], &scalars)), "graph 'chain' has no output 'nope' to feed");
+    assert_eq!(err(chain(&[("next", "nope")], &scalars)), "graph 'chain' has no input 'nope' to feed");
+    assert_eq!(err(chain(&[("next", "x")], &[])), "a chain of runs of graph 'chain' needs at least one run");
+    // Nothing ran: the cache is still zero.
+    assert_eq!(block_on(exe.read_state("cache")).unwrap().to_f32(), vec![0.0; 32]);
 }

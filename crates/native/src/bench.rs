@@ -70,7 +70,11 @@ pub struct BenchReport {
     pub model: String,
     pub load_ms: f64,
     pub encoder_ms_per_window: f64,
+    /// Greedy tokens as transcription decodes them: steps in chains where the backend feeds
+    /// them on the device.
     pub decoder_ms_per_token: f64,
+    /// One step per submission, its token fed by the host (what sampling does).
+    pub decoder_ms_per_token_single: f64,
     /// A decoder step replayed back to back on the device (no host work between steps).
     pub decoder_device_ms_per_step: f64,
     /// Kernel launches of one encoder window and of one decoder step (wgpu: dispatches;
@@ -143,23 +147,41 @@ pub fn measure(args: &BenchArgs) -> Result<BenchReport> {
     let mut steps = Vec::new();
     for _ in 0..runs {
         let program = whisper.program_mut();
-        let rules = Rules::default();
-        let mut choice = pollster::block_on(program.prefill(&prompt, 0, &rules, Sampling::Greedy))?;
-        for position in prompt.len()..prompt.len() + args.tokens as usize {
+        let first = pollster::block_on(program.prefill(&prompt, 0, &Rules::default(), Sampling::Greedy))?;
+        // As transcription decodes: chains of steps (one per submission where the backend
+        // cannot feed them on the device). Past end of text the steps cost the same.
+        let mut seq = vec![first.token];
+        while seq.len() <= args.tokens as usize {
+            let history = program.history(&seq, false)?;
+            let position = prompt.len() + seq.len() - 1;
             let t = Instant::now();
-            // A fixed, ordinary token rather than the chosen one: the step costs the same
-            // whatever the token, and end-of-text must not stop the loop.
-            let token = if choice.token >= ids.end_of_text { 220 } else { choice.token };
-            choice = pollster::block_on(program.step(token, position, &rules, Sampling::Greedy))?;
-            steps.push(t.elapsed());
+            let chosen = pollster::block_on(program.steps(&history, position, args.tokens as usize + 1 - seq.len()))?;
+            let per_token = t.elapsed() / chosen.len() as u32;
+            steps.extend(std::iter::repeat_n(per_token, chosen.len()));
+            seq.extend(chosen.iter().map(|c| c.token));
         }
     }
     let decoder = median(steps);
+    // One step per submission, the host feeding each its token (past end of text too).
+    let mut single = Vec::new();
+    for _ in 0..runs {
+        let program = whisper.program_mut();
+        let first = pollster::block_on(program.prefill(&prompt, 0, &Rules::default(), Sampling::Greedy))?;
+        let mut seq = vec![first.token];
+        for position in prompt.len()..prompt.len() + args.tokens as usize {
+            let history = program.history(&seq, false)?;
+            let t = Instant::now();
+            let choice = pollster::block_on(program.step(&history, position, Sampling::Greedy))?;
+            single.push(t.elapsed());
+            seq.push(choice.token);
+        }
+    }
+    let decoder_single = median(single);
     // The same step replayed back to back on the device, without the host's work in between.
-    let (token, position) = (220, prompt.len() + args.tokens as usize);
-    let device_step = time_runs(runs, || {
-        pollster::block_on(whisper.program_mut().step_repeatedly(token, position, &Rules::default(), 100))
-    })? / 100.0;
+    let position = prompt.len() + args.tokens as usize;
+    let history = whisper.program_mut().history(&[220], false)?;
+    let device_step =
+        time_runs(runs, || pollster::block_on(whisper.program_mut().step_repeatedly(&history, position, 100)))? / 100.0;
     let (encoder_launches, decoder_step_launches) = whisper.program_mut().launches();
 
     profile.clear();
@@ -183,6 +205,7 @@ pub fn measure(args: &BenchArgs) -> Result<BenchReport> {
         load_ms,
         encoder_ms_per_window: encoder,
         decoder_ms_per_token: decoder,
+        decoder_ms_per_token_single: decoder_single,
         decoder_device_ms_per_step: device_step,
         encoder_launches,
         decoder_step_launches,
@@ -221,6 +244,7 @@ fn table(r: &BenchReport) -> String {
         ("model load + compile", format!("{:.1} ms", r.load_ms)),
         ("encoder, one 30 s window", format!("{:.2} ms", r.encoder_ms_per_window)),
         ("decoder, one token", format!("{:.3} ms", r.decoder_ms_per_token)),
+        ("decoder, one token per submission", format!("{:.3} ms", r.decoder_ms_per_token_single)),
         ("decoder step, device only", format!("{:.3} ms", r.decoder_device_ms_per_step)),
         (
             "kernels per window, per step",

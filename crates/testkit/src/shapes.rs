@@ -42,6 +42,8 @@ async fn run(backend: &dyn Backend, model: &ModelWeights, name: &str) -> Result<
             suppress: c.generation.suppress_ids.clone(),
             blank: c.generation.suppress_ids_begin.clone(),
             timestamp_begin: no_timestamps + 1,
+            end_of_text: 50257,
+            no_timestamps,
         },
         no_speech: no_timestamps - 1,
     };
@@ -51,11 +53,14 @@ async fn run(backend: &dyn Backend, model: &ModelWeights, name: &str) -> Result<
     let mel = Tensor::f32([c.n_mels, frames], mel).map_err(|e| e.to_string())?;
     let encoder = program.encode(&mel, true).await.map_err(fail)?.ok_or("no encoder output")?.to_f32();
     let prompt = [sot, c.generation.lang_ids[0], no_timestamps - 4, no_timestamps];
-    let rules = Rules::default();
-    let mut choices = vec![program.prefill(&prompt, 0, &rules, Sampling::Greedy).await.map_err(fail)?];
-    for position in prompt.len()..prompt.len() + STEPS {
-        let token = choices[choices.len() - 1].token;
-        choices.push(program.step(token, position, &rules, Sampling::Greedy).await.map_err(fail)?);
+    let mut choices = vec![program.prefill(&prompt, 0, &Rules::default(), Sampling::Greedy).await.map_err(fail)?];
+    // Steps in chains where the backend feeds them on the device (one by one on the CPU
+    // reference), with the timestamp rules on.
+    while choices.len() <= STEPS {
+        let seq: Vec<u32> = choices.iter().map(|c| c.token).collect();
+        let history = program.history(&seq, true).map_err(fail)?;
+        let position = prompt.len() + seq.len() - 1;
+        choices.extend(program.steps(&history, position, STEPS + 1 - seq.len()).await.map_err(fail)?);
     }
     Ok(Run { encoder, choices })
 }

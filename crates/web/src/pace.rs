@@ -15,7 +15,7 @@ use std::rc::Rc;
 
 use susurrus_core::error::{Error, Result};
 use susurrus_core::exec::cpu::StepHook;
-use susurrus_core::exec::{Backend, BoxFuture, Executable, Weights};
+use susurrus_core::exec::{Backend, BoxFuture, Chain, Executable, Weights};
 use susurrus_core::plan::Plan;
 use susurrus_core::tensor::Tensor;
 use web_sys::AbortSignal;
@@ -110,6 +110,10 @@ impl Executable for PacedExecutable {
         self.inner.launches()
     }
 
+    fn feeds_on_device(&self) -> bool {
+        self.inner.feeds_on_device()
+    }
+
     fn run<'a>(
         &'a mut self,
         inputs: &'a HashMap<String, Tensor>,
@@ -135,6 +139,13 @@ impl Executable for PacedExecutable {
         Box::pin(async move {
             self.pace.checkpoint().await?;
             self.inner.run_repeatedly(inputs, scalars, times).await
+        })
+    }
+
+    fn run_chain<'a>(&'a mut self, chain: Chain<'a>) -> BoxFuture<'a, Vec<HashMap<String, Tensor>>> {
+        Box::pin(async move {
+            self.pace.checkpoint().await?;
+            self.inner.run_chain(chain).await
         })
     }
 }

@@ -6,8 +6,11 @@
 //! banned at the first step (`suppress_blank`); with timestamps, `<|notimestamps|>` always
 //! banned, the first token a timestamp no later than `max_initial_timestamp`, timestamps in
 //! pairs and never decreasing, and text banned when all timestamps together are more likely
-//! than the best text token. The host turns these into id ranges per step ([`Rules`]) from
-//! the tokens so far; the device applies them and picks the token.
+//! than the best text token. The host sets the first step's as id ranges ([`Rules`]); the
+//! step graph derives the later ones from the tokens so far on the device (see
+//! [`crate::select`]), so greedy steps run in chains ([`Program::steps`]).
+
+use std::collections::VecDeque;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -42,9 +45,9 @@ pub(crate) struct WindowDecoder<'a> {
 }
 
 impl WindowDecoder<'_> {
-    /// The bans for the step after `seq` (the tokens generated so far in this window).
-    pub fn rules(&self, seq: &[u32]) -> Rules {
-        step_rules(self.ids, self.options, self.vocab, seq)
+    /// The first step's bans.
+    pub fn first_rules(&self) -> Rules {
+        first_rules(self.ids, self.options, self.vocab)
     }
 
     /// Decodes one window at `temperature` from `prompt` (whose `<|startoftranscript|>` is at
@@ -70,7 +73,8 @@ impl WindowDecoder<'_> {
         best.ok_or_else(|| Error::bad_option("best_of must be at least 1"))
     }
 
-    /// One pass of the token loop.
+    /// One pass of the token loop: greedy steps in chains, sampled ones one at a time (each
+    /// draws its noise).
     async fn decode_once(
         &self,
         program: &mut Program,
@@ -85,21 +89,31 @@ impl WindowDecoder<'_> {
         let mut noise = vec![0.0f32; if temperature.is_some() { self.vocab as usize } else { 0 }];
         let mut seq = Vec::new();
         gumbel(&mut noise, rng);
-        let mut choice: Choice = program.prefill(prompt, sot, &self.rules(&seq), mode(temperature, &noise)).await?;
-        let no_speech_prob = choice.no_speech_prob.unwrap_or(0.0);
+        let first = program.prefill(prompt, sot, &self.first_rules(), mode(temperature, &noise)).await?;
+        let no_speech_prob = first.no_speech_prob.unwrap_or(0.0);
+        let mut pending: VecDeque<Choice> = VecDeque::from([first]);
         let mut sum = 0.0f64;
         for step in 0..max_steps {
+            let choice = match pending.pop_front() {
+                Some(choice) => choice,
+                None => {
+                    // The step of seq's last token, at its position.
+                    let history = program.history(&seq, self.options.timestamps)?;
+                    let position = prompt.len() + step - 1;
+                    if temperature.is_some() {
+                        gumbel(&mut noise, rng);
+                        program.step(&history, position, mode(temperature, &noise)).await?
+                    } else {
+                        pending.extend(program.steps(&history, position, max_steps - step).await?);
+                        pending.pop_front().ok_or_else(|| Error::backend("a chain of decoder steps chose nothing"))?
+                    }
+                }
+            };
             sum += choice.logprob as f64;
             if choice.token == self.ids.end_of_text {
                 break;
             }
             seq.push(choice.token);
-            if step + 1 == max_steps {
-                break;
-            }
-            gumbel(&mut noise, rng);
-            let position = prompt.len() + step;
-            choice = program.step(choice.token, position, &self.rules(&seq), mode(temperature, &noise)).await?;
         }
         let n = seq.len() as f64;
         Ok(Decoded {
@@ -163,36 +177,17 @@ impl WindowDecoder<'_> {
     }
 }
 
-/// The bans for the step after `seq` (the tokens generated so far in this window).
-pub(crate) fn step_rules(ids: &SpecialIds, options: &TranscribeOptions, vocab: u32, seq: &[u32]) -> Rules {
-    let blank = options.suppress_blank && seq.is_empty();
+/// The first step's bans: with timestamps, only timestamps up to `max_initial_timestamp`;
+/// the blank ids when `suppress_blank` is on.
+pub(crate) fn first_rules(ids: &SpecialIds, options: &TranscribeOptions, vocab: u32) -> Rules {
+    let blank = options.suppress_blank;
     if !options.timestamps {
-        return Rules { banned: vec![], blank, timestamp_rule: false };
+        return Rules { banned: vec![], blank };
     }
-    let (tb, eot, nt, v) = (ids.timestamp_begin, ids.end_of_text, ids.no_timestamps, vocab);
-    let is_ts = |t: u32| t >= tb;
-    let Some(&last) = seq.last() else {
-        // The first token is a timestamp of at most max_initial_timestamp.
-        let max_index = (options.max_initial_timestamp / ids.timestamp_step).round() as u32;
-        let after = tb.saturating_add(max_index).saturating_add(1).min(v);
-        return Rules { banned: vec![(0, tb), (after, v)], blank, timestamp_rule: false };
-    };
-    if is_ts(last) {
-        // The token before the first one counts as a timestamp: a lone first timestamp
-        // opens nothing.
-        let penultimate = if seq.len() >= 2 { seq[seq.len() - 2] } else { last };
-        if is_ts(penultimate) {
-            // A closed pair: text or end of text next.
-            Rules { banned: vec![(nt, v)], blank, timestamp_rule: false }
-        } else {
-            // A timestamp after text closes the segment: no text, and no earlier time.
-            Rules { banned: vec![(0, eot), (nt, last)], blank, timestamp_rule: true }
-        }
-    } else {
-        // After text, timestamps must be later than the latest one.
-        let latest = seq.iter().rev().find(|&&t| is_ts(t)).map_or(nt + 1, |&t| t + 1);
-        Rules { banned: vec![(nt, latest)], blank, timestamp_rule: true }
-    }
+    let tb = ids.timestamp_begin;
+    let max_index = (options.max_initial_timestamp / ids.timestamp_step).round() as u32;
+    let after = tb.saturating_add(max_index).saturating_add(1).min(vocab);
+    Rules { banned: vec![(0, tb), (after, vocab)], blank }
 }
 
 /// Greedy without a temperature, else a draw at it with `noise`.
@@ -237,42 +232,23 @@ mod tests {
         }
     }
 
-    fn rules(options: &TranscribeOptions, seq: &[u32]) -> Rules {
-        step_rules(&ids(), options, 51864, seq)
-    }
-
     #[test]
-    fn timestamp_rules_follow_the_reference() {
+    fn the_first_step_allows_early_timestamps_only() {
         let o = TranscribeOptions::default();
-        let r = |banned: &[(u32, u32)], blank, timestamp_rule| Rules { banned: banned.to_vec(), blank, timestamp_rule };
-        // First step: only <|0.00|>..<|1.00|> (50363..=50413); blank banned; no mass rule.
-        assert_eq!(rules(&o, &[]), r(&[(0, 50363), (50414, 51864)], true, false));
-        // After the first timestamp: it counts as a closed pair, so text or end of text.
-        assert_eq!(rules(&o, &[50363]), r(&[(50362, 51864)], false, false));
-        // After text: <|notimestamps|> and timestamps up to the latest (50363) banned.
-        assert_eq!(rules(&o, &[50363, 11]), r(&[(50362, 50364)], false, true));
-        // A timestamp after text: no text; no earlier timestamp (equal allowed).
-        assert_eq!(rules(&o, &[50363, 11, 50400]), r(&[(0, 50256), (50362, 50400)], false, true));
-        // A closed pair: text or end of text.
-        assert_eq!(rules(&o, &[50363, 11, 50400, 50400]), r(&[(50362, 51864)], false, false));
-        // Text after a pair: timestamps after the latest.
-        assert_eq!(rules(&o, &[50363, 11, 50400, 50400, 12]), r(&[(50362, 50401)], false, true));
+        // Only <|0.00|>..<|1.00|> (50363..=50413); blank banned.
+        let r = first_rules(&ids(), &o, 51864);
+        assert_eq!(r, Rules { banned: vec![(0, 50363), (50414, 51864)], blank: true });
+        let o = TranscribeOptions { max_initial_timestamp: 0.0, ..TranscribeOptions::default() };
+        assert_eq!(first_rules(&ids(), &o, 51864).banned, [(0, 50363), (50364, 51864)]);
+        let o = TranscribeOptions { max_initial_timestamp: 100.0, ..TranscribeOptions::default() };
+        assert_eq!(first_rules(&ids(), &o, 51864).banned, [(0, 50363), (51864, 51864)]);
     }
 
     #[test]
     fn without_timestamps_only_blank_rules_apply() {
         let o = TranscribeOptions { timestamps: false, ..TranscribeOptions::default() };
-        assert_eq!(rules(&o, &[]), Rules { banned: vec![], blank: true, timestamp_rule: false });
-        assert_eq!(rules(&o, &[11]), Rules { banned: vec![], blank: false, timestamp_rule: false });
+        assert_eq!(first_rules(&ids(), &o, 51864), Rules { banned: vec![], blank: true });
         let o = TranscribeOptions { timestamps: false, suppress_blank: false, ..TranscribeOptions::default() };
-        assert_eq!(rules(&o, &[]), Rules::default());
-    }
-
-    #[test]
-    fn max_initial_timestamp_sets_the_first_step_range() {
-        let o = TranscribeOptions { max_initial_timestamp: 0.0, ..TranscribeOptions::default() };
-        assert_eq!(rules(&o, &[]).banned, [(0, 50363), (50364, 51864)]);
-        let o = TranscribeOptions { max_initial_timestamp: 100.0, ..TranscribeOptions::default() };
-        assert_eq!(rules(&o, &[]).banned, [(0, 50363), (51864, 51864)]);
+        assert_eq!(first_rules(&ids(), &o, 51864), Rules::default());
     }
 }

@@ -2,7 +2,10 @@
 //!
 //! One builder makes both kinds the decoding loop runs:
 //! - the **step** graph (`S = 1`): one token at runtime position `offset`, compiled once and
-//!   run for every generated token;
+//!   run for every generated token; its token selection applies the timestamp rules from the
+//!   tokens so far on the device ([`Bans::History`]), so one step's outputs are all the next
+//!   step's changing inputs: the chosen token, the step's own token (the next one's previous)
+//!   and the latest timestamp;
 //! - **prefill** graphs (`S` > 1): a whole prompt at once from position 0, padded to `S`;
 //!   runtime scalar `last` says which row is the prompt's last token (whose logits choose the
 //!   first generated token) and `sot` which row holds `<|startoftranscript|>` (whose logits
@@ -17,7 +20,7 @@
 use crate::encoder::{cross_key, cross_type, cross_value};
 use crate::error::{Error, Result};
 use crate::layers::{Builder, MASKED, ModelWeights, SELF_QKV, f32_type};
-use crate::select::{Selection, select_token};
+use crate::select::{Bans, LATEST, PREVIOUS, Selection, select_token};
 use crate::weights::{EMBED_TOKENS, PROJ_OUT, decoder_layer};
 use susurrus_core::ir::{DType, Graph, NodeId, TensorType};
 use susurrus_core::ops::CmpKind;
@@ -33,6 +36,9 @@ pub const LAST: &str = "last";
 pub const SOT: &str = "sot";
 /// Output of prefill graphs: the probability of the no-speech token at the `sot` row, `[1, 1]`.
 pub const NO_SPEECH_PROB: &str = "no_speech_prob";
+/// Output of the step graph: its input token, which is the next step's
+/// [`PREVIOUS`](crate::select::PREVIOUS).
+pub const STEP_TOKEN: &str = "step_token";
 
 /// The persistent buffer of decoder layer `layer`'s self-attention keys `[H, n_text_ctx, dh]`.
 pub fn self_key(layer: usize) -> String {
@@ -130,7 +136,15 @@ pub fn decoder_graph(model: &ModelWeights, spec: &DecoderSpec) -> Result<Graph> 
         b.g.output(NO_SPEECH_PROB, p)?;
     }
     let logits = logits_of(&mut b, last_row)?;
-    select_token(&mut b, logits, &spec.selection)?;
+    let bans = if s == 1 {
+        let previous = b.g.input(PREVIOUS, TensorType::new(DType::U32, [1]))?;
+        let latest = b.g.input(LATEST, f32_type(&[1]))?;
+        b.g.output(STEP_TOKEN, tokens)?;
+        Bans::History { last: tokens, previous, latest }
+    } else {
+        Bans::First
+    };
+    select_token(&mut b, logits, &spec.selection, bans)?;
     Ok(b.g)
 }
 

@@ -118,8 +118,7 @@ impl Whisper {
             (Some(lo), Some(hi)) => (lo, hi + 1),
             _ => return Err(Error::Model { file: "tokenizer".into(), msg: "no language tokens".into() }),
         };
-        let rules =
-            Rules { banned: vec![(0, lo), (hi, self.config.n_vocab as u32)], blank: false, timestamp_rule: false };
+        let rules = Rules { banned: vec![(0, lo), (hi, self.config.n_vocab as u32)], blank: false };
         let sot = self.tokenizer.special_ids().start_of_transcript;
         let choice = self.program.prefill(&[sot], 0, &rules, Sampling::Greedy).await?;
         langs
@@ -154,5 +153,11 @@ fn default_selection(config: &WhisperConfig, tokenizer: &Tokenizer, options: &Tr
     } else {
         config.generation.suppress_ids_begin.clone()
     };
-    Ok(Selection { suppress, blank, timestamp_begin: ids.timestamp_begin })
+    Ok(Selection {
+        suppress,
+        blank,
+        timestamp_begin: ids.timestamp_begin,
+        end_of_text: ids.end_of_text,
+        no_timestamps: ids.no_timestamps,
+    })
 }

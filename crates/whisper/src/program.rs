@@ -3,18 +3,23 @@
 //! weights and the persistent buffers (cross-attention keys and values, KV caches).
 //!
 //! The decoding loop drives it through three calls: [`Program::encode`] once per 30 s window,
-//! [`Program::prefill`] once per prompt, [`Program::step`] once per generated token. Every
-//! decoder run reads back only the chosen token and its log-probability (8 bytes; prefill
-//! adds the 4-byte no-speech probability).
+//! [`Program::prefill`] once per prompt, and [`Program::steps`] for the generated tokens
+//! ([`Program::step`] one at a time when sampling). Every decoder run reads back only the
+//! chosen token and its log-probability (8 bytes; prefill adds the 4-byte no-speech
+//! probability). On a GPU, [`Program::steps`] records [`STEPS_PER_SUBMISSION`] steps in one
+//! submission, each reading its token from the step before on the device: one host round
+//! trip per chain instead of one per token (which costs most in a browser).
 
 use std::collections::HashMap;
 
-use crate::decoder::{DecoderSpec, LAST, NO_SPEECH_PROB, OFFSET, SOT, TOKENS, decoder_graph};
+use crate::decoder::{DecoderSpec, LAST, NO_SPEECH_PROB, OFFSET, SOT, STEP_TOKEN, TOKENS, decoder_graph};
 use crate::encoder::{ENCODER_OUT, MEL, encoder_graph};
 use crate::error::{Error, Result};
 use crate::layers::ModelWeights;
-use crate::select::{INV_TEMPERATURE, LOGPROB, NOISE, Rules, Selection, TOKEN};
-use susurrus_core::exec::{Backend, Executable};
+use crate::select::{
+    INV_TEMPERATURE, LATEST, LATEST_NEXT, LOGPROB, NOISE, PREVIOUS, Rules, Selection, TIMESTAMPS, TOKEN,
+};
+use susurrus_core::exec::{Backend, Chain, Executable};
 use susurrus_core::ir::Graph;
 use susurrus_core::passes::optimize;
 use susurrus_core::plan::plan;
@@ -22,6 +27,24 @@ use susurrus_core::tensor::Tensor;
 
 /// Bytes a decoder step reads back: the token id and its log-probability.
 pub const STEP_READBACK_BYTES: usize = 8;
+
+/// Decoder steps [`Program::steps`] records in one submission where the backend feeds them on
+/// the device. More saves more round trips, but the steps after end of text are wasted
+/// (half a chain per window on average): 8 keeps that below a window's round trips.
+pub const STEPS_PER_SUBMISSION: usize = 8;
+
+/// A window's tokens so far, as the step graph's timestamp rules read them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct History {
+    /// The last generated token: the step's input.
+    pub last: u32,
+    /// The token before it (`last` itself when it is the window's first).
+    pub previous: u32,
+    /// The latest timestamp id so far, or `<|notimestamps|>`'s before any.
+    pub latest: u32,
+    /// Whether the timestamp rules apply.
+    pub timestamps: bool,
+}
 
 /// How the next token is drawn.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -63,6 +86,8 @@ pub struct Program {
     /// Whether `inputs` holds sampling noise rather than zeros.
     noisy: bool,
     pad_token: u32,
+    timestamp_begin: u32,
+    no_timestamps: u32,
     backend: String,
 }
 
@@ -111,6 +136,8 @@ impl Program {
             inputs: HashMap::from([(NOISE.to_string(), Tensor::f32([1, c.n_vocab], vec![0.0; c.n_vocab])?)]),
             noisy: false,
             pad_token: spec.selection.timestamp_begin,
+            timestamp_begin: spec.selection.timestamp_begin,
+            no_timestamps: spec.selection.no_timestamps,
             backend: backend.name().to_string(),
         })
     }
@@ -206,6 +233,9 @@ impl Program {
         tokens.resize(size, self.pad_token);
         self.set_sampling(sampling)?;
         self.inputs.insert(TOKENS.to_string(), Tensor::u32([size], tokens)?);
+        // The step graph's history inputs are not the prefill's.
+        self.inputs.remove(PREVIOUS);
+        self.inputs.remove(LATEST);
         let mut scalars = HashMap::from([
             (OFFSET.to_string(), 0),
             (LAST.to_string(), prompt.len() as u32 - 1),
@@ -219,45 +249,93 @@ impl Program {
         Ok(choice)
     }
 
-    /// Runs `token` at `position` (after a prefill and the steps before it) and chooses the
-    /// next token.
-    pub async fn step(&mut self, token: u32, position: usize, rules: &Rules, sampling: Sampling<'_>) -> Result<Choice> {
+    /// The history after `seq`, the tokens generated so far in a window (at least one):
+    /// what [`Program::step`] and [`Program::steps`] start from.
+    pub fn history(&self, seq: &[u32], timestamps: bool) -> Result<History> {
+        let (&last, before) = seq.split_last().ok_or_else(|| Error::bad_argument("a step needs a token before it"))?;
+        let is_ts = |t: &&u32| **t >= self.timestamp_begin;
+        Ok(History {
+            last,
+            previous: before.last().copied().unwrap_or(last),
+            latest: seq.iter().rev().find(is_ts).copied().unwrap_or(self.no_timestamps),
+            timestamps,
+        })
+    }
+
+    /// Checks a step's history and position and sets its inputs; returns its scalars.
+    fn step_inputs(&mut self, history: &History, position: usize) -> Result<HashMap<String, u32>> {
         if position >= self.n_text_ctx {
             return Err(Error::bad_argument(format!(
                 "decoder position {position} is past the context of {}",
                 self.n_text_ctx
             )));
         }
-        if token as usize >= self.vocab {
-            return Err(Error::bad_argument(format!("token {token} is outside the vocabulary of {}", self.vocab)));
+        let ids = [history.last, history.previous, history.latest];
+        if let Some(bad) = ids.into_iter().find(|&t| t as usize >= self.vocab) {
+            return Err(Error::bad_argument(format!("token {bad} is outside the vocabulary of {}", self.vocab)));
         }
+        self.inputs.insert(TOKENS.to_string(), Tensor::u32([1], vec![history.last])?);
+        self.inputs.insert(PREVIOUS.to_string(), Tensor::u32([1], vec![history.previous])?);
+        self.inputs.insert(LATEST.to_string(), Tensor::f32([1], vec![history.latest as f32])?);
+        Ok(HashMap::from([(OFFSET.to_string(), position as u32), (TIMESTAMPS.to_string(), history.timestamps as u32)]))
+    }
+
+    /// Runs the step after `history` at `position` (after a prefill and the steps before it)
+    /// and chooses the next token.
+    pub async fn step(&mut self, history: &History, position: usize, sampling: Sampling<'_>) -> Result<Choice> {
+        let scalars = self.step_inputs(history, position)?;
         self.set_sampling(sampling)?;
-        self.inputs.insert(TOKENS.to_string(), Tensor::u32([1], vec![token])?);
-        let mut scalars = HashMap::from([(OFFSET.to_string(), position as u32)]);
-        rules.scalars(&mut scalars)?;
         let out = self.step.run(&self.inputs, &scalars, &[TOKEN, LOGPROB]).await?;
         read_choice(&out)
     }
 
-    /// Runs the decoder step of `token` at `position` `times` times back to back, greedy,
-    /// reading nothing, and resolves when the device has finished: the device's time per
-    /// step, without the host's work between steps (what benchmarks compare with
-    /// [`Program::step`]). Every run writes the same cache row, so the state after it is that
-    /// of one step.
+    /// Runs up to `count` greedy steps from `history` at `position` on, each step's token the
+    /// next one's input, and returns their choices in order: [`STEPS_PER_SUBMISSION`] per
+    /// submission where the backend feeds steps on the device, else one. The caller stops at
+    /// end of text; choices after it are to be discarded (their steps only wrote cache rows
+    /// past the window's end, which no later query sees before they are written again).
+    pub async fn steps(&mut self, history: &History, position: usize, count: usize) -> Result<Vec<Choice>> {
+        let chain = if self.step.feeds_on_device() { STEPS_PER_SUBMISSION } else { 1 };
+        let count = count.clamp(1, chain);
+        if position + count > self.n_text_ctx {
+            return Err(Error::bad_argument(format!(
+                "{count} decoder steps from position {position} pass the context of {}",
+                self.n_text_ctx
+            )));
+        }
+        let first = self.step_inputs(history, position)?;
+        self.set_sampling(Sampling::Greedy)?;
+        let scalars: Vec<HashMap<String, u32>> = (0..count)
+            .map(|k| {
+                let mut s = first.clone();
+                s.insert(OFFSET.to_string(), (position + k) as u32);
+                s
+            })
+            .collect();
+        let chain = Chain {
+            inputs: &self.inputs,
+            scalars: &scalars,
+            feeds: &[(TOKEN, TOKENS), (STEP_TOKEN, PREVIOUS), (LATEST_NEXT, LATEST)],
+            outputs: &[TOKEN, LOGPROB],
+        };
+        let runs = self.step.run_chain(chain).await?;
+        runs.iter().map(read_choice).collect()
+    }
+
     /// The kernel launches of one encoder window and of one decoder step, where the backend
     /// counts them ([`Executable::launches`]).
     pub fn launches(&self) -> (Option<usize>, Option<usize>) {
         (self.encoder.launches(), self.step.launches())
     }
 
-    pub async fn step_repeatedly(&mut self, token: u32, position: usize, rules: &Rules, times: usize) -> Result<()> {
-        if position >= self.n_text_ctx || token as usize >= self.vocab {
-            return Err(Error::bad_argument(format!("token {token} at position {position} is outside the model")));
-        }
+    /// Runs the decoder step after `history` at `position` `times` times back to back,
+    /// greedy, reading nothing, and resolves when the device has finished: the device's time
+    /// per step, without the host's work between steps (what benchmarks compare with
+    /// [`Program::steps`]). Every run writes the same cache row, so the state after it is that
+    /// of one step.
+    pub async fn step_repeatedly(&mut self, history: &History, position: usize, times: usize) -> Result<()> {
+        let scalars = self.step_inputs(history, position)?;
         self.set_sampling(Sampling::Greedy)?;
-        self.inputs.insert(TOKENS.to_string(), Tensor::u32([1], vec![token])?);
-        let mut scalars = HashMap::from([(OFFSET.to_string(), position as u32)]);
-        rules.scalars(&mut scalars)?;
         Ok(self.step.run_repeatedly(&self.inputs, &scalars, times).await?)
     }
 }
@@ -288,7 +366,13 @@ mod tests {
 
     fn spec() -> ProgramSpec {
         ProgramSpec {
-            selection: Selection { suppress: vec![1, 3], blank: vec![7], timestamp_begin: 15 },
+            selection: Selection {
+                suppress: vec![1, 3],
+                blank: vec![7],
+                timestamp_begin: 15,
+                end_of_text: 11,
+                no_timestamps: 14,
+            },
             no_speech: 12,
         }
     }
@@ -312,12 +396,37 @@ mod tests {
         let whole = pollster::block_on(p.prefill(&[10, 2, 4, 5], 0, &rules, Sampling::Greedy)).unwrap();
         let first = pollster::block_on(p.prefill(&[10, 2], 0, &rules, Sampling::Greedy)).unwrap();
         assert_eq!(first.no_speech_prob, whole.no_speech_prob);
-        let _ = pollster::block_on(p.step(4, 2, &rules, Sampling::Greedy)).unwrap();
-        let last = pollster::block_on(p.step(5, 3, &rules, Sampling::Greedy)).unwrap();
+        let h = p.history(&[4], false).unwrap();
+        let _ = pollster::block_on(p.step(&h, 2, Sampling::Greedy)).unwrap();
+        let h = p.history(&[4, 5], false).unwrap();
+        let last = pollster::block_on(p.step(&h, 3, Sampling::Greedy)).unwrap();
         assert_eq!(last.token, whole.token);
         assert!((last.logprob - whole.logprob).abs() < 1e-4, "{last:?} vs {whole:?}");
         let p_ns = whole.no_speech_prob.unwrap();
         assert!((0.0..=1.0).contains(&p_ns));
+    }
+
+    /// A chain of steps fed on the device chooses what steps run one at a time choose, each
+    /// fed its token by the host, with the timestamp rules on.
+    fn chains_match_single_steps(backend: &dyn Backend) {
+        let mut p = program(backend);
+        let prompt = [10, 2];
+        let first = pollster::block_on(p.prefill(&prompt, 0, &Rules::default(), Sampling::Greedy)).unwrap();
+        let mut seq = vec![first.token];
+        let mut single = Vec::new();
+        for position in prompt.len()..p.n_text_ctx() {
+            let h = p.history(&seq, true).unwrap();
+            let c = pollster::block_on(p.step(&h, position, Sampling::Greedy)).unwrap();
+            seq.push(c.token);
+            single.push(c);
+        }
+        let again = pollster::block_on(p.prefill(&prompt, 0, &Rules::default(), Sampling::Greedy)).unwrap();
+        assert_eq!(again, first);
+        let h = p.history(&[first.token], true).unwrap();
+        let chained = pollster::block_on(p.steps(&h, prompt.len(), single.len())).unwrap();
+        let want = if backend.name().starts_with("wgpu") { single.len() } else { 1 };
+        assert_eq!(chained.len(), want, "{}", backend.name());
+        assert_eq!(chained, single[..want], "{}", backend.name());
     }
 
     /// Banned ranges, the blank ids and the constant suppress list are never chosen.
@@ -344,7 +453,13 @@ mod tests {
         let model = ModelWeights::new(&weights).unwrap();
         let c = &model.config;
         let spec = ProgramSpec {
-            selection: Selection { suppress: vec![1, 2], blank: vec![220, 50257], timestamp_begin: 50365 },
+            selection: Selection {
+                suppress: vec![1, 2],
+                blank: vec![220, 50257],
+                timestamp_begin: 50365,
+                end_of_text: 50257,
+                no_timestamps: 50364,
+            },
             no_speech: 50363,
         };
         let mel =
@@ -356,7 +471,8 @@ mod tests {
             assert_eq!(p.max_prompt(), 3);
             pollster::block_on(p.encode(&mel, false)).unwrap();
             let first = pollster::block_on(p.prefill(&[50258, 50259], 0, &Rules::default(), Sampling::Greedy)).unwrap();
-            let next = pollster::block_on(p.step(first.token, 2, &Rules::default(), Sampling::Greedy)).unwrap();
+            let h = p.history(&[first.token], true).unwrap();
+            let next = pollster::block_on(p.step(&h, 2, Sampling::Greedy)).unwrap();
             assert!(first.token < 51866 && next.token < 51866);
             choices.push((first.token, next.token));
         }
@@ -372,6 +488,17 @@ mod tests {
     fn wgpu_steps_match_prefill() {
         let backend = pollster::block_on(WgpuBackend::with_options(&WgpuOptions::default())).unwrap();
         steps_match_prefill(&backend);
+    }
+
+    #[test]
+    fn cpu_chains_match_single_steps() {
+        chains_match_single_steps(&CpuBackend::new());
+    }
+
+    #[test]
+    fn wgpu_chains_match_single_steps() {
+        let backend = pollster::block_on(WgpuBackend::with_options(&WgpuOptions::default())).unwrap();
+        chains_match_single_steps(&backend);
     }
 
     #[test]

@@ -24,7 +24,13 @@ fn encoder_matches_reference(backend: &dyn Backend) {
 
     let model = ModelWeights::new(&load_dir(&golden::model_dir()).unwrap()).unwrap();
     let spec = ProgramSpec {
-        selection: Selection { suppress: vec![], blank: vec![], timestamp_begin: 50363 },
+        selection: Selection {
+            suppress: vec![],
+            blank: vec![],
+            timestamp_begin: 50363,
+            end_of_text: 50256,
+            no_timestamps: 50362,
+        },
         no_speech: 50361,
     };
     let mut program = pollster::block_on(Program::compile(backend, &model, &spec)).unwrap();

@@ -14,7 +14,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use super::link::{Block, Leaf, Link, LinkedPlan, Needs, Place, codec};
-use super::{BlockingBackend, BoxFuture, Executable, Weights, check_run_args};
+use super::{BlockingBackend, BoxFuture, Chain, Executable, Weights, chain_on_host, check_chain, check_run_args};
 use crate::error::{Error, Result};
 use crate::ir::{DType, NodeId, TensorType};
 use crate::ops::{EvalCtx, Op};
@@ -357,6 +357,13 @@ impl Executable for CpuExecutable {
                 self.run_now(inputs, scalars, &[]).await?;
             }
             Ok(())
+        })
+    }
+
+    fn run_chain<'a>(&'a mut self, chain: Chain<'a>) -> BoxFuture<'a, Vec<HashMap<String, Tensor>>> {
+        Box::pin(async move {
+            check_chain(&self.plan.graph, &chain)?;
+            chain_on_host(self, chain).await
         })
     }
 }

@@ -88,11 +88,101 @@ pub trait Executable {
         times: usize,
     ) -> BoxFuture<'a, ()>;
 
+    /// Runs the plan once per entry of `chain.scalars`, back to back, each run's `feeds`
+    /// outputs becoming the next run's inputs, and returns every run's `outputs`. A GPU
+    /// records all the runs in one submission and reads everything back once: a decoder
+    /// step's chosen token feeds the next step without a round trip through the host. Checked
+    /// like [`Executable::run`], and every feed must join an output and an input of one type.
+    fn run_chain<'a>(&'a mut self, chain: Chain<'a>) -> BoxFuture<'a, Vec<HashMap<String, Tensor>>>;
+
     /// The kernel launches one run makes (wgpu: its dispatches), where the backend records
     /// them ahead; what a decoder step's fusion and splitting change. `None` elsewhere.
     fn launches(&self) -> Option<usize> {
         None
     }
+
+    /// True when [`Executable::run_chain`] feeds runs on the device (a GPU, one submission),
+    /// false when it runs them one by one through the host ([`chain_on_host`]), where a chain
+    /// saves nothing and runs past a stopping point are wasted.
+    fn feeds_on_device(&self) -> bool {
+        false
+    }
+}
+
+/// Runs of one plan chained through their outputs ([`Executable::run_chain`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Chain<'a> {
+    /// The inputs of the first run (and of every later run, but for the fed ones).
+    pub inputs: &'a HashMap<String, Tensor>,
+    /// Each run's runtime scalars, in order: one entry per run.
+    pub scalars: &'a [HashMap<String, u32>],
+    /// `(output, input)` pairs: a run's `output` is the next run's `input`.
+    pub feeds: &'a [(&'a str, &'a str)],
+    /// The outputs read back from every run.
+    pub outputs: &'a [&'a str],
+}
+
+/// Checks a chain against `graph` before anything runs: the first run's arguments as
+/// [`check_run_args`] does, at least one run, and each feed from a declared output to a
+/// declared input of the same type. Returns the feeds' `(output, input)` nodes.
+pub fn check_chain(graph: &crate::ir::Graph, chain: &Chain) -> Result<Vec<(crate::ir::NodeId, crate::ir::NodeId)>> {
+    check_run_args(graph, chain.inputs, chain.outputs)?;
+    if chain.scalars.is_empty() {
+        return Err(Error::BadArgument(format!("a chain of runs of graph '{}' needs at least one run", graph.name())));
+    }
+    chain
+        .feeds
+        .iter()
+        .map(|&(from, to)| {
+            let out = graph.outputs().iter().find(|(name, _)| name == from).map(|&(_, id)| id).ok_or_else(|| {
+                Error::BadArgument(format!("graph '{}' has no output '{from}' to feed", graph.name()))
+            })?;
+            let input = graph
+                .ids()
+                .find(|&id| matches!(&graph.node(id).op, Op::Input(i) if i.name == to))
+                .ok_or_else(|| Error::BadArgument(format!("graph '{}' has no input '{to}' to feed", graph.name())))?;
+            if graph.ty(out) != graph.ty(input) {
+                return Err(Error::BadArgument(format!(
+                    "output '{from}' ({}) cannot feed input '{to}' ({})",
+                    graph.ty(out),
+                    graph.ty(input)
+                )));
+            }
+            Ok((out, input))
+        })
+        .collect()
+}
+
+/// The outputs a chain's runs must produce: the wanted ones and the feeds' sources.
+fn chain_outputs<'a>(chain: &Chain<'a>) -> Vec<&'a str> {
+    let mut wanted = chain.outputs.to_vec();
+    wanted.extend(chain.feeds.iter().map(|&(from, _)| from).filter(|from| !chain.outputs.contains(from)));
+    wanted
+}
+
+/// Moves one run's fed outputs into the next run's inputs and keeps only the wanted outputs.
+fn feed_on_host(chain: &Chain, out: &mut HashMap<String, Tensor>, inputs: &mut HashMap<String, Tensor>) {
+    for &(from, to) in chain.feeds {
+        if let Some(t) = out.get(from) {
+            inputs.insert(to.to_string(), t.clone());
+        }
+    }
+    out.retain(|name, _| chain.outputs.contains(&name.as_str()));
+}
+
+/// [`Executable::run_chain`] run by run, fed through the host: for executables whose runs
+/// finish on the host anyway (the CPU backends) or cannot be recorded together (profiled
+/// runs). The caller has checked the chain with [`check_chain`].
+pub async fn chain_on_host(exe: &mut dyn Executable, chain: Chain<'_>) -> Result<Vec<HashMap<String, Tensor>>> {
+    let wanted = chain_outputs(&chain);
+    let mut inputs = chain.inputs.clone();
+    let mut results = Vec::with_capacity(chain.scalars.len());
+    for scalars in chain.scalars {
+        let mut out = exe.run(&inputs, scalars, &wanted).await?;
+        feed_on_host(&chain, &mut out, &mut inputs);
+        results.push(out);
+    }
+    Ok(results)
 }
 
 /// Checks a run's arguments against `graph` before anything is touched, so a bad call
@@ -174,6 +264,26 @@ pub trait BlockingExecutable {
         scalars: &HashMap<String, u32>,
         times: usize,
     ) -> Result<()>;
+    /// See [`Executable::run_chain`].
+    fn run_chain_now(&mut self, chain: Chain) -> Result<Vec<HashMap<String, Tensor>>>;
+    /// See [`Executable::feeds_on_device`].
+    fn feeds_on_device(&self) -> bool {
+        false
+    }
+
+    /// [`BlockingExecutable::run_chain_now`] run by run, fed through the host (see
+    /// [`chain_on_host`]); the caller has checked the chain.
+    fn chain_on_host_now(&mut self, chain: Chain) -> Result<Vec<HashMap<String, Tensor>>> {
+        let wanted = chain_outputs(&chain);
+        let mut inputs = chain.inputs.clone();
+        let mut results = Vec::with_capacity(chain.scalars.len());
+        for scalars in chain.scalars {
+            let mut out = self.run_now(&inputs, scalars, &wanted)?;
+            feed_on_host(&chain, &mut out, &mut inputs);
+            results.push(out);
+        }
+        Ok(results)
+    }
 }
 
 impl<E: BlockingExecutable> Executable for E {
@@ -197,5 +307,13 @@ impl<E: BlockingExecutable> Executable for E {
         times: usize,
     ) -> BoxFuture<'a, ()> {
         Box::pin(std::future::ready(self.run_repeatedly_now(inputs, scalars, times)))
+    }
+
+    fn run_chain<'a>(&'a mut self, chain: Chain<'a>) -> BoxFuture<'a, Vec<HashMap<String, Tensor>>> {
+        Box::pin(std::future::ready(self.run_chain_now(chain)))
+    }
+
+    fn feeds_on_device(&self) -> bool {
+        BlockingExecutable::feeds_on_device(self)
     }
 }

@@ -7,7 +7,9 @@
 //!
 //! Grown greedily from each root (latest node first): an operand joins the root's group when
 //! it is itself fusable, feeds only that group, has the root's shape (so no value is
-//! recomputed for broadcast copies; a cast computes nothing, so it joins at any shape), and
+//! recomputed for broadcast copies; a cast computes nothing, so it joins at any shape; a
+//! one-element value joins every group that reads it, at any shape: recomputing it per element
+//! is cheaper than a launch, as for a decoder step's timestamp rules), and
 //! keeps the group within [`MAX_FUSED_INPUTS`] (an operand whose subtree would exceed it is
 //! read as an input instead, and fuses in a group of its own). Scalar constants are held in
 //! the program, not read as inputs. Groups of one op are left alone. Inside the fused program
@@ -24,6 +26,10 @@ use crate::ops::{FusedElementwise, Instr, Op};
 /// Most external inputs of one fused op: a GPU dispatch binds at most 8 storage buffers
 /// (WebGPU's default), one of them the output. Larger groups are left unfused.
 pub const MAX_FUSED_INPUTS: usize = 7;
+
+/// Most program words of one fused op, a constant taking two: what the CUDA interpreter
+/// holds (one register per instruction). Groups grow within it like within the inputs.
+pub const MAX_FUSED_WORDS: usize = 64;
 
 pub struct FuseElementwise;
 
@@ -42,7 +48,8 @@ impl Pass for FuseElementwise {
                 }
                 let mut builder = ProgramBuilder::new(g, &uses, root);
                 builder.emit(root);
-                if builder.fused_ops < 2 || builder.inputs.len() > MAX_FUSED_INPUTS {
+                if builder.fused_ops < 2 || builder.inputs.len() > MAX_FUSED_INPUTS || builder.words() > MAX_FUSED_WORDS
+                {
                     continue;
                 }
                 let (program, inputs) = (builder.program, builder.inputs);
@@ -100,21 +107,25 @@ impl<'g> ProgramBuilder<'g> {
     fn joins(&self, id: NodeId) -> bool {
         let g = self.g;
         let same_shape = g.ty(id).shape == g.ty(self.root).shape;
+        // One value recomputed per element costs a few instructions, where a kernel of its
+        // own costs a launch: it joins every group that reads it.
+        let one = g.ty(id).shape.numel() == 1;
         id == self.root
-            || (self.uses.single(id)
-                && (is_f32_cast(g, id) || ((fusable(g, id) || float_compare(g, id)) && same_shape)))
+            || ((self.uses.single(id) || one)
+                && (is_f32_cast(g, id) || ((fusable(g, id) || float_compare(g, id)) && (same_shape || one))))
     }
 
     /// Emits `id` and returns the index of the instruction holding its value. An operand
-    /// whose subtree takes the group past [`MAX_FUSED_INPUTS`] is taken back and read as an
-    /// input.
+    /// whose subtree takes the group past [`MAX_FUSED_INPUTS`] or near [`MAX_FUSED_WORDS`] is
+    /// taken back and read as an input.
     fn emit(&mut self, id: NodeId) -> u32 {
         if id == self.root || !self.joins(id) || self.emitted.contains_key(&id) {
             return self.emit_here(id);
         }
         let saved = (self.program.len(), self.inputs.len(), self.emitted.clone(), self.fused_ops);
         let index = self.emit_here(id);
-        if self.inputs.len() <= MAX_FUSED_INPUTS {
+        // Room kept for what may follow this operand: its load instead, and the root.
+        if self.inputs.len() <= MAX_FUSED_INPUTS && self.words() + 3 <= MAX_FUSED_WORDS {
             return index;
         }
         let (program, inputs, emitted, fused_ops) = saved;
@@ -122,6 +133,11 @@ impl<'g> ProgramBuilder<'g> {
         self.inputs.truncate(inputs);
         (self.emitted, self.fused_ops) = (emitted, fused_ops);
         self.load(id)
+    }
+
+    /// The program's length in words, a constant taking two.
+    fn words(&self) -> usize {
+        self.program.iter().map(|i| if matches!(i, Instr::Const(_)) { 2 } else { 1 }).sum()
     }
 
     /// Emits `id` as an input of the group (a scalar constant as a constant of the program).
@@ -308,6 +324,59 @@ mod tests {
         g.output("y", y).unwrap();
         let (after, _) = run_and_compare(&FuseElementwise, &g, 0.0);
         assert!(after.to_string().contains("= lt(%1, %2)"), "{after}");
+    }
+
+    #[test]
+    fn long_chains_fuse_in_groups_within_the_word_limit() {
+        let mut g = Graph::new("ew");
+        let mut x = g.input("x", TensorType::new(DType::F32, [3])).unwrap();
+        for _ in 0..150 {
+            x = g.neg(x).unwrap();
+        }
+        g.output("y", x).unwrap();
+        let (after, changed) = run_and_compare(&FuseElementwise, &g, 0.0);
+        assert!(changed);
+        let programs: Vec<usize> = after
+            .nodes()
+            .iter()
+            .filter_map(|n| match &n.op {
+                Op::FusedElementwise(f) => Some(f.program.len()),
+                _ => None,
+            })
+            .collect();
+        assert!(programs.len() >= 3 && programs.iter().all(|&n| n <= MAX_FUSED_WORDS), "{programs:?}");
+    }
+
+    #[test]
+    fn one_element_values_join_every_group_that_reads_them() {
+        // hi = (t >= 3) * 4 + 1 from a one-element input, read by two groups of another shape:
+        // each recomputes it, and no kernel of one element is left.
+        let mut g = Graph::new("ew");
+        let x = g.input("x", TensorType::new(DType::F32, [1, 6])).unwrap();
+        let ids = g.constant(Tensor::f32([1, 6], (0..6).map(|i| i as f32).collect()).unwrap());
+        let t = g.input("t", TensorType::new(DType::U32, [1])).unwrap();
+        let t = g.cast(t, DType::F32).unwrap();
+        let three = g.constant(Tensor::scalar_f32(3.0));
+        let is_big = g.compare(CmpKind::Ge, t, three).unwrap();
+        let is_big = g.cast(is_big, DType::F32).unwrap();
+        let four = g.constant(Tensor::scalar_f32(4.0));
+        let one = g.constant(Tensor::scalar_f32(1.0));
+        let scaled = g.mul(is_big, four).unwrap();
+        let hi = g.add(scaled, one).unwrap();
+        let below = g.compare(CmpKind::Lt, ids, hi).unwrap();
+        let ban = g.constant(Tensor::scalar_f32(-1e30));
+        let y = g.select(below, ban, x).unwrap();
+        let e = g.exp(x).unwrap();
+        let z = g.mul(e, hi).unwrap();
+        g.output("y", y).unwrap();
+        g.output("z", z).unwrap();
+        let (after, changed) = run_and_compare(&FuseElementwise, &g, 0.0);
+        assert!(changed);
+        let mut after = after;
+        crate::passes::dce::DeadCodeElimination.run(&mut after).unwrap();
+        let kernels: Vec<_> = after.nodes().iter().filter(|n| !n.op.is_leaf()).collect();
+        assert_eq!(kernels.len(), 2, "{after}");
+        assert!(kernels.iter().all(|n| matches!(n.op, Op::FusedElementwise(_)) && n.ty.shape.numel() == 6), "{after}");
     }
 
     #[test]

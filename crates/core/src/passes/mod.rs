@@ -18,7 +18,7 @@ pub use dce::DeadCodeElimination;
 pub use fold::{ConstantFolding, MAX_FOLDED_ELEMENTS};
 pub use fuse_add_norm::FuseAddLayerNorm;
 pub use fuse_attention::FuseAttention;
-pub use fuse_elementwise::{FuseElementwise, MAX_FUSED_INPUTS};
+pub use fuse_elementwise::{FuseElementwise, MAX_FUSED_INPUTS, MAX_FUSED_WORDS};
 pub use fuse_matmul::FuseMatMulBias;
 pub use permute_as_reshape::PermuteAsReshape;
 

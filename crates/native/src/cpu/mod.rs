@@ -25,7 +25,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use susurrus_core::exec::link::{Block, Leaf, Link, LinkedPlan, Needs, Place, StateBuffer, codec};
-use susurrus_core::exec::{BlockingBackend, BlockingExecutable, Executable, Weights, check_run_args};
+use susurrus_core::exec::{
+    BlockingBackend, BlockingExecutable, Chain, Executable, Weights, check_chain, check_run_args,
+};
 use susurrus_core::ir::NodeId;
 use susurrus_core::ops::{EvalCtx, Op};
 use susurrus_core::plan::{Plan, PlanOptions};
@@ -331,5 +333,10 @@ impl BlockingExecutable for FastCpuExecutable {
             self.run_once(inputs, scalars, &[])?;
         }
         Ok(())
+    }
+
+    fn run_chain_now(&mut self, chain: Chain) -> Result<Vec<HashMap<String, Tensor>>> {
+        check_chain(&self.plan.graph, &chain)?;
+        self.chain_on_host_now(chain)
     }
 }

@@ -183,6 +183,7 @@ pub(super) fn compile_linked(
             steps: compiled,
             recorded: None,
             eager_runs: 0,
+            chain: None,
             profile: backend.profile.clone(),
         }));
     }

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaGraph, CudaStream, result, sys};
 use susurrus_core::exec::link::codec;
-use susurrus_core::exec::{BlockingExecutable, check_run_args};
+use susurrus_core::exec::{BlockingExecutable, Chain, check_chain, check_run_args};
 use susurrus_core::ir::{Graph, NodeId, TensorType};
 use susurrus_core::{Error, Result, Tensor};
 
@@ -86,6 +86,14 @@ pub(super) struct Output {
     pub staging: PinnedBuffer,
 }
 
+/// What a chain of runs ([`BlockingExecutable::run_chain_now`]) copies through: every run's
+/// scalar table and outputs in pinned memory (each run's copies read and write their own
+/// range while the stream runs ahead), and the fed values on the device.
+pub(super) struct ChainMemory {
+    pinned: PinnedBuffer,
+    carry: DeviceBuffer,
+}
+
 /// A plan compiled for one CUDA device.
 pub(super) struct CudaExecutable {
     pub ctx: Arc<CudaContext>,
@@ -104,6 +112,8 @@ pub(super) struct CudaExecutable {
     /// The work recorded as a CUDA graph (from the second run on).
     pub recorded: Option<CudaGraph>,
     pub eager_runs: usize,
+    /// Memory of the longest chain of runs so far, kept for the next.
+    pub chain: Option<ChainMemory>,
     /// Time per op is added here when profiling (`susurrus bench --profile`).
     pub profile: Option<Profile>,
 }
@@ -251,6 +261,128 @@ impl CudaExecutable {
     }
 }
 
+impl CudaExecutable {
+    /// [`BlockingExecutable::run_chain_now`] on the stream: between two runs, the next run's
+    /// scalar table and the inputs not fed (where other values reuse their bytes) go up, and
+    /// the fed outputs are copied into their inputs through a carry buffer (a source may
+    /// share arena bytes with a destination); every run's outputs come down into their own
+    /// pinned range; one synchronisation at the end.
+    fn chain(&mut self, chain: Chain) -> Result<Vec<HashMap<String, Tensor>>> {
+        check_chain(&self.graph, &chain)?;
+        let mut feeds = Vec::with_capacity(chain.feeds.len());
+        for &(from, to) in chain.feeds {
+            let out =
+                self.outputs.get(from).ok_or_else(|| Error::BadArgument(format!("graph has no output '{from}'")))?;
+            let (i, input) = self
+                .inputs
+                .iter()
+                .enumerate()
+                .find(|(_, i)| i.name == to)
+                .ok_or_else(|| Error::BadArgument(format!("graph has no input '{to}'")))?;
+            if input.f16_words != out.f16_words {
+                return Err(Error::Backend(format!("cuda: output '{from}' and input '{to}' are stored differently")));
+            }
+            feeds.push((out.address, input.address, out.bytes, i));
+        }
+        let tables = chain.scalars.iter().map(|s| self.graph.scalar_values(s)).collect::<Result<Vec<_>>>()?;
+        let table_bytes = tables[0].len() * 4;
+        let per_run: usize = chain.outputs.iter().map(|&name| self.outputs[name].bytes).sum();
+        let pinned_bytes = chain.scalars.len() * (table_bytes + per_run);
+        let carry_bytes: usize = feeds.iter().map(|f| f.2).sum();
+        // Taken out while the runs use it (and dropped with an error).
+        let mut memory = match self.chain.take() {
+            Some(m) if m.pinned.bytes >= pinned_bytes && m.carry.bytes >= carry_bytes => m,
+            _ => ChainMemory {
+                pinned: PinnedBuffer::new(&self.ctx, pinned_bytes)?,
+                carry: DeviceBuffer::zeroed(&self.ctx, carry_bytes, "fed values")?,
+            },
+        };
+        self.upload(chain.inputs, &chain.scalars[0])?;
+        let stream = self.cu_stream();
+        // Inputs not fed whose arena bytes other values reuse go up again for every run,
+        // from the staging memory the first run's upload filled.
+        let again: Vec<(u64, usize, usize)> = self
+            .inputs
+            .iter()
+            .enumerate()
+            .filter(|(i, input)| !input.kept && !feeds.iter().any(|f| f.3 == *i))
+            .map(|(_, input)| {
+                let bytes = codec::stored_bytes(&chain.inputs[&input.name], input.f16_words).len();
+                (input.address, input.staging_offset, bytes)
+            })
+            .collect();
+        let outputs_at = chain.scalars.len() * table_bytes;
+        for (k, table) in tables.iter().enumerate() {
+            memory.pinned.as_mut_slice()[k * table_bytes..(k + 1) * table_bytes]
+                .copy_from_slice(bytemuck::cast_slice(table));
+        }
+        let carry = memory.carry.ptr;
+        for k in 0..chain.scalars.len() {
+            if k > 0 && table_bytes > 0 {
+                let table = &memory.pinned.as_slice()[k * table_bytes..(k + 1) * table_bytes];
+                // SAFETY: pinned memory untouched until the synchronisation below; the device
+                // table holds the graph's scalars.
+                unsafe { result::memcpy_htod_async(self.scalars_address, table, stream) }
+                    .map_err(|e| driver("copying a chained run's scalars", e))?;
+            }
+            if k > 0 {
+                let mut at = 0;
+                for &(src, _, bytes, _) in &feeds {
+                    // SAFETY: both ranges were allocated for values of `bytes` bytes.
+                    unsafe { result::memcpy_dtod_async(carry + at, src, bytes, stream) }
+                        .map_err(|e| driver("carrying a fed value", e))?;
+                    at += bytes as u64;
+                }
+                let mut at = 0;
+                for &(_, dst, bytes, _) in &feeds {
+                    // SAFETY: as above.
+                    unsafe { result::memcpy_dtod_async(dst, carry + at, bytes, stream) }
+                        .map_err(|e| driver("feeding a value", e))?;
+                    at += bytes as u64;
+                }
+            }
+            if k > 0 {
+                for &(address, at, bytes) in &again {
+                    let staged = &self.input_staging.as_slice()[at..at + bytes];
+                    // SAFETY: the staging range holds this input since the upload above and
+                    // the device address its words.
+                    unsafe { result::memcpy_htod_async(address, staged, stream) }
+                        .map_err(|e| driver("copying a chained run's input", e))?;
+                }
+            }
+            self.enqueue()?;
+            let mut at = outputs_at + k * per_run;
+            for &name in chain.outputs {
+                let out = &self.outputs[name];
+                let dst = &mut memory.pinned.as_mut_slice()[at..at + out.bytes];
+                // SAFETY: the device address holds the value; the pinned range is this run's.
+                unsafe { result::memcpy_dtoh_async(dst, out.address, stream) }
+                    .map_err(|e| driver(&format!("reading output '{name}'"), e))?;
+                at += out.bytes;
+            }
+        }
+        self.finish()?;
+        // The fed inputs' device bytes are no longer what the staging memory holds.
+        for &(_, _, _, i) in &feeds {
+            self.inputs[i].uploaded = false;
+        }
+        let mut at = outputs_at;
+        let mut results = Vec::with_capacity(chain.scalars.len());
+        for _ in chain.scalars {
+            let mut values = HashMap::new();
+            for &name in chain.outputs {
+                let out = &self.outputs[name];
+                let bytes = &memory.pinned.as_slice()[at..at + out.bytes];
+                values.insert(name.to_string(), codec::decode(bytes, &out.ty, out.f16_words)?);
+                at += out.bytes;
+            }
+            results.push(values);
+        }
+        self.chain = Some(memory);
+        Ok(results)
+    }
+}
+
 impl BlockingExecutable for CudaExecutable {
     fn run_now(
         &mut self,
@@ -311,5 +443,18 @@ impl BlockingExecutable for CudaExecutable {
             self.enqueue()?;
         }
         self.finish()
+    }
+
+    fn feeds_on_device(&self) -> bool {
+        self.profile.is_none()
+    }
+
+    fn run_chain_now(&mut self, chain: Chain) -> Result<Vec<HashMap<String, Tensor>>> {
+        if self.profile.is_some() {
+            // A profile times one run's launches at a time.
+            check_chain(&self.graph, &chain)?;
+            return self.chain_on_host_now(chain);
+        }
+        self.chain(chain)
     }
 }

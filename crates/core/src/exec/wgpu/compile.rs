@@ -301,8 +301,10 @@ fn build(backend: &WgpuBackend, linked: &LinkedPlan, shared: &Shared) -> Result<
     });
 
     let specs_nodes: Vec<NodeId> = specs.iter().map(|(id, _)| *id).collect();
-    let mut dispatches = Vec::with_capacity(specs.len());
-    for (k, (id, spec)) in specs.into_iter().enumerate() {
+    // Each dispatch's bindings and pipeline key first; then the pipelines missing from the
+    // cache, created side by side; then the bind groups.
+    let mut planned = Vec::with_capacity(specs.len());
+    for (id, spec) in specs {
         let node = g.node(id);
         let out = if spec.scratch == ScratchUse::Writes { scratch_range } else { Range::Value(loc(id)) };
         let mut ranges: Vec<Range> = Vec::new();
@@ -344,8 +346,17 @@ fn build(backend: &WgpuBackend, linked: &LinkedPlan, shared: &Shared) -> Result<
             output_dtype: if spec.scratch == ScratchUse::Writes { DType::F32 } else { node.ty.dtype },
             params_wgsl: spec.params_wgsl,
         };
-        let pipeline = pipeline(device, &mut cache, &key, spec.source);
-        let (layout, _) = &cache.layouts[&bindings];
+        planned.push((spec, ranges, bindings, key));
+    }
+    let wanted: Vec<(&PipelineKey, &'static str)> =
+        planned.iter().map(|(spec, _, _, key)| (key, spec.source)).collect();
+    create_pipelines(device, &mut cache, &wanted)?;
+    let mut dispatches = Vec::with_capacity(planned.len());
+    for (k, (spec, ranges, bindings, key)) in planned.into_iter().enumerate() {
+        let (Some(pipeline), Some((layout, _))) = (cache.pipelines.get(&key), cache.layouts.get(&bindings)) else {
+            return Err(Error::Backend(format!("the pipeline of '{}' was not created", spec.name)));
+        };
+        let pipeline = pipeline.clone();
         let mut entries = vec![
             wgpu::BindGroupEntry {
                 binding: 0,
@@ -439,51 +450,99 @@ fn scalar_read(g: &Graph, id: NodeId) -> Option<(NodeId, u32)> {
     }
 }
 
-/// The pipeline for `key`, created (with its layout) on first use.
-fn pipeline(
+/// Creates the pipelines of `wanted` that the cache lacks (with their layouts). Natively they
+/// compile side by side, one thread per core: each is a WGSL translation and a driver
+/// compile, the bulk of a program's start-up, and independent of the others. Each thread
+/// catches its own pipelines' errors (wgpu's error scopes belong to the thread that pushes
+/// them); in the browser they are created in turn, inside the caller's scopes.
+fn create_pipelines(
     device: &wgpu::Device,
     cache: &mut PipelineCache,
-    key: &PipelineKey,
-    source: &str,
-) -> wgpu::ComputePipeline {
-    if let Some(p) = cache.pipelines.get(key) {
-        return p.clone();
-    }
-    let (_, pipeline_layout) = cache.layouts.entry(key.bindings.clone()).or_insert_with(|| {
-        let mut entries = vec![uniform_entry(0, true), uniform_entry(1, false)];
-        for (j, b) in key.bindings.iter().enumerate() {
-            entries.push(wgpu::BindGroupLayoutEntry {
-                binding: j as u32 + 2,
-                visibility: wgpu::ShaderStages::COMPUTE,
-                ty: wgpu::BindingType::Buffer {
-                    ty: wgpu::BufferBindingType::Storage { read_only: !b.writable },
-                    has_dynamic_offset: false,
-                    min_binding_size: None,
-                },
-                count: None,
-            });
+    wanted: &[(&PipelineKey, &'static str)],
+) -> Result<()> {
+    let mut missing: Vec<(&PipelineKey, &'static str)> = Vec::new();
+    for &(key, source) in wanted {
+        if !cache.pipelines.contains_key(key) && !missing.iter().any(|(k, _)| *k == key) {
+            missing.push((key, source));
         }
-        let layout =
-            device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: None, entries: &entries });
-        let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-            label: None,
-            bind_group_layouts: &[Some(&layout)],
-            immediate_size: 0,
+    }
+    for (key, _) in &missing {
+        cache.layouts.entry(key.bindings.clone()).or_insert_with(|| layouts(device, &key.bindings));
+    }
+    let layouts = &cache.layouts;
+    let create = |key: &PipelineKey, source: &str| {
+        let module = shader_module(device, key.kernel, module_source(key, source));
+        device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some(key.kernel),
+            layout: Some(&layouts[&key.bindings].1),
+            module: &module,
+            entry_point: Some("main"),
+            compilation_options: Default::default(),
+            cache: None,
+        })
+    };
+    #[cfg(not(target_arch = "wasm32"))]
+    let created: Vec<wgpu::ComputePipeline> = {
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(missing.len().max(1));
+        let mut done: Vec<Result<Vec<(usize, wgpu::ComputePipeline)>>> = std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..threads)
+                .map(|_| {
+                    scope.spawn(|| {
+                        let mut mine = Vec::new();
+                        loop {
+                            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            let Some(&(key, source)) = missing.get(i) else { return Ok(mine) };
+                            let pipeline = pollster::block_on(scoped(device, key.kernel, || create(key, source)))?;
+                            mine.push((i, pipeline));
+                        }
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .map(|w| w.join().unwrap_or_else(|_| Err(Error::Backend("a pipeline compile thread panicked".into()))))
+                .collect()
         });
-        (layout, pipeline_layout)
+        let mut all = Vec::with_capacity(missing.len());
+        for d in done.drain(..) {
+            all.extend(d?);
+        }
+        all.sort_by_key(|(i, _)| *i);
+        all.into_iter().map(|(_, p)| p).collect()
+    };
+    #[cfg(target_arch = "wasm32")]
+    let created: Vec<wgpu::ComputePipeline> = missing.iter().map(|&(key, source)| create(key, source)).collect();
+    for ((key, _), pipeline) in missing.iter().zip(created) {
+        cache.pipelines.insert((*key).clone(), pipeline);
+    }
+    Ok(())
+}
+
+/// The bind group layout and pipeline layout of a dispatch with `bindings`: the dispatch's
+/// parameter slot (a dynamic offset into one uniform buffer), the runtime scalars, then one
+/// storage buffer per binding.
+fn layouts(device: &wgpu::Device, bindings: &[BindingKind]) -> (wgpu::BindGroupLayout, wgpu::PipelineLayout) {
+    let mut entries = vec![uniform_entry(0, true), uniform_entry(1, false)];
+    for (j, b) in bindings.iter().enumerate() {
+        entries.push(wgpu::BindGroupLayoutEntry {
+            binding: j as u32 + 2,
+            visibility: wgpu::ShaderStages::COMPUTE,
+            ty: wgpu::BindingType::Buffer {
+                ty: wgpu::BufferBindingType::Storage { read_only: !b.writable },
+                has_dynamic_offset: false,
+                min_binding_size: None,
+            },
+            count: None,
+        });
+    }
+    let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: None, entries: &entries });
+    let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+        label: None,
+        bind_group_layouts: &[Some(&layout)],
+        immediate_size: 0,
     });
-    let text = module_source(key, source);
-    let module = shader_module(device, key.kernel, text);
-    let p = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-        label: Some(key.kernel),
-        layout: Some(pipeline_layout),
-        module: &module,
-        entry_point: Some("main"),
-        compilation_options: Default::default(),
-        cache: None,
-    });
-    cache.pipelines.insert(key.clone(), p.clone());
-    p
+    (layout, pipeline_layout)
 }
 
 fn uniform_entry(binding: u32, dynamic: bool) -> wgpu::BindGroupLayoutEntry {

@@ -1,18 +1,26 @@
 //! Running a compiled plan: inputs and runtime scalars in, dispatches recorded in one command
-//! encoder, requested outputs copied into their staging buffers and mapped asynchronously.
+//! encoder, requested outputs copied into their staging buffers and mapped asynchronously. A
+//! chain of runs is recorded in one command encoder too, fed on the device.
 
 use std::collections::HashMap;
 
-use super::compile::{Readback, WgpuExecutable, decode, encode};
+use wgpu::util::DeviceExt;
+
+use super::compile::{Loc, Readback, WgpuExecutable, decode, encode};
 use super::device::check_alive;
 use crate::error::{Error, Result};
-use crate::exec::link::scalar_table;
-use crate::exec::{BoxFuture, Executable};
+use crate::exec::link::{SCALAR_TABLE_BYTES, scalar_table};
+use crate::exec::{BoxFuture, Chain, Executable, chain_on_host, check_chain};
+use crate::ir::TensorType;
 use crate::tensor::Tensor;
 
 impl Executable for WgpuExecutable {
     fn launches(&self) -> Option<usize> {
         Some(self.dispatches.len())
+    }
+
+    fn feeds_on_device(&self) -> bool {
+        self.timing.is_none()
     }
 
     fn run<'a>(
@@ -84,9 +92,142 @@ impl Executable for WgpuExecutable {
             check_alive(&self.lost, &self.errors)
         })
     }
+
+    fn run_chain<'a>(&'a mut self, chain: Chain<'a>) -> BoxFuture<'a, Vec<HashMap<String, Tensor>>> {
+        Box::pin(async move {
+            if self.timing.is_some() {
+                // A profile times one run's dispatches at a time.
+                check_chain(&self.graph, &chain)?;
+                return chain_on_host(self, chain).await;
+            }
+            self.chain(chain).await
+        })
+    }
 }
 
 impl WgpuExecutable {
+    /// [`Executable::run_chain`] in one submission: run k+1's runtime scalars and inputs are
+    /// copied into place between run k's dispatches and run k+1's (the scalar tables and the
+    /// inputs not fed uploaded once beforehand, the fed ones from run k's outputs), and every
+    /// run's outputs are copied into one staging buffer read back once at the end. Fed values pass through a carry buffer: a
+    /// source may share arena bytes with a destination (the arena reuses dead inputs), and a
+    /// copy within one buffer is not allowed.
+    async fn chain(&mut self, chain: Chain<'_>) -> Result<Vec<HashMap<String, Tensor>>> {
+        let fed = check_chain(&self.graph, &chain)?;
+        let loc_of_output = |name: &str| -> Result<Loc> {
+            self.outputs
+                .get(name)
+                .map(|r| r.loc)
+                .ok_or_else(|| Error::BadArgument(format!("graph '{}' has no output '{name}'", self.graph.name())))
+        };
+        let loc_of_input = |name: &str| -> Result<Loc> {
+            self.inputs
+                .iter()
+                .find(|(n, _, _)| n == name)
+                .map(|(_, _, loc)| *loc)
+                .ok_or_else(|| Error::BadArgument(format!("graph '{}' has no input '{name}'", self.graph.name())))
+        };
+        let mut feeds = Vec::with_capacity(fed.len());
+        for &(from, to) in chain.feeds {
+            let (src, dst) = (loc_of_output(from)?, loc_of_input(to)?);
+            if src.elem != dst.elem || src.size != dst.size {
+                return Err(Error::Backend(format!("output '{from}' and input '{to}' are stored differently")));
+            }
+            feeds.push((src, dst));
+        }
+        let wanted: Vec<(&str, Loc, TensorType)> = chain
+            .outputs
+            .iter()
+            .map(|&name| Ok((name, loc_of_output(name)?, self.outputs[name].ty.clone())))
+            .collect::<Result<_>>()?;
+        let mut tables = Vec::with_capacity(chain.scalars.len() * SCALAR_TABLE_BYTES);
+        for scalars in chain.scalars {
+            let words = scalar_table(&self.graph, scalars)?;
+            let start = tables.len();
+            tables.extend_from_slice(bytemuck::cast_slice(&words));
+            tables.resize(start + SCALAR_TABLE_BYTES, 0);
+        }
+        let tables = self.device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: Some("chained runtime scalars"),
+            contents: &tables,
+            usage: wgpu::BufferUsages::COPY_SRC,
+        });
+        // The inputs not fed: the arena reuses an input's bytes once it is dead, so every
+        // run gets them again, copied from one upload.
+        let mut kept = Vec::new();
+        let mut again = Vec::new();
+        for (name, _, loc) in &self.inputs {
+            if chain.feeds.iter().any(|&(_, to)| to == name) {
+                continue;
+            }
+            let t =
+                chain.inputs.get(name).ok_or_else(|| Error::BadArgument(format!("input '{name}' was not supplied")))?;
+            again.push((kept.len() as u64, *loc));
+            kept.extend_from_slice(&encode(t, loc.elem));
+        }
+        kept.resize(kept.len().max(4), 0);
+        let kept = self.device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: Some("chained inputs"),
+            contents: &kept,
+            usage: wgpu::BufferUsages::COPY_SRC,
+        });
+        let carry_bytes: u64 = feeds.iter().map(|(src, _)| src.size).sum();
+        let carry = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("chained values"),
+            size: carry_bytes.max(4),
+            usage: wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let per_run: u64 = wanted.iter().map(|(_, loc, _)| loc.size).sum();
+        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("chained outputs"),
+            size: (per_run * chain.scalars.len() as u64).max(4),
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+
+        let mut encoder = self.prepare(chain.inputs, &chain.scalars[0])?;
+        let mut at = 0;
+        for k in 0..chain.scalars.len() {
+            if k > 0 {
+                let table = (k * SCALAR_TABLE_BYTES) as u64;
+                encoder.copy_buffer_to_buffer(&tables, table, &self.runtime, 0, SCALAR_TABLE_BYTES as u64);
+                let mut c = 0;
+                for (src, _) in &feeds {
+                    encoder.copy_buffer_to_buffer(&self.buffers[&src.buf], src.offset, &carry, c, src.size);
+                    c += src.size;
+                }
+                let mut c = 0;
+                for (_, dst) in &feeds {
+                    encoder.copy_buffer_to_buffer(&carry, c, &self.buffers[&dst.buf], dst.offset, dst.size);
+                    c += dst.size;
+                }
+                for (at, dst) in &again {
+                    encoder.copy_buffer_to_buffer(&kept, *at, &self.buffers[&dst.buf], dst.offset, dst.size);
+                }
+            }
+            self.record(&mut encoder);
+            for (_, loc, _) in &wanted {
+                encoder.copy_buffer_to_buffer(&self.buffers[&loc.buf], loc.offset, &staging, at, loc.size);
+                at += loc.size;
+            }
+        }
+        self.queue.submit([encoder.finish()]);
+        let bytes = self.read_bytes(&staging).await?;
+        let mut results = Vec::with_capacity(chain.scalars.len());
+        let mut at = 0;
+        for _ in chain.scalars {
+            let mut out = HashMap::with_capacity(wanted.len());
+            for (name, loc, ty) in &wanted {
+                let end = at + loc.size as usize;
+                out.insert(name.to_string(), decode(&bytes[at..end], loc.elem, ty)?);
+                at = end;
+            }
+            results.push(out);
+        }
+        Ok(results)
+    }
+
     /// Checks the run's arguments, writes the inputs and runtime scalars, and returns the
     /// command encoder the run records into.
     fn prepare(
@@ -157,12 +298,17 @@ impl WgpuExecutable {
         Ok(())
     }
 
-    /// Maps `r`'s staging buffer (filled by the last submission), decodes it and unmaps it.
+    /// Maps `r`'s staging buffer (filled by the last submission) and decodes it.
+    async fn read(&self, r: &Readback) -> Result<Tensor> {
+        decode(&self.read_bytes(&r.staging).await?, r.loc.elem, &r.ty)
+    }
+
+    /// Maps `staging` (filled by the last submission), copies its bytes out and unmaps it.
     /// Natively the device is polled until the copy is done; in the browser the future waits
     /// without blocking the thread.
-    async fn read(&self, r: &Readback) -> Result<Tensor> {
+    async fn read_bytes(&self, staging: &wgpu::Buffer) -> Result<Vec<u8>> {
         let (send, receive) = futures_channel::oneshot::channel();
-        r.staging.map_async(wgpu::MapMode::Read, .., move |result| {
+        staging.map_async(wgpu::MapMode::Read, .., move |result| {
             let _ = send.send(result);
         });
         self.wait()?;
@@ -173,14 +319,11 @@ impl WgpuExecutable {
                 .err()
                 .unwrap_or_else(|| Error::Backend(format!("reading back from the GPU failed: {e}")))
         })?;
-        let tensor = {
-            let view = r
-                .staging
-                .get_mapped_range(..)
-                .map_err(|e| Error::Backend(format!("mapping a readback buffer: {e}")))?;
-            decode(&view, r.loc.elem, &r.ty)
-        };
-        r.staging.unmap();
-        tensor
+        let bytes = staging
+            .get_mapped_range(..)
+            .map_err(|e| Error::Backend(format!("mapping a readback buffer: {e}")))?
+            .to_vec();
+        staging.unmap();
+        Ok(bytes)
     }
 }

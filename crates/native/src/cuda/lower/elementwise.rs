@@ -21,8 +21,11 @@ const MAX_RANK: usize = 8;
 /// Most inputs of a fused program (`EW_MAX_INPUTS`); the fusion pass makes at most 7.
 const MAX_FUSED_INPUTS: usize = 8;
 /// Most instructions of a fused program (`EW_MAX_INSTRS`): the kernel keeps one f32 per
-/// instruction.
-const MAX_FUSED_INSTRS: usize = 32;
+/// instruction. A decoder step's ban kernels recompute the timestamp rules (one-element
+/// values joined into them) and take up to about 40.
+const MAX_FUSED_INSTRS: usize = 64;
+// Every program the fusion pass makes fits.
+const _: () = assert!(MAX_FUSED_INSTRS >= susurrus_core::passes::MAX_FUSED_WORDS);
 
 /// The op codes the kernels switch on (the `EW_*` defines of kernels/cuda/elementwise.cu).
 mod code {
@@ -128,8 +131,9 @@ crate::cuda_params! {
 crate::cuda_params! {
     /// `fused_elementwise`: `inputs` operands, input k read with strides `8k..8k+rank` of
     /// `strides_lo` (inputs 0 to 3) and `strides_hi` (4 to 7, at `8(k-4)`); `len`
-    /// instructions encoded by `encode`. (Two tables: Rust derives `Default` only for
-    /// arrays of up to 32 entries.)
+    /// instructions encoded by `encode`, words 0 to 31 in `program_lo`, 32 to 63 in
+    /// `program_hi`. (Two tables each: Rust derives `Default` only for arrays of up to 32
+    /// entries.)
     pub struct FusedElementwiseParams {
         pub ins: [In; 8],
         pub out: Out,
@@ -140,7 +144,8 @@ crate::cuda_params! {
         pub dims: [u32; 8],
         pub strides_lo: [u32; 32],
         pub strides_hi: [u32; 32],
-        pub program: [u32; 32],
+        pub program_lo: [u32; 32],
+        pub program_hi: [u32; 32],
     }
 }
 
@@ -318,7 +323,9 @@ pub fn fused(op: &FusedElementwise, ctx: &LowerCtx) -> Result<Vec<Launch>> {
         let what = format!("{} instruction words (constants take two)", words.len());
         return Err(unsupported(what, format!("at most {MAX_FUSED_INSTRS} words")));
     }
-    params.program[..words.len()].copy_from_slice(&words);
+    let (lo, hi) = words.split_at(words.len().min(32));
+    params.program_lo[..lo.len()].copy_from_slice(lo);
+    params.program_hi[..hi.len()].copy_from_slice(hi);
     Ok(vec![Launch::Kernel(KernelLaunch::new("fused_elementwise", &params).threads(n))])
 }
 
@@ -685,7 +692,7 @@ mod tests {
             want.strides_lo[8 * k..8 * k + 2].copy_from_slice(s);
         }
         // Low byte class << 4 | kind, then operands a, b, c.
-        want.program[..10].copy_from_slice(&[
+        want.program_lo[..10].copy_from_slice(&[
             0x0000_0000,
             0x0000_0100,
             0x0000_0200,
@@ -735,17 +742,17 @@ mod tests {
             "fused_elementwise with 9 inputs is not supported by the cuda (at most 8 inputs) backend"
         );
         let mut program = vec![Instr::Input(0)];
-        program.extend((0..32).map(|j| Instr::Unary(UnaryKind::Neg, j)));
+        program.extend((0..64).map(|j| Instr::Unary(UnaryKind::Neg, j)));
         let op = FusedElementwise { program, dtype: DType::F32 };
         let err = lower_with(std::slice::from_ref(&x), ty(DType::F32, &[4]), |c| fused(&op, c)).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "fused_elementwise with 33 instructions is not supported by the cuda (1 to 32 instructions) backend"
+            "fused_elementwise with 65 instructions is not supported by the cuda (1 to 64 instructions) backend"
         );
-        // Exactly 32 instructions and 8 inputs fit.
+        // Exactly 64 instructions and 8 inputs fit.
         let mut program: Vec<Instr> = (0..8).map(Instr::Input).collect();
-        program.extend((7..31).map(|j| Instr::Unary(UnaryKind::Neg, j)));
-        assert_eq!(program.len(), 32);
+        program.extend((7..63).map(|j| Instr::Unary(UnaryKind::Neg, j)));
+        assert_eq!(program.len(), 64);
         let op = FusedElementwise { program, dtype: DType::F32 };
         assert!(lower_with(&vec![x; 8], ty(DType::F32, &[4]), |c| fused(&op, c)).is_ok());
     }
