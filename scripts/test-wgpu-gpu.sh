@@ -67,7 +67,11 @@ run() {
   done
   export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$(mktemp -d)}"
   "$suite/wgpu-op-harness" --test-threads=1 --nocapture
-  "$suite/wgpu-executor" --test-threads=1
+  # The lost-device test runs in a process of its own: after it destroys a device, the
+  # NVIDIA driver (580, H100) refuses new Vulkan instances in that process a few backends
+  # later ("vulkan drivers/libraries could not be loaded"), which would fail the tests after it.
+  "$suite/wgpu-executor" --test-threads=1 --skip a_lost_device_is_an_error_and_a_new_device_works
+  "$suite/wgpu-executor" --exact a_lost_device_is_an_error_and_a_new_device_works
   "$suite/wgpu-golden" --include-ignored --test-threads=1 --nocapture gpu_every_kernel_family
   "$suite/wgpu-golden" --test-threads=1 --nocapture wgpu_with_small_buffers
 }

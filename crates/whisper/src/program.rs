@@ -6,9 +6,9 @@
 //! [`Program::prefill`] once per prompt, and [`Program::steps`] for the generated tokens
 //! ([`Program::step`] one at a time when sampling). Every decoder run reads back only the
 //! chosen token and its log-probability (8 bytes; prefill adds the 4-byte no-speech
-//! probability). On a GPU, [`Program::steps`] records [`STEPS_PER_SUBMISSION`] steps in one
-//! submission, each reading its token from the step before on the device: one host round
-//! trip per chain instead of one per token (which costs most in a browser).
+//! probability). On a GPU, [`Program::steps`] queues [`STEPS_PER_SUBMISSION`] steps and reads
+//! them back once, each reading its token from the step before on the device: one host
+//! round trip per chain instead of one per token (which costs most in a browser).
 
 use std::collections::HashMap;
 
@@ -28,8 +28,8 @@ use susurrus_core::tensor::Tensor;
 /// Bytes a decoder step reads back: the token id and its log-probability.
 pub const STEP_READBACK_BYTES: usize = 8;
 
-/// Decoder steps [`Program::steps`] records in one submission where the backend feeds them on
-/// the device. More saves more round trips, but the steps after end of text are wasted
+/// Decoder steps [`Program::steps`] runs per host round trip (one readback) where the backend
+/// feeds them on the device. More saves more round trips, but the steps after end of text are wasted
 /// (half a chain per window on average): 8 keeps that below a window's round trips.
 pub const STEPS_PER_SUBMISSION: usize = 8;
 

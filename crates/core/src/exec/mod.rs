@@ -90,7 +90,7 @@ pub trait Executable {
 
     /// Runs the plan once per entry of `chain.scalars`, back to back, each run's `feeds`
     /// outputs becoming the next run's inputs, and returns every run's `outputs`. A GPU
-    /// records all the runs in one submission and reads everything back once: a decoder
+    /// queues all the runs without waiting and reads everything back once: a decoder
     /// step's chosen token feeds the next step without a round trip through the host. Checked
     /// like [`Executable::run`], and every feed must join an output and an input of one type.
     fn run_chain<'a>(&'a mut self, chain: Chain<'a>) -> BoxFuture<'a, Vec<HashMap<String, Tensor>>>;
@@ -101,7 +101,7 @@ pub trait Executable {
         None
     }
 
-    /// True when [`Executable::run_chain`] feeds runs on the device (a GPU, one submission),
+    /// True when [`Executable::run_chain`] feeds runs on the device (a GPU, one readback),
     /// false when it runs them one by one through the host ([`chain_on_host`]), where a chain
     /// saves nothing and runs past a stopping point are wasted.
     fn feeds_on_device(&self) -> bool {

@@ -1,6 +1,6 @@
 //! Running a compiled plan: inputs and runtime scalars in, dispatches recorded in one command
 //! encoder, requested outputs copied into their staging buffers and mapped asynchronously. A
-//! chain of runs is recorded in one command encoder too, fed on the device.
+//! chain of runs is fed on the device and read back once.
 
 use std::collections::HashMap;
 
@@ -106,7 +106,7 @@ impl Executable for WgpuExecutable {
 }
 
 impl WgpuExecutable {
-    /// [`Executable::run_chain`] in one submission: run k+1's runtime scalars and inputs are
+    /// [`Executable::run_chain`] with one readback: run k+1's runtime scalars and inputs are
     /// copied into place between run k's dispatches and run k+1's (the scalar tables and the
     /// inputs not fed uploaded once beforehand, the fed ones from run k's outputs), and every
     /// run's outputs are copied into one staging buffer read back once at the end. Fed values pass through a carry buffer: a
@@ -186,9 +186,14 @@ impl WgpuExecutable {
             mapped_at_creation: false,
         });
 
-        let mut encoder = self.prepare(chain.inputs, &chain.scalars[0])?;
+        // Each run is submitted as soon as it is recorded: the device runs one while the host
+        // records the next (recording a run's dispatches costs about half of running them).
+        let mut first = Some(self.prepare(chain.inputs, &chain.scalars[0])?);
         let mut at = 0;
         for k in 0..chain.scalars.len() {
+            let mut encoder = first.take().unwrap_or_else(|| {
+                self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("run") })
+            });
             if k > 0 {
                 let table = (k * SCALAR_TABLE_BYTES) as u64;
                 encoder.copy_buffer_to_buffer(&tables, table, &self.runtime, 0, SCALAR_TABLE_BYTES as u64);
@@ -211,8 +216,8 @@ impl WgpuExecutable {
                 encoder.copy_buffer_to_buffer(&self.buffers[&loc.buf], loc.offset, &staging, at, loc.size);
                 at += loc.size;
             }
+            self.queue.submit([encoder.finish()]);
         }
-        self.queue.submit([encoder.finish()]);
         let bytes = self.read_bytes(&staging).await?;
         let mut results = Vec::with_capacity(chain.scalars.len());
         let mut at = 0;
