@@ -691,3 +691,51 @@ fn bad_chains_are_errors_before_anything_runs() {
     // Nothing ran: the cache is still zero.
     assert_eq!(block_on(exe.read_state("cache")).unwrap().to_f32(), vec![0.0; 32]);
 }
+
+/// A folder of its own under the system's temporary folder, emptied first.
+fn scratch_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("susurrus-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+#[test]
+fn compiled_pipelines_are_kept_in_the_pipeline_cache_folder() {
+    let dir = scratch_dir("pipelines");
+    let options = WgpuOptions { pipeline_cache: Some(dir.clone()), ..WgpuOptions::default() };
+    let plan = plan(cache_graph()).unwrap();
+    let first = backend(options.clone());
+    assert!(first.device().features().contains(wgpu::Features::PIPELINE_CACHE), "the adapter has a pipeline cache");
+    let mut exe = block_on(first.compile(&plan, &weights())).unwrap();
+    let want = block_on(exe.run(&row([1.0, 2.0, 3.0, 4.0]), &at(2), &["sums"])).unwrap();
+    let files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(files.len(), 1, "one file per adapter, no temporary left: {files:?}");
+    let name = files[0].file_name().unwrap().to_string_lossy().into_owned();
+    assert!(name.starts_with("wgpu_pipeline_cache_vulkan_"), "{name}");
+    let stored = std::fs::read(&files[0]).unwrap();
+    assert!(!stored.is_empty());
+
+    // A second device starts from the file and computes the same.
+    let second = backend(options);
+    let mut exe = block_on(second.compile(&plan, &weights())).unwrap();
+    assert_eq!(block_on(exe.run(&row([1.0, 2.0, 3.0, 4.0]), &at(2), &["sums"])).unwrap(), want);
+
+    // Garbage in the file is ignored (the cache starts empty) and replaced.
+    std::fs::write(&files[0], b"not a pipeline cache").unwrap();
+    let third = backend(WgpuOptions { pipeline_cache: Some(dir.clone()), ..WgpuOptions::default() });
+    let mut exe = block_on(third.compile(&plan, &weights())).unwrap();
+    assert_eq!(block_on(exe.run(&row([1.0, 2.0, 3.0, 4.0]), &at(2), &["sums"])).unwrap(), want);
+    assert_ne!(std::fs::read(&files[0]).unwrap(), b"not a pipeline cache");
+
+    // A folder that cannot be made is an error naming it.
+    let blocked = scratch_dir("pipelines-blocked");
+    std::fs::write(&blocked, b"a file where the folder goes").unwrap();
+    let fourth = backend(WgpuOptions { pipeline_cache: Some(blocked.join("inside")), ..WgpuOptions::default() });
+    let err = block_on(fourth.compile(&plan, &weights())).err().unwrap().to_string();
+    assert!(
+        err.contains("cannot create the folder of the pipeline cache") && err.contains("pipelines-blocked"),
+        "{err}"
+    );
+    std::fs::remove_file(&blocked).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -41,6 +41,12 @@ impl Format {
 pub struct Timings {
     /// Opening the backend and loading and compiling the model (once per invocation).
     pub load_ms: f64,
+    /// Of that: opening the backend (device, context, libraries).
+    pub open_ms: f64,
+    /// Reading the model folder, on a thread beside the opening.
+    pub model_ms: f64,
+    /// Building, planning and compiling the graphs and uploading the weights.
+    pub compile_ms: f64,
     /// Reading, decoding and resampling the audio.
     pub audio_ms: f64,
     /// The transcription itself.
@@ -51,11 +57,24 @@ pub struct Timings {
     pub rtf: Option<f64>,
 }
 
+/// Where loading went (once per invocation).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Load {
+    pub open: Duration,
+    pub read: Duration,
+    pub compile: Duration,
+    pub total: Duration,
+}
+
 impl Timings {
-    pub fn new(load: Duration, audio: Duration, transcribe: Duration, audio_duration_s: f64) -> Timings {
+    pub fn new(load: &Load, audio: Duration, transcribe: Duration, audio_duration_s: f64) -> Timings {
         let rtf = (audio_duration_s > 0.0).then(|| transcribe.as_secs_f64() / audio_duration_s);
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
         Timings {
-            load_ms: load.as_secs_f64() * 1e3,
+            load_ms: ms(load.total),
+            open_ms: ms(load.open),
+            model_ms: ms(load.read),
+            compile_ms: ms(load.compile),
             audio_ms: audio.as_secs_f64() * 1e3,
             transcribe_ms: transcribe.as_secs_f64() * 1e3,
             audio_duration_s,
@@ -166,7 +185,9 @@ mod tests {
     }
 
     fn timings() -> Timings {
-        Timings::new(Duration::from_millis(1500), Duration::from_millis(20), Duration::from_millis(4750), 9.5)
+        let ms = Duration::from_millis;
+        let load = Load { open: ms(400), read: ms(300), compile: ms(1100), total: ms(1500) };
+        Timings::new(&load, ms(20), ms(4750), 9.5)
     }
 
     fn meta(timings: &Timings) -> Meta<'_> {
@@ -180,12 +201,13 @@ mod tests {
         assert_eq!(render(Format::Txt, &empty, &meta(&t)), "");
         assert_eq!(render(Format::Srt, &empty, &meta(&t)), "");
         assert_eq!(render(Format::Vtt, &empty, &meta(&t)), "WEBVTT\n");
-        let zero = Timings::new(Duration::ZERO, Duration::ZERO, Duration::ZERO, 0.0);
+        let none = Load { open: Duration::ZERO, read: Duration::ZERO, compile: Duration::ZERO, total: Duration::ZERO };
+        let zero = Timings::new(&none, Duration::ZERO, Duration::ZERO, 0.0);
         let empty = Transcript { duration: 0.0, ..empty };
         assert_eq!(
             render(Format::Json, &empty, &meta(&zero)),
             "{\"file\":\"clips/a.wav\",\"text\":\"\",\"segments\":[],\"language\":\"en\",\"language_probability\":1.0,\"backend\":\"cpu\",\
-             \"timings\":{\"load_ms\":0.0,\"audio_ms\":0.0,\"transcribe_ms\":0.0,\"audio_duration_s\":0.0,\
+             \"timings\":{\"load_ms\":0.0,\"open_ms\":0.0,\"model_ms\":0.0,\"compile_ms\":0.0,\"audio_ms\":0.0,\"transcribe_ms\":0.0,\"audio_duration_s\":0.0,\
              \"rtf\":null}}\n"
         );
     }
@@ -199,7 +221,7 @@ mod tests {
             "{\"file\":\"clips/a.wav\",\"text\":\" Hello \\\"there\\\".\",\"segments\":[{\"start\":0.0,\"end\":5.12,\
              \"text\":\" Hello \\\"there\\\".\",\"tokens\":[50363,15496,50619],\"avg_logprob\":-0.25,\
              \"no_speech_prob\":0.5,\"temperature\":0.0,\"compression_ratio\":1.5}],\"language\":\"en\",\
-             \"language_probability\":1.0,\"backend\":\"cpu\",\"timings\":{\"load_ms\":1500.0,\"audio_ms\":20.0,\"transcribe_ms\":4750.0,\
+             \"language_probability\":1.0,\"backend\":\"cpu\",\"timings\":{\"load_ms\":1500.0,\"open_ms\":400.0,\"model_ms\":300.0,\"compile_ms\":1100.0,\"audio_ms\":20.0,\"transcribe_ms\":4750.0,\
              \"audio_duration_s\":9.5,\"rtf\":0.5}}\n"
         );
     }

@@ -15,7 +15,7 @@ use crate::audio;
 use crate::backend::{self, BackendChoice};
 use crate::error::{Error, Result};
 use crate::model_dir;
-use crate::output::{self, Format, Meta, Timings};
+use crate::output::{self, Format, Load, Meta, Timings};
 
 const AFTER_HELP: &str = "\
 Output:
@@ -190,15 +190,13 @@ pub fn run(args: &TranscribeArgs) -> Result<()> {
         std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
     }
 
-    let started = Instant::now();
-    let whisper = {
+    let (whisper, load) = {
         let _spinner = Clear(spinner(format!("loading {}", dir.display())));
-        let backend = backend::open(args.backend, args.threads.map(usize::from))?;
-        pollster::block_on(Whisper::load_dir(backend, &dir))?
+        load_model(args, &dir)?
     };
     check_model_options(&whisper, &options, &dir)?;
 
-    let mut session = Session { whisper, options, load: started.elapsed(), args };
+    let mut session = Session { whisper, options, load, args };
     let mut failed = 0;
     for input in &args.files {
         match session.transcribe(input) {
@@ -275,10 +273,37 @@ enum Failure {
 }
 
 /// The loaded model and what every input shares.
+/// Opens the backend and, on a thread beside it, reads the model folder (the two are
+/// independent and each takes a good part of start-up), then compiles the model.
+fn load_model(args: &TranscribeArgs, dir: &Path) -> Result<(Whisper, Load)> {
+    let started = Instant::now();
+    let (backend, files, open, read) = std::thread::scope(|scope| {
+        let reading = scope.spawn(|| {
+            let t = Instant::now();
+            let files = susurrus_whisper::weights::load_dir(dir)
+                .and_then(|weights| Ok((weights, susurrus_whisper::tokenizer::Tokenizer::from_model_dir(dir)?)));
+            (files, t.elapsed())
+        });
+        let backend = backend::open(args.backend, args.threads.map(usize::from));
+        let open = started.elapsed();
+        let (files, read) = reading
+            .join()
+            .unwrap_or_else(|_| (Err(susurrus_whisper::Error::backend("reading the model panicked")), Duration::ZERO));
+        (backend, files, open, read)
+    });
+    // A backend that cannot open is the first thing to report, as before any model is read.
+    let backend = backend?;
+    let (weights, tokenizer) = files?;
+    let compiling = Instant::now();
+    let whisper = pollster::block_on(Whisper::new(backend, &weights, tokenizer))?;
+    let load = Load { open, read, compile: compiling.elapsed(), total: started.elapsed() };
+    Ok((whisper, load))
+}
+
 struct Session<'a> {
     whisper: Whisper,
     options: TranscribeOptions,
-    load: Duration,
+    load: Load,
     args: &'a TranscribeArgs,
 }
 
@@ -330,7 +355,7 @@ impl Session<'_> {
         }
         let transcript = result.map_err(|e| Failure::Input(e.into()))?;
 
-        let timings = Timings::new(self.load, audio_time, transcribe_time, transcript.duration);
+        let timings = Timings::new(&self.load, audio_time, transcribe_time, transcript.duration);
         let meta = Meta { file: &name, backend: self.whisper.backend_name(), timings: &timings, timestamps };
         let text = output::render(format, &transcript, &meta);
         let written = match &self.args.output_dir {

@@ -136,7 +136,15 @@ fn check_json_lines(out: &Output, clips: &[(&str, &str)], run: &str, backend: &s
         let timings = &got["timings"];
         let mut keys: Vec<&str> = timings.as_object().expect("timings").keys().map(String::as_str).collect();
         keys.sort_unstable();
-        assert_eq!(keys, ["audio_duration_s", "audio_ms", "load_ms", "rtf", "transcribe_ms"], "{line}");
+        assert_eq!(
+            keys,
+            ["audio_duration_s", "audio_ms", "compile_ms", "load_ms", "model_ms", "open_ms", "rtf", "transcribe_ms"],
+            "{line}"
+        );
+        // Opening and reading overlap; compiling follows both.
+        let part = |k: &str| timings[k].as_f64().unwrap();
+        assert!(part("compile_ms") > 0.0 && part("open_ms") > 0.0 && part("model_ms") > 0.0, "{line}");
+        assert!(part("open_ms").max(part("model_ms")) + part("compile_ms") <= part("load_ms") + 1.0, "{line}");
         let duration = timings["audio_duration_s"].as_f64().unwrap();
         let samples = reference_audio(clip)["samples"].as_f64().unwrap();
         assert_eq!(duration, samples / 16000.0, "{line}");

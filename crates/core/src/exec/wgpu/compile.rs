@@ -179,9 +179,16 @@ pub(super) async fn compile_linked(
     let link = Link::new(plans, weights, &needs)?;
     let shared =
         scoped(&backend.device, "the weights and persistent buffers", || Shared::new(&backend.device, &link)).await?;
+    let created = backend.cache.lock().map(|c| c.pipelines.len()).unwrap_or(0);
     let mut out = Vec::with_capacity(link.plans.len());
     for linked in &link.plans {
         out.push(compile(backend, linked, &shared).await?);
+    }
+    // New pipelines went into the driver's cache: keep it for the next process (natively; a
+    // browser's adapter has no such cache).
+    let grown = backend.cache.lock().map(|c| c.pipelines.len()).unwrap_or(0) > created;
+    if let (true, Some(stored)) = (grown, &backend.pipeline_cache) {
+        stored.store()?;
     }
     Ok(out)
 }
@@ -350,7 +357,8 @@ fn build(backend: &WgpuBackend, linked: &LinkedPlan, shared: &Shared) -> Result<
     }
     let wanted: Vec<(&PipelineKey, &'static str)> =
         planned.iter().map(|(spec, _, _, key)| (key, spec.source)).collect();
-    create_pipelines(device, &mut cache, &wanted)?;
+    let driver_cache = backend.pipeline_cache.as_ref().map(|p| &p.cache);
+    create_pipelines(device, driver_cache, &mut cache, &wanted)?;
     let mut dispatches = Vec::with_capacity(planned.len());
     for (k, (spec, ranges, bindings, key)) in planned.into_iter().enumerate() {
         let (Some(pipeline), Some((layout, _))) = (cache.pipelines.get(&key), cache.layouts.get(&bindings)) else {
@@ -450,13 +458,15 @@ fn scalar_read(g: &Graph, id: NodeId) -> Option<(NodeId, u32)> {
     }
 }
 
-/// Creates the pipelines of `wanted` that the cache lacks (with their layouts). Natively they
+/// Creates the pipelines of `wanted` that the cache lacks (with their layouts), through the
+/// driver's pipeline cache where there is one. Natively they
 /// compile side by side, one thread per core: each is a WGSL translation and a driver
 /// compile, the bulk of a program's start-up, and independent of the others. Each thread
 /// catches its own pipelines' errors (wgpu's error scopes belong to the thread that pushes
 /// them); in the browser they are created in turn, inside the caller's scopes.
 fn create_pipelines(
     device: &wgpu::Device,
+    driver_cache: Option<&wgpu::PipelineCache>,
     cache: &mut PipelineCache,
     wanted: &[(&PipelineKey, &'static str)],
 ) -> Result<()> {
@@ -478,7 +488,7 @@ fn create_pipelines(
             module: &module,
             entry_point: Some("main"),
             compilation_options: Default::default(),
-            cache: None,
+            cache: driver_cache,
         })
     };
     #[cfg(not(target_arch = "wasm32"))]

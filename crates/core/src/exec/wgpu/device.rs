@@ -40,6 +40,12 @@ pub struct WgpuOptions {
     /// Time every dispatch with timestamp queries and add it to this profile (`susurrus bench
     /// --profile`); an adapter without timestamp queries is then an error.
     pub profile: Option<Profile>,
+    /// Keep the driver's compiled pipelines in this folder (one file per adapter, wgpu's
+    /// `PipelineCache`) where the backend has such a cache (Vulkan), and start from it. Drivers
+    /// with a disk cache of their own gain little; those without (mobile) skip every compile
+    /// after the first run. Default: `~/.cache/susurrus/pipelines` natively. A folder that
+    /// cannot be written is an error when pipelines are stored.
+    pub pipeline_cache: Option<std::path::PathBuf>,
 }
 
 /// WebGPU's default `maxStorageBufferBindingSize`.
@@ -58,8 +64,21 @@ impl Default for WgpuOptions {
             force_gpu_kernels: false,
             default_buffer_limits: false,
             profile: None,
+            pipeline_cache: default_pipeline_cache(),
         }
     }
+}
+
+/// `$XDG_CACHE_HOME/susurrus/pipelines`, else `~/.cache/susurrus/pipelines` (natively).
+fn default_pipeline_cache() -> Option<std::path::PathBuf> {
+    if cfg!(target_arch = "wasm32") {
+        return None;
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cache")))?;
+    Some(base.join("susurrus").join("pipelines"))
 }
 
 /// The most bytes one buffer of a device with `limits` may hold as this backend uses it (a
@@ -103,6 +122,36 @@ pub(super) struct PipelineCache {
     pub layouts: HashMap<Vec<BindingKind>, (wgpu::BindGroupLayout, wgpu::PipelineLayout)>,
 }
 
+/// The driver's pipeline cache and the file it is kept in ([`WgpuOptions::pipeline_cache`]).
+pub(super) struct StoredPipelines {
+    pub cache: wgpu::PipelineCache,
+    pub file: std::path::PathBuf,
+}
+
+impl StoredPipelines {
+    /// Writes the cache's data to its file: to a temporary file beside it, then renamed over
+    /// it, so a reader never sees half a file. A folder that cannot be written is an error
+    /// naming it, and leaves no temporary file behind.
+    pub fn store(&self) -> Result<()> {
+        let Some(data) = self.cache.get_data() else { return Ok(()) };
+        let fail = |what: &str, e: std::io::Error| {
+            Error::Backend(format!("cannot {what} the pipeline cache {}: {e}", self.file.display()))
+        };
+        if let Some(dir) = self.file.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| fail("create the folder of", e))?;
+        }
+        // Unique to this process and call: backends of one process may store side by side.
+        static STORES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = STORES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let temp = self.file.with_extension(format!("tmp{}-{n}", std::process::id()));
+        if let Err(e) = std::fs::write(&temp, &data).and_then(|()| std::fs::rename(&temp, &self.file)) {
+            let _ = std::fs::remove_file(&temp);
+            return Err(fail("write", e));
+        }
+        Ok(())
+    }
+}
+
 /// A wgpu device ready to compile plans.
 pub struct WgpuBackend {
     /// Kept alive with the device: in the browser a collected instance loses the device.
@@ -129,6 +178,8 @@ pub struct WgpuBackend {
     /// The first GPU error no error scope caught, reported by the next call.
     pub(super) errors: Arc<Mutex<Option<String>>>,
     pub(super) cache: Mutex<PipelineCache>,
+    /// The driver's pipeline cache on disk, where the backend has one.
+    pub(super) pipeline_cache: Option<StoredPipelines>,
     /// Where dispatch times go when profiling ([`WgpuOptions::profile`]).
     pub(super) profile: Option<Profile>,
 }
@@ -178,6 +229,13 @@ impl WgpuBackend {
         if subgroups.is_some() {
             features |= wgpu::Features::SUBGROUP;
         }
+        let cache_file = match (&options.pipeline_cache, wgpu::util::pipeline_cache_key(&info)) {
+            (Some(dir), Some(key)) if adapter.features().contains(wgpu::Features::PIPELINE_CACHE) => {
+                features |= wgpu::Features::PIPELINE_CACHE;
+                Some(dir.join(key))
+            }
+            _ => None,
+        };
         let mut limits = adapter.limits();
         if options.default_buffer_limits {
             limits.max_storage_buffer_binding_size =
@@ -220,6 +278,21 @@ impl WgpuBackend {
                 first.get_or_insert_with(|| e.to_string());
             }
         }));
+        let pipeline_cache = cache_file.map(|file| {
+            let data = std::fs::read(&file).ok();
+            // SAFETY: the data is what `PipelineCache::get_data` wrote for an adapter with this
+            // key, or anything else in that file: wgpu checks its header (adapter, driver,
+            // version, size and hash of the data) and, with `fallback`, starts empty when the
+            // data does not fit.
+            let cache = unsafe {
+                device.create_pipeline_cache(&wgpu::PipelineCacheDescriptor {
+                    label: Some("susurrus pipelines"),
+                    data: data.as_deref(),
+                    fallback: true,
+                })
+            };
+            StoredPipelines { cache, file }
+        });
         Ok(WgpuBackend {
             _instance: instance,
             _adapter: adapter,
@@ -236,6 +309,7 @@ impl WgpuBackend {
             lost,
             errors,
             cache: Mutex::new(PipelineCache::default()),
+            pipeline_cache,
             profile: options.profile.clone(),
         })
     }
