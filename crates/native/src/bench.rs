@@ -8,9 +8,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use susurrus_whisper::mel::{CHUNK_FRAMES, pad_or_trim};
-use susurrus_whisper::program::Sampling;
-use susurrus_whisper::select::Rules;
+use susurrus_whisper::bench::time_pieces;
 use susurrus_whisper::{TranscribeOptions, Whisper};
 
 use crate::backend::{self, BackendChoice};
@@ -136,52 +134,10 @@ pub fn measure(args: &BenchArgs) -> Result<BenchReport> {
         None => crate::audio::decode_bytes(SAMPLE.to_vec(), "bundled sample", Some("wav"))?,
     };
     let pcm = decoded.samples;
-    let mel = whisper.log_mel().compute(&pcm)?;
-    let window = pad_or_trim(&mel, CHUNK_FRAMES)?;
-
     let runs = args.runs as usize;
-    let encoder = time_runs(runs, || pollster::block_on(whisper.program_mut().encode_repeatedly(&window, 1)))?;
-
-    let ids = whisper.tokenizer().special_ids().clone();
-    let prompt = [ids.start_of_transcript, ids.no_timestamps];
-    let mut steps = Vec::new();
-    for _ in 0..runs {
-        let program = whisper.program_mut();
-        let first = pollster::block_on(program.prefill(&prompt, 0, &Rules::default(), Sampling::Greedy))?;
-        // As transcription decodes: chains of steps (one per submission where the backend
-        // cannot feed them on the device). Past end of text the steps cost the same.
-        let mut seq = vec![first.token];
-        while seq.len() <= args.tokens as usize {
-            let history = program.history(&seq, false)?;
-            let position = prompt.len() + seq.len() - 1;
-            let t = Instant::now();
-            let chosen = pollster::block_on(program.steps(&history, position, args.tokens as usize + 1 - seq.len()))?;
-            let per_token = t.elapsed() / chosen.len() as u32;
-            steps.extend(std::iter::repeat_n(per_token, chosen.len()));
-            seq.extend(chosen.iter().map(|c| c.token));
-        }
-    }
-    let decoder = median(steps);
-    // One step per submission, the host feeding each its token (past end of text too).
-    let mut single = Vec::new();
-    for _ in 0..runs {
-        let program = whisper.program_mut();
-        let first = pollster::block_on(program.prefill(&prompt, 0, &Rules::default(), Sampling::Greedy))?;
-        let mut seq = vec![first.token];
-        for position in prompt.len()..prompt.len() + args.tokens as usize {
-            let history = program.history(&seq, false)?;
-            let t = Instant::now();
-            let choice = pollster::block_on(program.step(&history, position, Sampling::Greedy))?;
-            single.push(t.elapsed());
-            seq.push(choice.token);
-        }
-    }
-    let decoder_single = median(single);
-    // The same step replayed back to back on the device, without the host's work in between.
-    let position = prompt.len() + args.tokens as usize;
-    let history = whisper.program_mut().history(&[220], false)?;
-    let device_step =
-        time_runs(runs, || pollster::block_on(whisper.program_mut().step_repeatedly(&history, position, 100)))? / 100.0;
+    let started = Instant::now();
+    let clock = move || started.elapsed().as_secs_f64() * 1e3;
+    let pieces = pollster::block_on(time_pieces(&mut whisper, &pcm, runs, args.tokens as usize, &clock))?;
     let (encoder_launches, decoder_step_launches) = whisper.program_mut().launches();
 
     profile.clear();
@@ -203,10 +159,10 @@ pub fn measure(args: &BenchArgs) -> Result<BenchReport> {
         backend: whisper.backend_name().to_string(),
         model: dir.display().to_string(),
         load_ms,
-        encoder_ms_per_window: encoder,
-        decoder_ms_per_token: decoder,
-        decoder_ms_per_token_single: decoder_single,
-        decoder_device_ms_per_step: device_step,
+        encoder_ms_per_window: pieces.encoder_ms,
+        decoder_ms_per_token: pieces.decoder_ms_per_token,
+        decoder_ms_per_token_single: pieces.decoder_ms_per_token_single,
+        decoder_device_ms_per_step: pieces.device_ms_per_step,
         encoder_launches,
         decoder_step_launches,
         transcribe_ms: transcribe,

@@ -11,6 +11,8 @@ import init, {
 } from "./susurrus.js";
 import type {
   AudioInput,
+  BenchOptions,
+  BenchResult,
   LoadOptions,
   LoadProgress,
   ModelInfo,
@@ -25,6 +27,8 @@ import type { Reply, Request } from "./protocol.js";
 export type {
   AudioInput,
   BackendChoice,
+  BenchOptions,
+  BenchResult,
   LoadOptions,
   LoadProgress,
   ModelInfo,
@@ -146,6 +150,17 @@ export class Transcriber {
     }
   }
 
+  /**
+   * Times the model's pieces on `audio` as `susurrus bench` does (the encoder on one window,
+   * decoder tokens chained and one per submission, a step on the device alone, whole greedy
+   * transcriptions): medians of `runs` runs after one to warm up. For benchmark pages.
+   */
+  async bench(audio: AudioInput, options: BenchOptions = {}): Promise<BenchResult> {
+    const samples = audio instanceof Float32Array ? audio : await decodeAudio(audio);
+    const transfer = samples === audio ? [] : [samples.buffer];
+    return (await this.#request({ type: "bench", audio: samples, options }, {}, transfer)) as BenchResult;
+  }
+
   /** Ends the worker; pending requests reject. */
   dispose(): void {
     this.#worker.terminate();
@@ -153,7 +168,10 @@ export class Transcriber {
   }
 
   #request(
-    request: Omit<Extract<Request, { type: "load" }>, "id"> | Omit<Extract<Request, { type: "transcribe" }>, "id">,
+    request:
+      | Omit<Extract<Request, { type: "load" }>, "id">
+      | Omit<Extract<Request, { type: "transcribe" }>, "id">
+      | Omit<Extract<Request, { type: "bench" }>, "id">,
     callbacks: Omit<Pending, "resolve" | "reject">,
     transfer: Transferable[] = [],
   ): Promise<unknown> {
@@ -182,6 +200,7 @@ export class Transcriber {
         pending.resolve(reply.info);
         return;
       case "transcribed":
+      case "benched":
         this.#pending.delete(reply.id);
         pending.resolve(reply.result);
         return;

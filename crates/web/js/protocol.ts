@@ -2,7 +2,7 @@
 // Every request carries an id; the worker answers with progress, segments, and one final
 // "done" or "error" for that id.
 
-import type { BackendChoice, LoadProgress, ModelInfo, Segment, TranscribeResult } from "./susurrus.js";
+import type { BackendChoice, BenchOptions, BenchResult, LoadProgress, ModelInfo, Segment, TranscribeResult } from "./susurrus.js";
 
 /** Decoding options only: callbacks and the signal stay on the page. */
 export type DecodingOptions = Record<string, unknown>;
@@ -10,6 +10,7 @@ export type DecodingOptions = Record<string, unknown>;
 export type Request =
   | { id: number; type: "load"; source: string | File[]; backend?: BackendChoice; cache?: boolean }
   | { id: number; type: "transcribe"; audio: Float32Array; options: DecodingOptions }
+  | { id: number; type: "bench"; audio: Float32Array; options: BenchOptions }
   | { id: number; type: "abort"; target: number };
 
 export type Reply =
@@ -18,4 +19,5 @@ export type Reply =
   | { id: number; type: "segment"; segment: Segment }
   | { id: number; type: "loaded"; info: ModelInfo }
   | { id: number; type: "transcribed"; result: TranscribeResult }
+  | { id: number; type: "benched"; result: BenchResult }
   | { id: number; type: "error"; name: string; message: string };

@@ -1,4 +1,4 @@
-// The package's module worker: holds one Model and runs load and transcribe requests from
+// The package's module worker: holds one Model and runs load, transcribe and bench requests from
 // the page's Transcriber (index.ts), so the page stays responsive while the model works.
 // An "abort" request aborts the matching transcription's signal; the Rust side checks it
 // before every plan run and gives the event loop turns on the CPU backend, so the message
@@ -52,6 +52,12 @@ async function handle(request: Request): Promise<void> {
       } finally {
         running.delete(id);
       }
+      return;
+    }
+    case "bench": {
+      if (model === null) throw new Error("no model is loaded");
+      const result = await model.bench(request.audio, request.options);
+      scope.postMessage({ id: request.id, type: "benched", result });
       return;
     }
     case "abort":

@@ -49,6 +49,32 @@ export interface ModelInfo {
   /** The language codes it knows ("en", "zh", "de", ...; ["en"] when English-only). */
   languages: string[];
 }
+export interface BenchOptions {
+  /** Timed runs of each measure after one to warm up (default 5). */
+  runs?: number;
+  /** Decoder steps per decoding run, 1 to 200 (default 64). */
+  tokens?: number;
+}
+/** Medians in milliseconds, as `susurrus bench` reports them. */
+export interface BenchResult {
+  /** The backend as the program names it ("wgpu", "wgpu-f16", ..., "cpu"). */
+  backend: string;
+  adapter: string;
+  /** The encoder on one 30 s window. */
+  encoderMs: number;
+  /** Greedy decoder tokens as transcription runs them (chained on WebGPU). */
+  msPerToken: number;
+  /** One decoder step per submission, its token fed by the page. */
+  msPerTokenSingle: number;
+  /** A step replayed back to back on the device. */
+  deviceMsPerStep: number;
+  encoderKernels: number | null;
+  stepKernels: number | null;
+  /** A whole greedy transcription of the audio. */
+  transcribeMs: number;
+  audioDurationS: number;
+  rtf: number;
+}
 export interface Segment {
   start: number; end: number; text: string; tokens: number[];
   avgLogprob: number; noSpeechProb: number; temperature: number; compressionRatio: number;

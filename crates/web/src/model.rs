@@ -6,6 +6,7 @@ use std::rc::Rc;
 
 use js_sys::Function;
 use serde::Serialize;
+use susurrus_whisper::bench::{median, time_pieces};
 use susurrus_whisper::files::load_files;
 use susurrus_whisper::tokenizer::Tokenizer;
 use susurrus_whisper::weights::WhisperWeights;
@@ -18,7 +19,7 @@ use crate::backend::{self, BackendChoice, Opened};
 use crate::download::{self, ModelBytes};
 use crate::error::{from_core, js_error};
 use crate::global::now_ms;
-use crate::options::{load_options, transcribe_options};
+use crate::options::{bench_options, load_options, transcribe_options};
 use crate::pace::Pace;
 use crate::result::{JsSegment, JsTranscript, to_js};
 
@@ -149,6 +150,81 @@ impl Model {
                 (result, None) => result.map_err(from_core)?,
             };
             to_js(&JsTranscript::new(&transcript, backend, &adapter, decode_ms, now_ms() - started))
+        })
+    }
+}
+
+/// What `Model.bench` measured (medians in milliseconds, as `susurrus bench` reports them).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct BenchResult {
+    /// The backend as the program names it (`wgpu`, `wgpu-f16`, ..., `cpu`).
+    backend: String,
+    adapter: String,
+    encoder_ms: f64,
+    ms_per_token: f64,
+    ms_per_token_single: f64,
+    device_ms_per_step: f64,
+    /// Kernel launches of one encoder window and of one decoder step (WebGPU's dispatches).
+    encoder_kernels: Option<usize>,
+    step_kernels: Option<usize>,
+    transcribe_ms: f64,
+    audio_duration_s: f64,
+    rtf: f64,
+}
+
+#[wasm_bindgen]
+impl Model {
+    /// Times the model's pieces on `audio` as `susurrus bench` does: the encoder on its first
+    /// 30 s window, decoder tokens chained as transcription runs them and one per submission,
+    /// a step replayed on the device, and whole transcriptions of `audio` (greedy, no
+    /// fallback: the same work every run). Each measure once to warm up, then `runs` times
+    /// (default 5), medians; `tokens` decoder steps per run (default 64).
+    #[wasm_bindgen(unchecked_return_type = "Promise<BenchResult>")]
+    pub fn bench(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "AudioInput")] audio: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "BenchOptions")] options: Option<js_sys::Object>,
+    ) -> js_sys::Promise {
+        let loaded = self.loaded.clone();
+        let adapter = self.info.adapter.clone();
+        // The borrow is the model's lock, as in `transcribe`.
+        #[allow(clippy::await_holding_refcell_ref)]
+        future_to_promise(async move {
+            let options = bench_options(&options.map(JsValue::from).unwrap_or(JsValue::UNDEFINED))?;
+            let samples = audio::to_samples(&audio).await?;
+            let mut loaded = loaded
+                .try_borrow_mut()
+                .map_err(|_| js_error("this model is already transcribing; wait for that to finish"))?;
+            let whisper = &mut loaded.whisper;
+            let clock = || now_ms();
+            let pieces =
+                time_pieces(whisper, &samples, options.runs, options.tokens, &clock).await.map_err(from_core)?;
+            let (encoder_kernels, step_kernels) = whisper.program_mut().launches();
+            let greedy = susurrus_whisper::TranscribeOptions { temperatures: vec![0.0], ..Default::default() };
+            let mut times = Vec::with_capacity(options.runs);
+            for run in 0..=options.runs {
+                let t = now_ms();
+                whisper.transcribe(&samples, &greedy, &mut |_| ControlFlow::Continue(())).await.map_err(from_core)?;
+                if run > 0 {
+                    times.push(now_ms() - t);
+                }
+            }
+            let transcribe_ms = median(times);
+            let audio_duration_s = samples.len() as f64 / f64::from(audio::SAMPLE_RATE);
+            to_js(&BenchResult {
+                backend: whisper.backend_name().to_string(),
+                adapter,
+                encoder_ms: pieces.encoder_ms,
+                ms_per_token: pieces.decoder_ms_per_token,
+                ms_per_token_single: pieces.decoder_ms_per_token_single,
+                device_ms_per_step: pieces.device_ms_per_step,
+                encoder_kernels,
+                step_kernels,
+                transcribe_ms,
+                audio_duration_s,
+                rtf: transcribe_ms / 1e3 / audio_duration_s.max(f64::MIN_POSITIVE),
+            })
         })
     }
 }

@@ -96,3 +96,29 @@ pub fn load_options(value: &JsValue) -> Result<LoadOptions, JsValue> {
     }
     Ok(out)
 }
+
+/// `bench`'s options: `{ runs, tokens }`.
+pub struct BenchOptions {
+    pub runs: usize,
+    pub tokens: usize,
+}
+
+/// Parses `bench`'s options (defaults: 5 runs, 64 tokens, as `susurrus bench`); an unknown
+/// key or a count out of range is an error.
+pub fn bench_options(value: &JsValue) -> Result<BenchOptions, JsValue> {
+    let mut out = BenchOptions { runs: 5, tokens: 64 };
+    let count = |name: &str, value: &JsValue, max: usize| -> Result<usize, JsValue> {
+        match value.as_f64() {
+            Some(n) if n.fract() == 0.0 && n >= 1.0 && n <= max as f64 => Ok(n as usize),
+            _ => Err(js_error(format!("{name} must be a whole number from 1 to {max}"))),
+        }
+    };
+    for (key, value) in entries(value, "the bench options")? {
+        match key.as_str() {
+            "runs" => out.runs = count("runs", &value, 1000)?,
+            "tokens" => out.tokens = count("tokens", &value, 200)?,
+            other => return Err(js_error(format!("unknown bench option '{other}'; the options are runs, tokens"))),
+        }
+    }
+    Ok(out)
+}

@@ -76,6 +76,46 @@ async fn small_model_gives_the_same_tokens_on_webgpu_and_cpu() {
     assert_eq!(webgpu, cpu, "WebGPU and CPU differ");
 }
 
+/// `bench` times the pieces on both backends and reports them consistently: positive
+/// medians, kernel counts where WebGPU records them, the RTF of its transcriptions; bad
+/// options are errors naming the range.
+#[wasm_bindgen_test]
+async fn bench_reports_the_pieces_on_webgpu_and_cpu() {
+    let audio: JsValue = test_audio().into();
+    for backend in ["webgpu", "cpu"] {
+        let model = Model::load(small_model(), Some(object(&[("backend", backend.into())]))).await.unwrap();
+        let options = object(&[("runs", 1.into()), ("tokens", 3.into())]);
+        let r =
+            settle(model.bench(audio.clone(), Some(options))).await.unwrap_or_else(|e| panic!("{}", error_message(&e)));
+        let number = |k: &str| get(&r, k).as_f64().unwrap_or_else(|| panic!("{backend}: {k} is not a number"));
+        for k in ["encoderMs", "msPerToken", "msPerTokenSingle", "deviceMsPerStep", "transcribeMs"] {
+            assert!(number(k) > 0.0, "{backend}: {k} = {}", number(k));
+        }
+        let samples = Float32Array::from(audio.clone()).length() as f64;
+        assert_eq!(number("audioDurationS"), samples / 16000.0);
+        assert!((number("rtf") - number("transcribeMs") / 1e3 / number("audioDurationS")).abs() < 1e-9);
+        let kernels = get(&r, "stepKernels");
+        let name = get(&r, "backend").as_string().unwrap();
+        if backend == "webgpu" {
+            assert!(name.starts_with("wgpu"), "{name}");
+            assert!(kernels.as_f64().is_some_and(|k| k > 10.0), "{backend}: stepKernels {kernels:?}");
+        } else {
+            assert_eq!(name, "cpu");
+            assert!(kernels.is_null(), "{backend}: stepKernels {kernels:?}");
+        }
+        assert_eq!(get(&r, "adapter"), get(&model.info().unwrap(), "adapter"));
+    }
+    let model = Model::load(small_model(), Some(object(&[("backend", "cpu".into())]))).await.unwrap();
+    for (options, message) in [
+        (object(&[("tokens", 0.into())]), "tokens must be a whole number from 1 to 200"),
+        (object(&[("runs", 1.5.into())]), "runs must be a whole number from 1 to 1000"),
+        (object(&[("rounds", 1.into())]), "unknown bench option 'rounds'; the options are runs, tokens"),
+    ] {
+        let e = settle(model.bench(audio.clone(), Some(options))).await.unwrap_err();
+        assert_eq!(error_message(&e), message);
+    }
+}
+
 /// The small model with int8 matrices (as `susurrus convert --quantize int8` writes them):
 /// it loads, and WebGPU (int8 dequantized in the kernels' loads) gives the CPU executor's
 /// tokens.
