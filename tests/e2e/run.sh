@@ -3,7 +3,7 @@
 # (tests/e2e/npm-package.mjs) with the real whisper-tiny.en model, and the multilingual base
 # model's golden runs in the package (tests/e2e/multilingual.mjs), the int8 tiny.en in the demo
 # page (tests/e2e/int8.mjs) and a large-v3-shaped model loading in the demo page on WebGPU
-# (tests/e2e/large.mjs), in headless Debian Chromium
+# (tests/e2e/large.mjs) and the benchmark page (tests/e2e/bench-page.mjs), in headless Debian Chromium
 # through playwright-core. Run from anywhere after ./scripts/setup.sh; builds what it needs.
 # The real model on Chromium's SwiftShader WebGPU adapter is slow: expect minutes.
 set -euo pipefail
@@ -34,6 +34,7 @@ node tests/e2e/npm-package.mjs || failed+=(npm-package)
 node tests/e2e/multilingual.mjs || failed+=(multilingual)
 node tests/e2e/int8.mjs || failed+=(int8)
 node tests/e2e/large.mjs || failed+=(large)
+node tests/e2e/bench-page.mjs || failed+=(bench-page)
 
 elapsed=$(($(date +%s) - started))
 if ((${#failed[@]})); then

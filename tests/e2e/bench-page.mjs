@@ -1,0 +1,50 @@
+// The benchmark page (www/bench.html, what scripts/bench-browser-gpu.sh opens on the GPU
+// machine) in headless Chromium with the real tiny.en model on the CPU executor (this machine
+// has no GPU): it loads the model through the package's worker, transcribes the bundled sample
+// with the native CLI's text, and reports the package's bench() figures consistently.
+// Run by tests/e2e/run.sh.
+
+import { execFileSync } from "node:child_process";
+import { cpSync, mkdirSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { assert, assertEqual, launchBrowser, modelDir, repoRoot, runTest, seconds, startServer, susurrusBin, watchPage } from "./common.mjs";
+
+const sample = join(repoRoot, "samples/sample.wav");
+const TIMEOUT_MS = 10 * 60_000;
+
+await runTest("bench-page", async (onCleanup) => {
+  // The page fetches its clip beside itself, as the GPU script serves it.
+  const root = join(repoRoot, "target/e2e/bench-root");
+  rmSync(root, { recursive: true, force: true });
+  mkdirSync(root, { recursive: true });
+  cpSync(join(repoRoot, "www"), root, { recursive: true });
+  cpSync(sample, join(root, "sample.wav"));
+  const server = await startServer(["--root", root, "--model", modelDir]);
+  onCleanup(() => server.stop());
+  const browser = await launchBrowser();
+  onCleanup(() => browser.close());
+  const page = await browser.newPage();
+  const problems = watchPage(page, (line) => console.log(`bench-page:${line}`));
+  const started = Date.now();
+  await page.goto(`${server.url}bench.html?backend=cpu&runs=1&tokens=4`);
+  await page.waitForFunction(() => window.benchResult !== undefined, null, { timeout: TIMEOUT_MS });
+  const r = await page.evaluate(() => window.benchResult);
+  console.log(`bench-page: ${seconds(Date.now() - started)}: ${JSON.stringify(r)}`);
+  assert(r.error === undefined, `the page failed: ${r.error}`);
+  assertEqual(problems, [], "uncaught errors and console errors on the page");
+
+  const native = JSON.parse(execFileSync(susurrusBin, [
+    "transcribe", "--backend", "cpu", "--model", modelDir, "--temperature", "0", "--format", "json", sample,
+  ], { encoding: "utf8" }));
+  assertEqual(r.text, native.text, "the page's first transcription vs the native CLI's");
+  assertEqual([r.backend, r.info.backend], ["cpu", "cpu"], "backend of the bench and of the loaded model");
+  for (const key of ["loadMs", "firstTranscribeMs", "encoderMs", "msPerToken", "msPerTokenSingle", "deviceMsPerStep", "transcribeMs"]) {
+    assert(typeof r[key] === "number" && r[key] > 0, `${key} is ${r[key]}`);
+  }
+  assertEqual([r.encoderKernels, r.stepKernels], [null, null], "kernel counts (the CPU executor records none)");
+  // WebAudio's resampler and the CLI's may end a sample apart.
+  assert(Math.abs(r.audioDurationS - native.timings.audio_duration_s) < 1e-3,
+    `audio duration ${r.audioDurationS} s in the page, ${native.timings.audio_duration_s} s natively`);
+  assert(Math.abs(r.rtf - r.transcribeMs / 1e3 / r.audioDurationS) < 1e-9, `rtf ${r.rtf} vs transcribeMs ${r.transcribeMs}`);
+  assertEqual(typeof r.gpu, "object", "the WebGPU adapter report");
+});
