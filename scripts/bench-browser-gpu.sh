@@ -14,7 +14,9 @@
 #                                               back, every part but the last)
 #   scripts/bench-browser-gpu.sh run CHUNK      GPU machine: the last part, then unpack and bench
 #
-# Settings (environment): BENCH_RUNS (5), BENCH_TOKENS (64), BENCH_BACKEND (webgpu).
+# Settings (environment): BENCH_RUNS (5), BENCH_TOKENS (64), BENCH_BACKEND (webgpu), BENCH_LONG
+# (3600: seconds of a long recording, the sample repeated, transcribed after the bench while the
+# GPU's memory is sampled; 0: none).
 # GPU-machine state lives in BENCH_WORK (/tmp/browser-bench).
 set -euo pipefail
 
@@ -26,6 +28,7 @@ CHUNK_MIB=46
 RUNS=${BENCH_RUNS:-5}
 TOKENS=${BENCH_TOKENS:-64}
 BACKEND=${BENCH_BACKEND:-webgpu}
+LONG=${BENCH_LONG:-3600}
 VULKAN_DEBS="libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2"
 
 log() { echo "[browser-bench $(date +%H:%M:%S)] $*" >&2; }
@@ -123,7 +126,7 @@ run() {
 
   log "the page in Chromium: backend $BACKEND, $RUNS runs, $TOKENS tokens"
   python3 "$ROOT/scripts/browser_bench.py" --chromium "$chromium" \
-    --url "${url}bench.html?backend=$BACKEND&runs=$RUNS&tokens=$TOKENS" >"$WORK/browser.json" || true
+    --url "${url}bench.html?backend=$BACKEND&runs=$RUNS&tokens=$TOKENS&long=$LONG" >"$WORK/browser.json" || true
   echo "BROWSER $(cat "$WORK/browser.json")"
   log "susurrus bench --backend wgpu, the same runs"
   "$f/susurrus" bench --backend wgpu --model "$f/model" --audio "$f/www/sample.wav" --runs "$RUNS" \
@@ -157,6 +160,14 @@ for name, b, n in rows:
     ratio = f"{b / n:.2f}x" if isinstance(b, (int, float)) and isinstance(n, (int, float)) and n else "-"
     print(f"| {name} | {cell(b)} | {cell(n)} | {ratio} |")
 print(f"\nGPU memory used (whole GPU, nvidia-smi): {mem['before']} MiB before the browser, peak {mem['peak']} MiB")
+long = browser.get("long")
+if long:
+    print(f"\nlong recording: {long['audioS']:.0f} s of audio in {long['transcribeMs'] / 1e3:.1f} s "
+          f"(RTF {long['rtf']:.4f}), {long['segments']} segments, {long['words']} words")
+    print("\n| audio done, s | GPU memory used, MiB |\n|---|---|")
+    for t, mib, status in mem["samples"]:
+        if status and status.startswith("long recording: ") and " of " in status:
+            print(f"| {status.split(': ')[1].split(' of ')[0]} | {mib:.0f} |")
 PY
 }
 

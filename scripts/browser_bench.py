@@ -108,15 +108,16 @@ def main():
         result = None
         while time.time() - started < args.timeout:
             memory = gpu_memory_mib()
-            if memory is not None:
-                samples.append((round(time.time() - started, 1), memory))
-                peak = memory if peak is None else max(peak, memory)
             state = browser.send("Runtime.evaluate", {
                 "expression": "JSON.stringify([document.getElementById('status')?.textContent ?? null,"
                               " window.benchResult === undefined ? null : window.benchResult])",
                 "returnByValue": True,
             }, session)["result"].get("value")
             status, value = json.loads(state) if state else (None, None)
+            if memory is not None:
+                # With the page's status: what it was doing (how far into a long recording).
+                samples.append((round(time.time() - started, 1), memory, status))
+                peak = memory if peak is None else max(peak, memory)
             if status != shown:
                 print(f"browser_bench: {time.time() - started:.1f} s: {status}", file=sys.stderr)
                 shown = status

@@ -11,6 +11,8 @@ const options = {
   runs: Number(params.get("runs") ?? 5),
   tokens: Number(params.get("tokens") ?? 64),
   audio: params.get("audio") ?? "sample.wav",
+  /** Seconds of a long recording (the clip repeated) to transcribe after the bench; 0: none. */
+  long: Number(params.get("long") ?? 0),
 };
 
 /** `promise`, or null after `ms`. */
@@ -43,6 +45,32 @@ async function adapterReport() {
   return { webgpu: true, adapter: null };
 }
 
+/** Transcribes `seconds` of the clip repeated (one second of silence between repeats) in one
+ * call, recording when each part of the audio was done: with the GPU's memory sampled beside
+ * it, that is memory against the recording's length. */
+async function transcribeLong(transcriber, clip, seconds) {
+  const gap = 16000;
+  const total = Math.round(seconds * 16000);
+  const long = new Float32Array(total);
+  for (let at = 0; at < total; at += clip.length + gap) long.set(clip.subarray(0, Math.min(clip.length, total - at)), at);
+  status.textContent = `long recording: ${seconds} s`;
+  const started = performance.now();
+  const progress = [];
+  let segments = 0;
+  const result = await transcriber.transcribe(long, {
+    temperatures: [0],
+    onSegment: () => { segments += 1; },
+    onProgress: (p) => {
+      progress.push([Math.round(performance.now() - started), Math.round(p.done)]);
+      status.textContent = `long recording: ${Math.round(p.done)} of ${seconds} s`;
+    },
+  });
+  return {
+    audioS: total / 16000, transcribeMs: performance.now() - started, rtf: result.timings.rtf, segments,
+    words: result.text.split(/\s+/).filter(Boolean).length, progress,
+  };
+}
+
 function show(result) {
   window.benchResult = result;
   document.getElementById("result").textContent = JSON.stringify(result, null, 2);
@@ -64,6 +92,7 @@ async function main() {
   const first = await transcriber.transcribe(samples, { temperatures: [0] });
   status.textContent = `bench: ${options.runs} runs, ${options.tokens} tokens`;
   const bench = await transcriber.bench(samples, { runs: options.runs, tokens: options.tokens });
+  const long = options.long > 0 ? await transcribeLong(transcriber, samples, options.long) : null;
   show({
     version: pkg.version(),
     userAgent: navigator.userAgent,
@@ -73,6 +102,7 @@ async function main() {
     firstTranscribeMs: first.timings.transcribeMs,
     text: first.text,
     ...bench,
+    long,
   });
   status.textContent = "done";
   transcriber.dispose();
