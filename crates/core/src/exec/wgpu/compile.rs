@@ -110,6 +110,8 @@ pub(super) struct WgpuExecutable {
     pub states: HashMap<String, Readback>,
     /// Timestamps of every dispatch, when the backend profiles.
     pub timing: Option<Timing>,
+    /// The buffers the last chain of runs copied through, kept for the next.
+    pub chain_buffers: Option<super::run::ChainBuffers>,
 }
 
 fn pad4(n: u64) -> u64 {
@@ -127,7 +129,7 @@ pub(super) fn decode(bytes: &[u8], elem: Elem, ty: &TensorType) -> Result<Tensor
 }
 
 /// `bytes` padded with zeros to whole words, at least one.
-fn padded(bytes: &[u8]) -> Vec<u8> {
+pub(super) fn padded(bytes: &[u8]) -> Vec<u8> {
     let mut out = bytes.to_vec();
     out.resize(pad4(bytes.len() as u64) as usize, 0);
     out
@@ -445,6 +447,7 @@ fn build(backend: &WgpuBackend, linked: &LinkedPlan, shared: &Shared) -> Result<
         outputs,
         states,
         timing,
+        chain_buffers: None,
     })
 }
 

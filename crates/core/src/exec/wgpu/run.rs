@@ -4,9 +4,7 @@
 
 use std::collections::HashMap;
 
-use wgpu::util::DeviceExt;
-
-use super::compile::{Loc, Readback, WgpuExecutable, decode, encode};
+use super::compile::{Loc, Readback, WgpuExecutable, decode, encode, padded};
 use super::device::check_alive;
 use crate::error::{Error, Result};
 use crate::exec::link::{SCALAR_TABLE_BYTES, scalar_table};
@@ -147,11 +145,6 @@ impl WgpuExecutable {
             tables.extend_from_slice(bytemuck::cast_slice(&words));
             tables.resize(start + SCALAR_TABLE_BYTES, 0);
         }
-        let tables = self.device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
-            label: Some("chained runtime scalars"),
-            contents: &tables,
-            usage: wgpu::BufferUsages::COPY_SRC,
-        });
         // The inputs not fed: the arena reuses an input's bytes once it is dead, so every
         // run gets them again, copied from one upload.
         let mut kept = Vec::new();
@@ -165,26 +158,31 @@ impl WgpuExecutable {
             again.push((kept.len() as u64, *loc));
             kept.extend_from_slice(&encode(t, loc.elem));
         }
-        kept.resize(kept.len().max(4), 0);
-        let kept = self.device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
-            label: Some("chained inputs"),
-            contents: &kept,
-            usage: wgpu::BufferUsages::COPY_SRC,
-        });
         let carry_bytes: u64 = feeds.iter().map(|(src, _)| src.size).sum();
-        let carry = self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("chained values"),
-            size: carry_bytes.max(4),
-            usage: wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
         let per_run: u64 = wanted.iter().map(|(_, loc, _)| loc.size).sum();
-        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("chained outputs"),
-            size: (per_run * chain.scalars.len() as u64).max(4),
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
+        let sizes = ChainSizes {
+            tables: tables.len() as u64,
+            kept: kept.len() as u64,
+            carry: carry_bytes,
+            staging: per_run * chain.scalars.len() as u64,
+        };
+        // Kept for the next chain, grown when this one needs more: a chain allocates nothing
+        // once the first has run (in a browser, buffers are freed only when collected).
+        let fits = self.chain_buffers.as_ref().is_some_and(|c| c.sizes.holds(&sizes));
+        if !fits {
+            self.chain_buffers = Some(ChainBuffers::new(&self.device, sizes));
+        }
+        let Some(buffers) = self.chain_buffers.as_ref() else {
+            return Err(Error::Backend("the chain's buffers are missing".into()));
+        };
+        let (tables_buffer, kept_buffer, carry, staging) =
+            (&buffers.tables, &buffers.kept, &buffers.carry, &buffers.staging);
+        self.queue.write_buffer(tables_buffer, 0, &tables);
+        if !kept.is_empty() {
+            self.queue.write_buffer(kept_buffer, 0, &padded(&kept));
+        }
+        let tables = tables_buffer;
+        let kept = kept_buffer;
 
         // Each run is submitted as soon as it is recorded: the device runs one while the host
         // records the next (recording a run's dispatches costs about half of running them).
@@ -196,29 +194,29 @@ impl WgpuExecutable {
             });
             if k > 0 {
                 let table = (k * SCALAR_TABLE_BYTES) as u64;
-                encoder.copy_buffer_to_buffer(&tables, table, &self.runtime, 0, SCALAR_TABLE_BYTES as u64);
+                encoder.copy_buffer_to_buffer(tables, table, &self.runtime, 0, SCALAR_TABLE_BYTES as u64);
                 let mut c = 0;
                 for (src, _) in &feeds {
-                    encoder.copy_buffer_to_buffer(&self.buffers[&src.buf], src.offset, &carry, c, src.size);
+                    encoder.copy_buffer_to_buffer(&self.buffers[&src.buf], src.offset, carry, c, src.size);
                     c += src.size;
                 }
                 let mut c = 0;
                 for (_, dst) in &feeds {
-                    encoder.copy_buffer_to_buffer(&carry, c, &self.buffers[&dst.buf], dst.offset, dst.size);
+                    encoder.copy_buffer_to_buffer(carry, c, &self.buffers[&dst.buf], dst.offset, dst.size);
                     c += dst.size;
                 }
                 for (at, dst) in &again {
-                    encoder.copy_buffer_to_buffer(&kept, *at, &self.buffers[&dst.buf], dst.offset, dst.size);
+                    encoder.copy_buffer_to_buffer(kept, *at, &self.buffers[&dst.buf], dst.offset, dst.size);
                 }
             }
             self.record(&mut encoder);
             for (_, loc, _) in &wanted {
-                encoder.copy_buffer_to_buffer(&self.buffers[&loc.buf], loc.offset, &staging, at, loc.size);
+                encoder.copy_buffer_to_buffer(&self.buffers[&loc.buf], loc.offset, staging, at, loc.size);
                 at += loc.size;
             }
             self.queue.submit([encoder.finish()]);
         }
-        let bytes = self.read_bytes(&staging).await?;
+        let bytes = self.read_bytes(staging).await?;
         let mut results = Vec::with_capacity(chain.scalars.len());
         let mut at = 0;
         for _ in chain.scalars {
@@ -330,5 +328,58 @@ impl WgpuExecutable {
             .to_vec();
         staging.unmap();
         Ok(bytes)
+    }
+}
+
+/// Bytes of each buffer a chain of runs copies through.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct ChainSizes {
+    tables: u64,
+    kept: u64,
+    carry: u64,
+    staging: u64,
+}
+
+impl ChainSizes {
+    fn holds(&self, other: &ChainSizes) -> bool {
+        self.tables >= other.tables
+            && self.kept >= other.kept
+            && self.carry >= other.carry
+            && self.staging >= other.staging
+    }
+}
+
+/// The buffers of [`WgpuExecutable::chain`], kept between chains: every run's scalar table,
+/// the inputs not fed, the fed values in passing, every run's outputs to read back.
+pub(super) struct ChainBuffers {
+    sizes: ChainSizes,
+    tables: wgpu::Buffer,
+    kept: wgpu::Buffer,
+    carry: wgpu::Buffer,
+    staging: wgpu::Buffer,
+}
+
+impl ChainBuffers {
+    fn new(device: &wgpu::Device, sizes: ChainSizes) -> ChainBuffers {
+        let buffer = |label: &str, size: u64, usage: wgpu::BufferUsages| {
+            device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some(label),
+                size: size.max(4).div_ceil(4) * 4,
+                usage,
+                mapped_at_creation: false,
+            })
+        };
+        let copies = wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST;
+        ChainBuffers {
+            sizes,
+            tables: buffer("chained runtime scalars", sizes.tables, copies),
+            kept: buffer("chained inputs", sizes.kept, copies),
+            carry: buffer("chained values", sizes.carry, copies),
+            staging: buffer(
+                "chained outputs",
+                sizes.staging,
+                wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            ),
+        }
     }
 }
