@@ -7,6 +7,7 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use half::f16;
 
@@ -56,11 +57,12 @@ impl TensorData {
     }
 }
 
-/// A host tensor.
+/// A host tensor. Tensors are immutable and their data is shared: a clone (a weight handed
+/// to a backend, a model compiled again) costs no copy of the elements.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Tensor {
     shape: Shape,
-    data: TensorData,
+    data: Arc<TensorData>,
 }
 
 /// Weights by param name, supplied once at compile time (`exec` names it too). Defined with
@@ -79,7 +81,7 @@ impl Tensor {
                 data.len()
             )));
         }
-        Ok(Tensor { shape, data })
+        Ok(Tensor { shape, data: Arc::new(data) })
     }
 
     /// An f32 tensor.
@@ -116,7 +118,7 @@ impl Tensor {
 
     /// A rank-0 f32 tensor.
     pub fn scalar_f32(v: f32) -> Self {
-        Tensor { shape: Shape::scalar(), data: TensorData::F32(vec![v]) }
+        Tensor { shape: Shape::scalar(), data: Arc::new(TensorData::F32(vec![v])) }
     }
 
     /// All zeros of the given type.
@@ -129,7 +131,7 @@ impl Tensor {
             DType::U32 => TensorData::U32(vec![0; n]),
             DType::Q8 => TensorData::Q8(Q8Data::zeros(n, ty.q8_rows())),
         };
-        Tensor { shape: ty.shape.clone(), data }
+        Tensor { shape: ty.shape.clone(), data: Arc::new(data) }
     }
 
     /// Converts f32 values into a tensor of `dtype` (rounding for f16, truncating toward
@@ -203,10 +205,10 @@ impl Tensor {
         }
         let mut shape = dims.to_vec();
         shape[0] = parts.iter().map(|p| p.shape.dims()[0]).sum();
-        if let TensorData::Q8(_) = &first.data {
+        if let TensorData::Q8(_) = first.data.as_ref() {
             let (mut values, mut scales) = (Vec::new(), Vec::new());
             for p in parts {
-                if let TensorData::Q8(q) = &p.data {
+                if let TensorData::Q8(q) = p.data.as_ref() {
                     values.extend_from_slice(q.values());
                     scales.extend_from_slice(q.scales());
                 }
@@ -219,7 +221,7 @@ impl Tensor {
 
     /// The values widened to f32 (integers converted by value).
     pub fn to_f32(&self) -> Vec<f32> {
-        match &self.data {
+        match self.data.as_ref() {
             TensorData::F32(v) => v.clone(),
             TensorData::F16(v) => v.iter().map(|x| x.to_f32()).collect(),
             TensorData::I32(v) => v.iter().map(|&x| x as f32).collect(),
@@ -231,7 +233,7 @@ impl Tensor {
     /// The values as f32 like [`Tensor::to_f32`], but borrowed when the tensor already is f32:
     /// evaluations read weights this way, so a large weight is not copied on every use.
     pub fn to_f32_cow(&self) -> Cow<'_, [f32]> {
-        match &self.data {
+        match self.data.as_ref() {
             TensorData::F32(v) => Cow::Borrowed(v),
             _ => Cow::Owned(self.to_f32()),
         }
@@ -239,12 +241,12 @@ impl Tensor {
 
     /// The same values as an f32 tensor of the same shape (exact for f16 and f32).
     pub fn f32_widened(&self) -> Tensor {
-        Tensor { shape: self.shape.clone(), data: TensorData::F32(self.to_f32()) }
+        Tensor { shape: self.shape.clone(), data: Arc::new(TensorData::F32(self.to_f32())) }
     }
 
     /// Integer values as i64 (floats truncated toward zero).
     pub fn to_i64(&self) -> Vec<i64> {
-        match &self.data {
+        match self.data.as_ref() {
             TensorData::F32(v) => v.iter().map(|&x| x as i64).collect(),
             TensorData::F16(v) => v.iter().map(|x| x.to_f32() as i64).collect(),
             TensorData::I32(v) => v.iter().map(|&x| x as i64).collect(),
@@ -255,7 +257,7 @@ impl Tensor {
 
     /// Borrow f32 data, if the tensor is f32.
     pub fn as_f32(&self) -> Option<&[f32]> {
-        match &self.data {
+        match self.data.as_ref() {
             TensorData::F32(v) => Some(v),
             _ => None,
         }
@@ -263,7 +265,7 @@ impl Tensor {
 
     /// Borrow u32 data, if the tensor is u32.
     pub fn as_u32(&self) -> Option<&[u32]> {
-        match &self.data {
+        match self.data.as_ref() {
             TensorData::U32(v) => Some(v),
             _ => None,
         }
@@ -271,7 +273,7 @@ impl Tensor {
 
     /// Borrow i32 data, if the tensor is i32.
     pub fn as_i32(&self) -> Option<&[i32]> {
-        match &self.data {
+        match self.data.as_ref() {
             TensorData::I32(v) => Some(v),
             _ => None,
         }
@@ -279,7 +281,7 @@ impl Tensor {
 
     /// The raw little-endian bytes of the data.
     pub fn to_bytes(&self) -> Vec<u8> {
-        match &self.data {
+        match self.data.as_ref() {
             TensorData::F32(v) => bytemuck::cast_slice(v).to_vec(),
             TensorData::F16(v) => bytemuck::cast_slice(v).to_vec(),
             TensorData::I32(v) => bytemuck::cast_slice(v).to_vec(),
@@ -290,7 +292,7 @@ impl Tensor {
 
     /// The raw little-endian bytes of the data, borrowed (no copy, unlike [`Tensor::to_bytes`]).
     pub fn as_bytes(&self) -> &[u8] {
-        match &self.data {
+        match self.data.as_ref() {
             TensorData::F32(v) => bytemuck::cast_slice(v),
             TensorData::F16(v) => bytemuck::cast_slice(v),
             TensorData::I32(v) => bytemuck::cast_slice(v),
@@ -336,6 +338,17 @@ mod tests {
         let err = Tensor::from_bytes(&TensorType::new(DType::F32, [2]), &[0u8; 7]).unwrap_err();
         assert_eq!(err.to_string(), "bad tensor: f32[2] needs 8 bytes, got 7");
         assert_eq!(t.as_bytes(), t.to_bytes().as_slice());
+    }
+
+    #[test]
+    fn clones_share_their_elements_and_reshapes_keep_them() {
+        let t = Tensor::from_f32(DType::F16, [2, 3], vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]).unwrap();
+        let clone = t.clone();
+        assert_eq!(clone, t);
+        assert!(std::ptr::eq(clone.as_bytes().as_ptr(), t.as_bytes().as_ptr()), "a clone copied the elements");
+        let reshaped = clone.reshaped([3, 2]).unwrap();
+        assert!(std::ptr::eq(reshaped.as_bytes().as_ptr(), t.as_bytes().as_ptr()));
+        assert_eq!((reshaped.shape().dims(), t.shape().dims()), (&[3, 2][..], &[2, 3][..]));
     }
 
     #[test]
