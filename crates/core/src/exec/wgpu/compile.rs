@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use wgpu::util::DeviceExt;
 
 use super::device::{PipelineCache, WgpuBackend};
-use super::kernel::{BindingKind, Elem, InputAt, PipelineKey, ScratchUse, module_source};
+use super::kernel::{BindingKind, Elem, InputAt, KernelSpec, PipelineKey, ScratchUse, module_source};
 use super::lower::{KernelCtx, Lowering, lower};
 use super::timing::Timing;
 use crate::error::{Error, Result};
@@ -143,18 +143,29 @@ struct Shared {
 }
 
 impl Shared {
-    fn new(device: &wgpu::Device, link: &Link) -> Shared {
+    fn new(device: &wgpu::Device, link: &Link) -> Result<Shared> {
         let leaves = link
             .leaves
             .iter()
             .map(|leaf| {
-                device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                let bytes = leaf.stored();
+                // Mapped at creation (zeroed, so the padding is too) and written in place: one
+                // copy of the weights, where `create_buffer_init` of padded bytes made two.
+                let buffer = device.create_buffer(&wgpu::BufferDescriptor {
                     label: Some(leaf.label()),
-                    contents: &padded(&leaf.stored()),
+                    size: pad4(bytes.len() as u64),
                     usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
-                })
+                    mapped_at_creation: true,
+                });
+                buffer
+                    .get_mapped_range_mut(..)
+                    .map_err(|e| Error::Backend(format!("mapping the buffer of {}: {e}", leaf.label())))?
+                    .slice(..bytes.len())
+                    .copy_from_slice(&bytes);
+                buffer.unmap();
+                Ok(buffer)
             })
-            .collect();
+            .collect::<Result<_>>()?;
         let states = link
             .states
             .iter()
@@ -167,7 +178,7 @@ impl Shared {
                 })
             })
             .collect();
-        Shared { leaves, states }
+        Ok(Shared { leaves, states })
     }
 }
 
@@ -179,34 +190,54 @@ pub(super) async fn compile_linked(
     backend.check_alive()?;
     let needs = Needs { backend: backend.name(), plan: backend.plan_options(), wide_f16_leaves: false };
     let link = Link::new(plans, weights, &needs)?;
-    let shared =
-        scoped(&backend.device, "the weights and persistent buffers", || Shared::new(&backend.device, &link)).await?;
-    let created = backend.cache.lock().map(|c| c.pipelines.len()).unwrap_or(0);
-    let mut out = Vec::with_capacity(link.plans.len());
+    let device = &backend.device;
+    let mut staged = Vec::with_capacity(link.plans.len());
     for linked in &link.plans {
-        out.push(compile(backend, linked, &shared).await?);
+        staged.push(scoped(device, linked.plan.graph.name(), || stage(backend, linked)).await??);
     }
+    // The pipelines of every plan at once (plans share many), created side by side while
+    // this thread uploads the weights: the two are start-up's largest parts.
+    let wanted: Vec<(&PipelineKey, &'static str)> =
+        staged.iter().flat_map(|s| s.planned.iter().map(|(spec, _, _, key)| (key, spec.source))).collect();
+    let driver_cache = backend.pipeline_cache.as_ref().map(|p| &p.cache);
+    let made = scoped(device, "the weights, persistent buffers and pipelines", || -> Result<_> {
+        let mut cache = lock_cache(backend)?;
+        let before = cache.pipelines.len();
+        let (pipelines, shared) =
+            create_pipelines(device, driver_cache, &mut cache, &wanted, || Shared::new(device, &link));
+        pipelines.inspect_err(|_| {
+            // A rejected shader must not stay cached as if it were good.
+            *cache = PipelineCache::default();
+        })?;
+        Ok((cache.pipelines.len() > before, shared))
+    })
+    .await;
+    let (grown, shared) = match made {
+        Ok(made) => made?,
+        Err(e) => {
+            // Caught by this thread's scopes: in a browser, a rejected shader.
+            *lock_cache(backend)? = PipelineCache::default();
+            return Err(e);
+        }
+    };
+    let shared = shared?;
     // New pipelines went into the driver's cache: keep it for the next process (natively; a
     // browser's adapter has no such cache).
-    let grown = backend.cache.lock().map(|c| c.pipelines.len()).unwrap_or(0) > created;
     if let (true, Some(stored)) = (grown, &backend.pipeline_cache) {
         stored.store()?;
     }
+    let mut out: Vec<Box<dyn Executable>> = Vec::with_capacity(staged.len());
+    for (linked, staged) in link.plans.iter().zip(staged) {
+        let name = linked.plan.graph.name();
+        let built = scoped(device, name, || finish(backend, linked, &shared, &*lock_cache(backend)?, staged)).await??;
+        out.push(Box::new(built));
+    }
+    backend.check_alive()?;
     Ok(out)
 }
 
-async fn compile(backend: &WgpuBackend, linked: &LinkedPlan<'_>, shared: &Shared) -> Result<Box<dyn Executable>> {
-    backend.check_alive()?;
-    let built = scoped(&backend.device, linked.plan.graph.name(), || build(backend, linked, shared)).await;
-    if built.is_err() {
-        // A rejected shader must not stay cached as if it were good.
-        if let Ok(mut cache) = backend.cache.lock() {
-            *cache = PipelineCache::default();
-        }
-    }
-    let built = built??;
-    backend.check_alive()?;
-    Ok(Box::new(built))
+fn lock_cache(backend: &WgpuBackend) -> Result<std::sync::MutexGuard<'_, PipelineCache>> {
+    backend.cache.lock().map_err(|_| Error::Backend("pipeline cache poisoned".into()))
 }
 
 /// Runs `f` inside out-of-memory and validation error scopes and turns what they catch
@@ -226,31 +257,23 @@ async fn scoped<T>(device: &wgpu::Device, what: &str, f: impl FnOnce() -> T) -> 
     Ok(value)
 }
 
-fn build(backend: &WgpuBackend, linked: &LinkedPlan, shared: &Shared) -> Result<WgpuExecutable> {
+/// One plan's device resources and dispatches, made up to their pipelines: what
+/// [`compile_linked`] needs from every plan before it creates their pipelines together.
+struct Staged {
+    scratch: wgpu::Buffer,
+    uniforms: wgpu::Buffer,
+    runtime: wgpu::Buffer,
+    specs_nodes: Vec<NodeId>,
+    /// Each dispatch: its kernel, the ranges it binds, their kinds and its pipeline's key.
+    planned: Vec<(KernelSpec, Vec<Range>, Vec<BindingKind>, PipelineKey)>,
+}
+
+fn stage(backend: &WgpuBackend, linked: &LinkedPlan) -> Result<Staged> {
     let device = &backend.device;
     let plan = &linked.plan;
     let g = &plan.graph;
-    let mut buffers = HashMap::new();
-    for (k, &bytes) in linked.arena.iter().enumerate() {
-        let buffer = device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("arena"),
-            size: pad4(bytes as u64),
-            usage: STORAGE_USAGE,
-            mapped_at_creation: false,
-        });
-        buffers.insert(Block::Arena(k), buffer);
-    }
-    for place in &linked.places {
-        let buffer = match place.block {
-            Block::Leaf(i) => &shared.leaves[i],
-            Block::State(i) => &shared.states[i],
-            Block::Arena(_) => continue,
-        };
-        buffers.entry(place.block).or_insert_with(|| buffer.clone());
-    }
     let loc = |id: NodeId| Loc::of(linked.place(id), g.ty(id), backend.f16);
 
-    let mut cache = backend.cache.lock().map_err(|_| Error::Backend("pipeline cache poisoned".into()))?;
     // `scalar` reads that only feed kernels (directly or through reshapes): those kernels read
     // the runtime scalar table themselves, and the read runs no kernel. A read that is an
     // output, or viewed by one, is still written to its place.
@@ -357,10 +380,40 @@ fn build(backend: &WgpuBackend, linked: &LinkedPlan, shared: &Shared) -> Result<
         };
         planned.push((spec, ranges, bindings, key));
     }
-    let wanted: Vec<(&PipelineKey, &'static str)> =
-        planned.iter().map(|(spec, _, _, key)| (key, spec.source)).collect();
-    let driver_cache = backend.pipeline_cache.as_ref().map(|p| &p.cache);
-    create_pipelines(device, driver_cache, &mut cache, &wanted)?;
+    Ok(Staged { scratch, uniforms, runtime, specs_nodes, planned })
+}
+
+/// The executable of a staged plan, once the pipelines of every plan are in `cache`.
+fn finish(
+    backend: &WgpuBackend,
+    linked: &LinkedPlan,
+    shared: &Shared,
+    cache: &PipelineCache,
+    staged: Staged,
+) -> Result<WgpuExecutable> {
+    let device = &backend.device;
+    let plan = &linked.plan;
+    let g = &plan.graph;
+    let Staged { scratch, uniforms, runtime, specs_nodes, planned } = staged;
+    let mut buffers = HashMap::new();
+    for (k, &bytes) in linked.arena.iter().enumerate() {
+        let buffer = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("arena"),
+            size: pad4(bytes as u64),
+            usage: STORAGE_USAGE,
+            mapped_at_creation: false,
+        });
+        buffers.insert(Block::Arena(k), buffer);
+    }
+    for place in &linked.places {
+        let buffer = match place.block {
+            Block::Leaf(i) => &shared.leaves[i],
+            Block::State(i) => &shared.states[i],
+            Block::Arena(_) => continue,
+        };
+        buffers.entry(place.block).or_insert_with(|| buffer.clone());
+    }
+    let loc = |id: NodeId| Loc::of(linked.place(id), g.ty(id), backend.f16);
     let mut dispatches = Vec::with_capacity(planned.len());
     for (k, (spec, ranges, bindings, key)) in planned.into_iter().enumerate() {
         let (Some(pipeline), Some((layout, _))) = (cache.pipelines.get(&key), cache.layouts.get(&bindings)) else {
@@ -401,7 +454,6 @@ fn build(backend: &WgpuBackend, linked: &LinkedPlan, shared: &Shared) -> Result<
             workgroups: spec.workgroups,
         });
     }
-    drop(cache);
 
     let staging = |size: u64, label: &str| {
         device.create_buffer(&wgpu::BufferDescriptor {
@@ -462,23 +514,21 @@ fn scalar_read(g: &Graph, id: NodeId) -> Option<(NodeId, u32)> {
 }
 
 /// Creates the pipelines of `wanted` that the cache lacks (with their layouts), through the
-/// driver's pipeline cache where there is one. Natively they
-/// compile side by side, one thread per core: each is a WGSL translation and a driver
+/// driver's pipeline cache where there is one, and runs `meanwhile` on this thread. Natively
+/// they compile side by side, one thread per core: each is a WGSL translation and a driver
 /// compile, the bulk of a program's start-up, and independent of the others. Each thread
 /// catches its own pipelines' errors (wgpu's error scopes belong to the thread that pushes
 /// them); in the browser they are created in turn, inside the caller's scopes.
-fn create_pipelines(
+fn create_pipelines<T>(
     device: &wgpu::Device,
     driver_cache: Option<&wgpu::PipelineCache>,
     cache: &mut PipelineCache,
     wanted: &[(&PipelineKey, &'static str)],
-) -> Result<()> {
-    let mut missing: Vec<(&PipelineKey, &'static str)> = Vec::new();
-    for &(key, source) in wanted {
-        if !cache.pipelines.contains_key(key) && !missing.iter().any(|(k, _)| *k == key) {
-            missing.push((key, source));
-        }
-    }
+    meanwhile: impl FnOnce() -> T,
+) -> (Result<()>, T) {
+    let mut seen = HashSet::new();
+    let missing: Vec<(&PipelineKey, &'static str)> =
+        wanted.iter().filter(|(key, _)| !cache.pipelines.contains_key(*key) && seen.insert(*key)).copied().collect();
     for (key, _) in &missing {
         cache.layouts.entry(key.bindings.clone()).or_insert_with(|| layouts(device, &key.bindings));
     }
@@ -495,10 +545,11 @@ fn create_pipelines(
         })
     };
     #[cfg(not(target_arch = "wasm32"))]
-    let created: Vec<wgpu::ComputePipeline> = {
+    let (created, value): (Vec<wgpu::ComputePipeline>, T) = {
         let next = std::sync::atomic::AtomicUsize::new(0);
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(missing.len().max(1));
-        let mut done: Vec<Result<Vec<(usize, wgpu::ComputePipeline)>>> = std::thread::scope(|scope| {
+        type Made = Result<Vec<(usize, wgpu::ComputePipeline)>>;
+        let (mut done, value): (Vec<Made>, T) = std::thread::scope(|scope| {
             let workers: Vec<_> = (0..threads)
                 .map(|_| {
                     scope.spawn(|| {
@@ -512,24 +563,30 @@ fn create_pipelines(
                     })
                 })
                 .collect();
-            workers
+            let value = meanwhile();
+            let done = workers
                 .into_iter()
                 .map(|w| w.join().unwrap_or_else(|_| Err(Error::Backend("a pipeline compile thread panicked".into()))))
-                .collect()
+                .collect();
+            (done, value)
         });
         let mut all = Vec::with_capacity(missing.len());
         for d in done.drain(..) {
-            all.extend(d?);
+            match d {
+                Ok(d) => all.extend(d),
+                Err(e) => return (Err(e), value),
+            }
         }
         all.sort_by_key(|(i, _)| *i);
-        all.into_iter().map(|(_, p)| p).collect()
+        (all.into_iter().map(|(_, p)| p).collect(), value)
     };
     #[cfg(target_arch = "wasm32")]
-    let created: Vec<wgpu::ComputePipeline> = missing.iter().map(|&(key, source)| create(key, source)).collect();
+    let (created, value): (Vec<wgpu::ComputePipeline>, T) =
+        (missing.iter().map(|&(key, source)| create(key, source)).collect(), meanwhile());
     for ((key, _), pipeline) in missing.iter().zip(created) {
         cache.pipelines.insert((*key).clone(), pipeline);
     }
-    Ok(())
+    (Ok(()), value)
 }
 
 /// The bind group layout and pipeline layout of a dispatch with `bindings`: the dispatch's
