@@ -43,9 +43,9 @@ pub struct Timings {
     pub load_ms: f64,
     /// Of that: opening the backend (device, context, libraries).
     pub open_ms: f64,
-    /// Reading the model folder, on a thread beside the opening.
+    /// Reading the model folder and planning its graphs, on threads beside the opening.
     pub model_ms: f64,
-    /// Building, planning and compiling the graphs and uploading the weights.
+    /// Compiling the planned graphs on the backend and uploading the weights.
     pub compile_ms: f64,
     /// Reading, decoding and resampling the audio.
     pub audio_ms: f64,

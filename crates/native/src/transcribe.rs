@@ -272,32 +272,36 @@ enum Failure {
     Output(Error),
 }
 
-/// The loaded model and what every input shares.
-/// Opens the backend and, on a thread beside it, reads the model folder (the two are
-/// independent and each takes a good part of start-up), then compiles the model.
+/// Opens the backend and, on threads beside it, reads the model folder (weights and
+/// tokenizer side by side) and plans its graphs: each takes a good part of start-up and none
+/// needs another's result until the plans are compiled on the opened backend.
 fn load_model(args: &TranscribeArgs, dir: &Path) -> Result<(Whisper, Load)> {
     let started = Instant::now();
-    let (backend, files, open, read) = std::thread::scope(|scope| {
-        let reading = scope.spawn(|| {
-            let t = Instant::now();
-            let files = susurrus_whisper::weights::load_dir(dir)
-                .and_then(|weights| Ok((weights, susurrus_whisper::tokenizer::Tokenizer::from_model_dir(dir)?)));
-            (files, t.elapsed())
+    let (backend, prepared, open, read) = std::thread::scope(|scope| {
+        let tokenizing = scope.spawn(|| susurrus_whisper::tokenizer::Tokenizer::from_model_dir(dir));
+        let preparing = scope.spawn(move || {
+            let weights = susurrus_whisper::weights::load_dir(dir);
+            let tokenizer = tokenizing.join().unwrap_or_else(|_| Err(panicked("reading the tokenizer")));
+            let prepared = weights.and_then(|w| Whisper::prepare(&w, tokenizer?));
+            (prepared, started.elapsed())
         });
         let backend = backend::open(args.backend, args.threads.map(usize::from));
         let open = started.elapsed();
-        let (files, read) = reading
-            .join()
-            .unwrap_or_else(|_| (Err(susurrus_whisper::Error::backend("reading the model panicked")), Duration::ZERO));
-        (backend, files, open, read)
+        let (prepared, read) =
+            preparing.join().unwrap_or_else(|_| (Err(panicked("reading the model")), Duration::ZERO));
+        (backend, prepared, open, read)
     });
     // A backend that cannot open is the first thing to report, as before any model is read.
     let backend = backend?;
-    let (weights, tokenizer) = files?;
+    let prepared = prepared?;
     let compiling = Instant::now();
-    let whisper = pollster::block_on(Whisper::new(backend, &weights, tokenizer))?;
+    let whisper = pollster::block_on(Whisper::compile(backend, prepared))?;
     let load = Load { open, read, compile: compiling.elapsed(), total: started.elapsed() };
     Ok((whisper, load))
+}
+
+fn panicked(what: &str) -> susurrus_whisper::Error {
+    susurrus_whisper::Error::backend(format!("{what} panicked"))
 }
 
 struct Session<'a> {

@@ -26,6 +26,6 @@ pub mod transcribe;
 pub mod weights;
 
 pub use error::{Error, Result};
-pub use model::Whisper;
+pub use model::{PreparedModel, Whisper};
 pub use options::{Task, TranscribeOptions};
 pub use transcribe::{Event, Segment, Transcript};

@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use crate::layers::ModelWeights;
 use crate::mel::LogMel;
 use crate::options::TranscribeOptions;
-use crate::program::{Program, ProgramSpec, Sampling};
+use crate::program::{Program, ProgramPlans, ProgramSpec, Sampling};
 use crate::select::{Rules, Selection};
 use crate::tokenizer::Tokenizer;
 use crate::weights::{WhisperWeights, load_dir};
@@ -25,10 +25,25 @@ pub struct Whisper {
     spec: ProgramSpec,
 }
 
+/// A model made ready on the host to compile on a backend: its weights as the graphs use
+/// them and every graph planned. [`Whisper::prepare`] needs no backend, so it can run while
+/// one opens (the CLI does both side by side).
+pub struct PreparedModel {
+    model: ModelWeights,
+    tokenizer: Tokenizer,
+    plans: ProgramPlans,
+}
+
 impl Whisper {
     /// Compiles `weights` on `backend` with the model's default token settings.
     pub async fn new(backend: Box<dyn Backend>, weights: &WhisperWeights, tokenizer: Tokenizer) -> Result<Whisper> {
-        let config = weights.config().clone();
+        Whisper::compile(backend, Whisper::prepare(weights, tokenizer)?).await
+    }
+
+    /// Checks that `tokenizer` belongs to `weights` and plans the model's graphs with its
+    /// default token settings, on the host.
+    pub fn prepare(weights: &WhisperWeights, tokenizer: Tokenizer) -> Result<PreparedModel> {
+        let config = weights.config();
         if tokenizer.vocab_size() != config.n_vocab {
             return Err(Error::Model {
                 file: "tokenizer".into(),
@@ -41,11 +56,20 @@ impl Whisper {
         }
         let model = ModelWeights::new(weights)?;
         let spec = ProgramSpec {
-            selection: default_selection(&config, &tokenizer, &TranscribeOptions::default())?,
+            selection: default_selection(config, &tokenizer, &TranscribeOptions::default())?,
             no_speech: tokenizer.special_ids().no_speech,
         };
-        let program = Program::compile(backend.as_ref(), &model, &spec).await?;
+        let plans = ProgramPlans::new(&model, &spec)?;
+        Ok(PreparedModel { model, tokenizer, plans })
+    }
+
+    /// Compiles a prepared model on `backend`.
+    pub async fn compile(backend: Box<dyn Backend>, prepared: PreparedModel) -> Result<Whisper> {
+        let PreparedModel { model, tokenizer, plans } = prepared;
+        let program = Program::from_plans(backend.as_ref(), &model, &plans).await?;
+        let config = model.config.clone();
         let mel = LogMel::new(config.n_mels)?;
+        let spec = plans.spec().clone();
         Ok(Whisper { program, tokenizer, config, mel, model, backend, spec })
     }
 

@@ -22,7 +22,7 @@ use crate::select::{
 use susurrus_core::exec::{Backend, Chain, Executable};
 use susurrus_core::ir::Graph;
 use susurrus_core::passes::optimize;
-use susurrus_core::plan::plan;
+use susurrus_core::plan::{Plan, plan};
 use susurrus_core::tensor::Tensor;
 
 /// Bytes a decoder step reads back: the token id and its log-probability.
@@ -101,32 +101,62 @@ fn prefill_sizes(n_text_ctx: usize) -> Vec<usize> {
     sizes
 }
 
-fn optimized(mut g: Graph) -> Result<susurrus_core::plan::Plan> {
+fn optimized(mut g: Graph) -> Result<Plan> {
     optimize(&mut g)?;
     Ok(plan(g)?)
+}
+
+/// Every graph of a [`Program`], built, optimised and planned: the host's share of compiling,
+/// which needs no backend and so can run while one opens.
+pub struct ProgramPlans {
+    spec: ProgramSpec,
+    encoder: Plan,
+    step: Plan,
+    /// Prefill plans by padded prompt length, ascending.
+    prefills: Vec<(usize, Plan)>,
+}
+
+impl ProgramPlans {
+    /// Builds, optimises and plans the graphs of `model` for `spec`.
+    pub fn new(model: &ModelWeights, spec: &ProgramSpec) -> Result<ProgramPlans> {
+        let encoder = optimized(encoder_graph(model)?)?;
+        let step_spec = DecoderSpec { positions: 1, no_speech: None, selection: spec.selection.clone() };
+        let step = optimized(decoder_graph(model, &step_spec)?)?;
+        let mut prefills = Vec::new();
+        for positions in prefill_sizes(model.config.n_text_ctx) {
+            let prefill = DecoderSpec { positions, no_speech: Some(spec.no_speech), selection: spec.selection.clone() };
+            prefills.push((positions, optimized(decoder_graph(model, &prefill)?)?));
+        }
+        Ok(ProgramPlans { spec: spec.clone(), encoder, step, prefills })
+    }
+
+    /// The token settings the plans were built with.
+    pub fn spec(&self) -> &ProgramSpec {
+        &self.spec
+    }
 }
 
 impl Program {
     /// Builds, optimises, plans and compiles every graph of `model` on `backend`.
     pub async fn compile(backend: &dyn Backend, model: &ModelWeights, spec: &ProgramSpec) -> Result<Program> {
+        Program::from_plans(backend, model, &ProgramPlans::new(model, spec)?).await
+    }
+
+    /// Compiles `plans`, made from `model`, on `backend`.
+    pub async fn from_plans(backend: &dyn Backend, model: &ModelWeights, plans: &ProgramPlans) -> Result<Program> {
         let c = &model.config;
-        let mut plans = vec![optimized(encoder_graph(model)?)?];
-        let step_spec = DecoderSpec { positions: 1, no_speech: None, selection: spec.selection.clone() };
-        plans.push(optimized(decoder_graph(model, &step_spec)?)?);
-        let sizes = prefill_sizes(c.n_text_ctx);
-        for &positions in &sizes {
-            let prefill = DecoderSpec { positions, no_speech: Some(spec.no_speech), selection: spec.selection.clone() };
-            plans.push(optimized(decoder_graph(model, &prefill)?)?);
-        }
-        let weights = model.for_graphs(plans.iter().map(|p| &p.graph));
-        let mut executables = backend.compile_linked(plans.iter().collect(), &weights).await?.into_iter();
+        let mut all = vec![&plans.encoder, &plans.step];
+        all.extend(plans.prefills.iter().map(|(_, p)| p));
+        let weights = model.for_graphs(all.iter().map(|p| &p.graph));
+        let mut executables = backend.compile_linked(all, &weights).await?.into_iter();
         let mut next = || executables.next().ok_or_else(|| Error::backend("a graph was not compiled"));
         let encoder = next()?;
         let step = next()?;
-        let mut prefills = Vec::with_capacity(sizes.len());
-        for size in sizes {
-            prefills.push((size, next()?));
+        let mut prefills = Vec::with_capacity(plans.prefills.len());
+        for (size, _) in &plans.prefills {
+            prefills.push((*size, next()?));
         }
+        let selection = &plans.spec.selection;
         Ok(Program {
             encoder,
             step,
@@ -135,9 +165,9 @@ impl Program {
             n_text_ctx: c.n_text_ctx,
             inputs: HashMap::from([(NOISE.to_string(), Tensor::f32([1, c.n_vocab], vec![0.0; c.n_vocab])?)]),
             noisy: false,
-            pad_token: spec.selection.timestamp_begin,
-            timestamp_begin: spec.selection.timestamp_begin,
-            no_timestamps: spec.selection.no_timestamps,
+            pad_token: selection.timestamp_begin,
+            timestamp_begin: selection.timestamp_begin,
+            no_timestamps: selection.no_timestamps,
             backend: backend.name().to_string(),
         })
     }
