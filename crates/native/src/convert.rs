@@ -124,7 +124,11 @@ pub fn convert(src: &Path, dst: &Path, force: bool, format: WeightFormat) -> Res
     let mut files = Vec::with_capacity(outputs.len());
     for (name, bytes) in outputs {
         let path = dst.join(name);
-        std::fs::write(&path, bytes).map_err(|e| Error::io(&path, e))?;
+        // Written beside and renamed over: a file being replaced (`--force`) is never seen half
+        // written, and a process that has the old one open or mapped keeps reading the old one.
+        let partial = dst.join(format!(".{name}.partial"));
+        std::fs::write(&partial, bytes).map_err(|e| Error::io(&partial, e))?;
+        std::fs::rename(&partial, &path).map_err(|e| Error::io(&path, e))?;
         files.push(Written { path, bytes: bytes.len() as u64 });
     }
     Ok(Report { files, tensors: tensor_count, parameters })

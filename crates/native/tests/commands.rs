@@ -191,7 +191,21 @@ fn convert_force_writes_into_a_folder_with_other_files_and_leaves_them() {
     );
     assert_eq!(std::fs::read_to_string(dst.join("config.json")).unwrap(), "stale");
 
+    // A reader of the file being replaced keeps the old one: the new file is written beside
+    // it and renamed over it, never rewritten in place.
+    let mut stale = std::fs::File::open(dst.join("config.json")).unwrap();
     assert_success(&susurrus(&["convert", "--force", s(tiny_en()), s(&dst)]));
+    let mut old = String::new();
+    std::io::Read::read_to_string(&mut stale, &mut old).unwrap();
+    assert_eq!(old, "stale");
+    let mut names: Vec<String> =
+        std::fs::read_dir(&dst).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["config.json", "generation_config.json", "model.safetensors", "notes.txt", "tokenizer.json"],
+        "no partial files are left"
+    );
     assert_eq!(std::fs::read_to_string(dst.join("notes.txt")).unwrap(), "mine");
     let config: serde_json::Value = serde_json::from_slice(&std::fs::read(dst.join("config.json")).unwrap()).unwrap();
     assert_eq!(config["d_model"], 384);

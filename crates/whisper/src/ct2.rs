@@ -18,7 +18,7 @@ use serde::Deserialize;
 
 use crate::config::{GenerationConfig, LAYER_NORM_EPS, WhisperConfig, parse_index};
 use crate::error::Result;
-use crate::weights::{Parts, WhisperWeights, model_error, split_rows};
+use crate::weights::{FileBytes, Parts, WhisperWeights, model_error, split_rows};
 use susurrus_core::ir::{DType, TensorType};
 use susurrus_core::tensor::Tensor;
 
@@ -388,9 +388,8 @@ pub fn load_ct2_dir(dir: &Path) -> Result<WhisperWeights> {
     let model = dir.join("model.bin");
     let config = dir.join("config.json");
     let (model_name, config_name) = (model.display().to_string(), config.display().to_string());
-    let read =
-        |path: &Path, name: &str| std::fs::read(path).map_err(|e| model_error(name, format!("cannot read: {e}")));
-    load_named(&read(&model, &model_name)?, &model_name, &read(&config, &config_name)?, &config_name)
+    let config_bytes = std::fs::read(&config).map_err(|e| model_error(&config_name, format!("cannot read: {e}")))?;
+    load_named(&FileBytes::open(&model, &model_name)?, &model_name, &config_bytes, &config_name)
 }
 
 fn load_named(model_bin: &[u8], model_file: &str, config_json: &[u8], config_file: &str) -> Result<WhisperWeights> {

@@ -17,7 +17,7 @@ use serde::Deserialize;
 
 use crate::config::{GenerationConfig, LAYER_NORM_EPS, WhisperConfig};
 use crate::error::Result;
-use crate::weights::{Parts, WhisperWeights, model_error};
+use crate::weights::{FileBytes, Parts, WhisperWeights, model_error};
 use susurrus_core::ir::{DType, TensorType};
 use susurrus_core::tensor::Tensor;
 
@@ -269,7 +269,7 @@ pub fn load_hf_dir(dir: &Path) -> Result<WhisperWeights> {
     let (model, config, generation) = (path("model.safetensors"), path("config.json"), path("generation_config.json"));
     let generation_bytes = if generation.0.exists() { Some(read(&generation)?) } else { None };
     load_named(
-        &read(&model)?,
+        &FileBytes::open(&model.0, &model.1)?,
         &model.1,
         &read(&config)?,
         &config.1,

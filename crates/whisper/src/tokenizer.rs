@@ -27,7 +27,7 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use serde::Deserialize;
 
@@ -103,8 +103,59 @@ pub struct Tokenizer {
 /// so that cloning a [`Tokenizer`] does not copy the merge table.
 #[derive(Clone, Debug)]
 struct Encoder {
-    tokenizer: Arc<tokenizers::Tokenizer>,
+    built: Arc<Built>,
     file: String,
+}
+
+type Built = Deferred<tokenizers::Tokenizer>;
+
+/// A value built when it is made, or later: natively on a thread started when it is made, in
+/// a browser (no threads) on first use. Beside a `vocabulary.txt`, which decodes, a
+/// `tokenizer.json` is needed only to encode prompts, and `tokenizers` takes longer to parse
+/// its 50k merges than the rest of a model folder takes to read.
+struct Deferred<T> {
+    value: OnceLock<std::result::Result<T, Error>>,
+    pending: Mutex<Option<Pending<T>>>,
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+type Pending<T> = std::thread::JoinHandle<std::result::Result<T, Error>>;
+#[cfg(target_arch = "wasm32")]
+type Pending<T> = Box<dyn FnOnce() -> std::result::Result<T, Error> + Send>;
+
+impl<T: Send + 'static> Deferred<T> {
+    fn ready(value: T) -> Self {
+        Deferred { value: OnceLock::from(Ok(value)), pending: Mutex::new(None) }
+    }
+
+    fn start(build: impl FnOnce() -> std::result::Result<T, Error> + Send + 'static) -> Self {
+        #[cfg(not(target_arch = "wasm32"))]
+        let pending: Pending<T> = std::thread::spawn(build);
+        #[cfg(target_arch = "wasm32")]
+        let pending: Pending<T> = Box::new(build);
+        Deferred { value: OnceLock::new(), pending: Mutex::new(Some(pending)) }
+    }
+
+    /// The value, waiting for it (or building it) the first time.
+    fn get(&self, file: &str) -> Result<&T> {
+        let value = self.value.get_or_init(|| {
+            let pending = self.pending.lock().ok().and_then(|mut p| p.take());
+            match pending {
+                #[cfg(not(target_arch = "wasm32"))]
+                Some(thread) => thread.join().unwrap_or_else(|_| Err(model_error(file, "reading the file panicked"))),
+                #[cfg(target_arch = "wasm32")]
+                Some(build) => build(),
+                None => Err(model_error(file, "reading the file failed before")),
+            }
+        });
+        value.as_ref().map_err(Clone::clone)
+    }
+}
+
+impl<T> std::fmt::Debug for Deferred<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.value.get().is_some() { "Deferred(built)" } else { "Deferred(pending)" })
+    }
 }
 
 /// GPT-2's byte-to-character table: bytes that are printable Latin-1 characters stand for
@@ -148,16 +199,64 @@ fn model_error(file: &str, msg: impl Into<String>) -> Error {
     Error::Model { file: file.to_string(), msg: msg.into() }
 }
 
+/// The parts of a `tokenizer.json` read before `tokenizers` loads it, its kinds checked.
+fn parse_json(bytes: &[u8], file: &str) -> Result<TokenizerJson> {
+    let json: TokenizerJson =
+        serde_json::from_slice(bytes).map_err(|e| model_error(file, format!("not a tokenizer.json: {e}")))?;
+    if let Some(kind) = json.model.kind.as_deref().filter(|k| *k != "BPE") {
+        return Err(model_error(file, format!("model.type is \"{kind}\", expected \"BPE\"")));
+    }
+    if let Some(kind) = json.decoder.as_ref().and_then(|d| d.kind.as_deref()).filter(|k| *k != "ByteLevel") {
+        return Err(model_error(file, format!("decoder.type is \"{kind}\", expected \"ByteLevel\"")));
+    }
+    Ok(json)
+}
+
+/// `tokenizers`' tokenizer of a `tokenizer.json` (the file must load with it, as faster-whisper
+/// requires).
+fn load_json(bytes: &[u8], file: &str) -> Result<tokenizers::Tokenizer> {
+    tokenizers::Tokenizer::from_bytes(bytes).map_err(|e| model_error(file, format!("tokenizers cannot load it: {e}")))
+}
+
+/// `tokenizers` numbers the added tokens missing from model.vocab itself, one after another,
+/// whatever ids the file lists; where the two disagree the file is corrupt and either
+/// numbering would decode (or encode a special token in a prompt) wrongly.
+fn check_added_ids(tokenizer: &tokenizers::Tokenizer, json: &TokenizerJson, file: &str) -> Result<()> {
+    let renumbered = json.added_tokens.iter().find_map(|added| {
+        let id = tokenizer.token_to_id(&added.content)?;
+        (id != added.id).then_some((added, id))
+    });
+    match renumbered {
+        None => Ok(()),
+        Some((added, id)) => Err(model_error(
+            file,
+            format!(
+                "added token {:?} has id {} in the file but {id} in tokenizers (added tokens missing from \
+                 model.vocab must follow it without gaps)",
+                added.content, added.id
+            ),
+        )),
+    }
+}
+
 /// What is read of a `tokenizer.json` before `tokenizers` loads it: the kinds, so that a
 /// file of another kind is named as such rather than failing deep in the crate's parser, and
 /// the ids the file gives its added tokens, which `tokenizers` does not read (it numbers
 /// them itself).
 #[derive(Deserialize)]
 struct TokenizerJson {
-    model: KindJson,
+    model: ModelJson,
     decoder: Option<KindJson>,
     #[serde(default)]
     added_tokens: Vec<AddedTokenJson>,
+}
+
+#[derive(Deserialize)]
+struct ModelJson {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    #[serde(default)]
+    vocab: HashMap<String, u32>,
 }
 
 #[derive(Deserialize)]
@@ -208,8 +307,17 @@ impl Tokenizer {
             (Some((vocabulary, name)), json) => {
                 let mut tokenizer = Tokenizer::from_vocabulary(vocabulary, name)?;
                 if let Some((json, name)) = json {
-                    // Only tokenizer.json has the merges that encoding text needs.
-                    tokenizer.encoder = Tokenizer::from_tokenizer_json(json, name)?.encoder;
+                    // Only tokenizer.json has the merges that encoding text needs; its form is
+                    // checked now, `tokenizers` loads it beside the rest ([`Deferred`]).
+                    let mut parsed = parse_json(json, name)?;
+                    let vocab = std::mem::take(&mut parsed.model.vocab);
+                    let (bytes, file) = (json.to_vec(), name.to_string());
+                    let built = Deferred::start(move || {
+                        let tokenizer = load_json(&bytes, &file)?;
+                        check_added_ids(&tokenizer, &parsed, &file)?;
+                        Ok(tokenizer)
+                    });
+                    tokenizer.encoder = Encoder::new(built, &vocab, name);
                 }
                 Ok(tokenizer)
             }
@@ -238,16 +346,8 @@ impl Tokenizer {
     /// with `tokenizers` (as faster-whisper requires), a byte-level BPE whose added tokens
     /// have the ids `tokenizers` gives them.
     pub fn from_tokenizer_json(bytes: &[u8], file: &str) -> Result<Tokenizer> {
-        let json: TokenizerJson =
-            serde_json::from_slice(bytes).map_err(|e| model_error(file, format!("not a tokenizer.json: {e}")))?;
-        if let Some(kind) = json.model.kind.as_deref().filter(|k| *k != "BPE") {
-            return Err(model_error(file, format!("model.type is \"{kind}\", expected \"BPE\"")));
-        }
-        if let Some(kind) = json.decoder.as_ref().and_then(|d| d.kind.as_deref()).filter(|k| *k != "ByteLevel") {
-            return Err(model_error(file, format!("decoder.type is \"{kind}\", expected \"ByteLevel\"")));
-        }
-        let tokenizer = tokenizers::Tokenizer::from_bytes(bytes)
-            .map_err(|e| model_error(file, format!("tokenizers cannot load it: {e}")))?;
+        let json = parse_json(bytes, file)?;
+        let tokenizer = load_json(bytes, file)?;
 
         let table = char_to_byte();
         let mut entries: Vec<Option<Entry>> = Vec::new();
@@ -285,26 +385,11 @@ impl Tokenizer {
             let entry = Entry { bytes: added.content.as_bytes().into(), special: added.special };
             place(id, entry, &format!("added token {:?}", added.content))?;
         }
-        // `tokenizers` numbers the added tokens missing from model.vocab itself, one after
-        // another, whatever ids the file lists; where the two disagree the file is corrupt and
-        // either numbering would decode wrongly. Checked after the special tokens, whose
-        // absence says more.
-        let renumbered = json.added_tokens.iter().find_map(|added| {
-            let id = tokenizer.token_to_id(&added.content)?;
-            (id != added.id).then_some((added, id))
-        });
-        let encoder = Encoder::new(tokenizer, &model_vocab, file);
+        // Checked after the special tokens, whose absence says more.
+        let renumbered = check_added_ids(&tokenizer, &json, file);
+        let encoder = Encoder::new(Deferred::ready(tokenizer), &model_vocab, file);
         let whisper = Tokenizer::from_entries(entries, file, "model.vocab and added_tokens", encoder)?;
-        if let Some((added, id)) = renumbered {
-            return Err(model_error(
-                file,
-                format!(
-                    "added token {:?} has id {} in the file but {id} in tokenizers (added tokens missing from \
-                     model.vocab must follow it without gaps)",
-                    added.content, added.id
-                ),
-            ));
-        }
+        renumbered?;
         Ok(whisper)
     }
 
@@ -532,7 +617,8 @@ impl Tokenizer {
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
         let encoder = self.encoder.as_ref().map_err(Clone::clone)?;
         let encoding = encoder
-            .tokenizer
+            .built
+            .get(&encoder.file)?
             .encode(text, false)
             .map_err(|e| model_error(&encoder.file, format!("cannot encode {text:?}: {e}")))?;
         Ok(encoding.get_ids().to_vec())
@@ -543,11 +629,7 @@ impl Encoder {
     /// The encoder of a loaded `tokenizer.json`, or the error [`Tokenizer::encode`] reports:
     /// every byte needs a token, because `tokenizers` drops a byte that has none (there is no
     /// unknown token in Whisper's BPE) and the prompt would lose text without a word.
-    fn new(
-        tokenizer: tokenizers::Tokenizer,
-        vocab: &HashMap<String, u32>,
-        file: &str,
-    ) -> std::result::Result<Encoder, Error> {
+    fn new(built: Built, vocab: &HashMap<String, u32>, file: &str) -> std::result::Result<Encoder, Error> {
         for (byte, c) in (0u8..=255).zip(byte_to_char()) {
             if !vocab.contains_key(c.encode_utf8(&mut [0; 4]) as &str) {
                 return Err(model_error(
@@ -556,7 +638,7 @@ impl Encoder {
                 ));
             }
         }
-        Ok(Encoder { tokenizer: Arc::new(tokenizer), file: file.to_string() })
+        Ok(Encoder { built: Arc::new(built), file: file.to_string() })
     }
 }
 
@@ -879,6 +961,50 @@ mod tests {
         // Spot checks that do not depend on the fixture.
         assert_eq!(tok.encode(" Hello world.").unwrap(), [18435, 995, 13]);
         assert_eq!(tok.encode("a<|endoftext|>b").unwrap(), [64, 50256, 65]);
+    }
+
+    #[test]
+    fn beside_vocabulary_txt_the_merges_load_meanwhile_and_their_faults_come_at_encoding() {
+        // tiny.en's folder: vocabulary.txt decodes, tokenizer.json's merges (loaded on a
+        // thread) encode as the reference does.
+        let tok = Tokenizer::from_model_dir(model_dir()).unwrap();
+        assert_encodes_like_reference(&tok, &reference().cases);
+        let files = |vocabulary: &str, json: &str| {
+            Tokenizer::from_files(
+                Some((vocabulary.as_bytes(), "vocabulary.txt")),
+                Some((json.as_bytes(), "tokenizer.json")),
+                "the folder",
+            )
+        };
+        // A tokenizer.json of the right form that `tokenizers` refuses: the vocabulary loads
+        // and decodes; encoding names the file's fault, every time.
+        let vocabulary = small_vocabulary(&["ab"]) + &SPECIALS.join("\n");
+        let tok = files(&vocabulary, &small_bpe(&["ab"], serde_json::json!(["a b c"])).to_string()).unwrap();
+        assert_eq!(tok.decode(&[256, 64], SpecialTokens::Keep).unwrap(), "aba");
+        for _ in 0..2 {
+            assert_eq!(
+                tok.encode("ab").unwrap_err().to_string(),
+                "tokenizer.json: tokenizers cannot load it: Merges text file invalid at line 1 at line 1 column 3362"
+            );
+        }
+        // Added tokens numbered otherwise than `tokenizers` numbers them.
+        let vocabulary = small_vocabulary(&[]) + &SPECIALS.join("\n");
+        let mut doc = small_bpe(&[], serde_json::json!([]));
+        doc["added_tokens"][1]["id"] = 1001.into();
+        assert_eq!(
+            files(&vocabulary, &doc.to_string()).unwrap().encode("a").unwrap_err().to_string(),
+            "tokenizer.json: added token \"<|startoftranscript|>\" has id 1001 in the file but 257 in tokenizers \
+             (added tokens missing from model.vocab must follow it without gaps)"
+        );
+        // Its form is checked when the files are read.
+        let err = files(&vocabulary, r#"{"added_tokens": []}"#).unwrap_err().to_string();
+        assert!(err.starts_with("tokenizer.json: not a tokenizer.json: missing field `model`"), "{err}");
+        let unigram =
+            small_bpe(&[], serde_json::json!([])).to_string().replace(r#""type":"BPE""#, r#""type":"Unigram""#);
+        assert_eq!(
+            files(&vocabulary, &unigram).unwrap_err().to_string(),
+            "tokenizer.json: model.type is \"Unigram\", expected \"BPE\""
+        );
     }
 
     #[test]

@@ -149,6 +149,48 @@ pub(crate) fn model_error(file: &str, msg: impl Into<String>) -> Error {
     Error::Model { file: file.to_string(), msg: msg.into() }
 }
 
+/// The bytes of a model's weights file, mapped rather than read where the platform can: the
+/// loaders copy each tensor out of them once, and reading the file first would copy all of it
+/// into fresh memory before that (a third of the time a model took to load).
+pub(crate) enum FileBytes {
+    #[cfg(not(target_arch = "wasm32"))]
+    Mapped(memmap2::Mmap),
+    Read(Vec<u8>),
+}
+
+impl FileBytes {
+    /// The file at `path`, named `name` in errors.
+    pub(crate) fn open(path: &Path, name: &str) -> Result<FileBytes> {
+        let cannot = |e: std::io::Error| model_error(name, format!("cannot read: {e}"));
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            let file = std::fs::File::open(path).map_err(cannot)?;
+            if file.metadata().map_err(cannot)?.len() > 0 {
+                // SAFETY: the map is read only while the model loads, and every offset and size
+                // read from it is checked against its length. Another process rewriting the
+                // file meanwhile could change values under the loader (as it could under a
+                // read); model folders are replaced, not rewritten in place, by the fetch and
+                // convert commands.
+                let map = unsafe { memmap2::MmapOptions::new().populate().map(&file) }.map_err(cannot)?;
+                return Ok(FileBytes::Mapped(map));
+            }
+        }
+        std::fs::read(path).map(FileBytes::Read).map_err(cannot)
+    }
+}
+
+impl std::ops::Deref for FileBytes {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            #[cfg(not(target_arch = "wasm32"))]
+            FileBytes::Mapped(map) => map,
+            FileBytes::Read(bytes) => bytes,
+        }
+    }
+}
+
 /// What a reader found in a file, under canonical names, before it is checked against the
 /// config: the tensors, where each came from (for error messages) and the aliases.
 pub(crate) struct Parts {
