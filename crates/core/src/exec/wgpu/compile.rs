@@ -2,7 +2,7 @@
 //! here, once.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use wgpu::util::DeviceExt;
 
@@ -84,11 +84,33 @@ pub(super) struct Dispatch {
     pub workgroups: [u32; 3],
 }
 
-/// A value the caller can read back, with the staging buffer made for it at compile time.
+/// A value the caller can read back, and the staging buffer it is read through, made the
+/// first time it is read: most states are never read (a decoder's caches stay on the device),
+/// and a staging buffer per value of every plan would be host-visible memory the size of
+/// every cache, several times over, allocated at start-up and freed at exit.
 pub(super) struct Readback {
     pub loc: Loc,
     pub ty: TensorType,
-    pub staging: wgpu::Buffer,
+    pub name: String,
+    staging: OnceLock<wgpu::Buffer>,
+}
+
+impl Readback {
+    fn new(loc: Loc, ty: TensorType, name: &str) -> Readback {
+        Readback { loc, ty, name: name.to_string(), staging: OnceLock::new() }
+    }
+
+    /// The staging buffer, made on first use.
+    pub fn staging(&self, device: &wgpu::Device) -> &wgpu::Buffer {
+        self.staging.get_or_init(|| {
+            device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some(&self.name),
+                size: self.loc.size,
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            })
+        })
+    }
 }
 
 /// A compiled plan on one device.
@@ -455,30 +477,20 @@ fn finish(
         });
     }
 
-    let staging = |size: u64, label: &str| {
-        device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some(label),
-            size,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        })
-    };
     let mut inputs = Vec::new();
     let mut states = HashMap::new();
     for id in g.ids() {
         match &g.node(id).op {
             Op::Input(i) => inputs.push((i.name.clone(), i.ty.clone(), loc(id))),
             Op::State(s) => {
-                let l = loc(id);
-                states.insert(s.name.clone(), Readback { loc: l, ty: s.ty.clone(), staging: staging(l.size, &s.name) });
+                states.insert(s.name.clone(), Readback::new(loc(id), s.ty.clone(), &s.name));
             }
             _ => {}
         }
     }
     let mut outputs = HashMap::new();
     for (name, id) in g.outputs() {
-        let l = loc(*id);
-        outputs.insert(name.clone(), Readback { loc: l, ty: g.ty(*id).clone(), staging: staging(l.size, name) });
+        outputs.insert(name.clone(), Readback::new(loc(*id), g.ty(*id).clone(), name));
     }
     let timing = backend.profile.as_ref().map(|profile| {
         let labels = specs_nodes.iter().map(|&id| format!("{} {}", g.node(id).op.name(), g.ty(id))).collect();

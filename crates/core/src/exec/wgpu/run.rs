@@ -39,7 +39,13 @@ impl Executable for WgpuExecutable {
             let mut encoder = self.prepare(inputs, scalars)?;
             self.record(&mut encoder);
             for r in &wanted {
-                encoder.copy_buffer_to_buffer(&self.buffers[&r.loc.buf], r.loc.offset, &r.staging, 0, r.loc.size);
+                encoder.copy_buffer_to_buffer(
+                    &self.buffers[&r.loc.buf],
+                    r.loc.offset,
+                    r.staging(&self.device),
+                    0,
+                    r.loc.size,
+                );
             }
             self.queue.submit([encoder.finish()]);
             let mut result = HashMap::with_capacity(wanted.len());
@@ -59,7 +65,13 @@ impl Executable for WgpuExecutable {
             })?;
             let mut encoder =
                 self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("read state") });
-            encoder.copy_buffer_to_buffer(&self.buffers[&r.loc.buf], r.loc.offset, &r.staging, 0, r.loc.size);
+            encoder.copy_buffer_to_buffer(
+                &self.buffers[&r.loc.buf],
+                r.loc.offset,
+                r.staging(&self.device),
+                0,
+                r.loc.size,
+            );
             self.queue.submit([encoder.finish()]);
             self.read(r).await
         })
@@ -303,7 +315,7 @@ impl WgpuExecutable {
 
     /// Maps `r`'s staging buffer (filled by the last submission) and decodes it.
     async fn read(&self, r: &Readback) -> Result<Tensor> {
-        decode(&self.read_bytes(&r.staging).await?, r.loc.elem, &r.ty)
+        decode(&self.read_bytes(r.staging(&self.device)).await?, r.loc.elem, &r.ty)
     }
 
     /// Maps `staging` (filled by the last submission), copies its bytes out and unmaps it.
