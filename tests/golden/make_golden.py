@@ -111,6 +111,8 @@ CLIPS = {
 EXTRA_RUNS = {
     "short_1": [("without_timestamps", {"without_timestamps": True})],
     "short_2": [("initial_prompt", {"initial_prompt": "A farmer gives directions to a visitor."})],
+    # Two stretches, each starting where a sentence does.
+    "long": [("clip_timestamps", {"clip_timestamps": "6.72,26,32.64,44.4"})],
 }
 BASE_OPTIONS = {"beam_size": 1, "language": "en", "vad_filter": False}
 MEL_CLIP = "short_1"

@@ -108,6 +108,11 @@ pub struct TranscribeArgs {
     /// log-probability is below --log-prob-threshold. Default: 0.6.
     #[arg(long, value_name = "P", value_parser = parse_probability)]
     pub no_speech_threshold: Option<f32>,
+    /// Transcribe only these stretches, as start,end times in seconds (`5,40.5,70,95`; a last
+    /// start without an end runs to the end of the audio). Segments keep their times in the
+    /// whole file.
+    #[arg(long, value_name = "T", value_delimiter = ',', value_parser = parse_time)]
+    pub clip_timestamps: Vec<f64>,
 }
 
 /// The `--task` choices.
@@ -143,6 +148,7 @@ impl TranscribeArgs {
             initial_prompt: self.initial_prompt.clone(),
             best_of: self.best_of.map_or(defaults.best_of, usize::from),
             seed: self.seed.unwrap_or(defaults.seed),
+            clip_timestamps: self.clip_timestamps.clone(),
             ..defaults
         }
     }
@@ -173,6 +179,13 @@ fn parse_finite(s: &str) -> std::result::Result<f32, String> {
 
 fn parse_positive(s: &str) -> std::result::Result<f32, String> {
     Some(parse_number(s)?).filter(|v| v.is_finite() && *v > 0.0).ok_or_else(|| "not a number > 0".into())
+}
+
+fn parse_time(s: &str) -> std::result::Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(t) if t.is_finite() && t >= 0.0 => Ok(t),
+        _ => Err("a time is a number of seconds >= 0".into()),
+    }
 }
 
 fn parse_probability(s: &str) -> std::result::Result<f32, String> {

@@ -334,6 +334,21 @@ fn options_the_model_cannot_honour_fail_before_any_file_is_read() {
         stderr.starts_with("error: invalid value '-1' for '--temperature <T>': a temperature is a number >= 0"),
         "{stderr}"
     );
+
+    let out = transcribe(&["--clip-timestamps", "1,x", path_str(&input)], None, &[]);
+    assert_eq!(out.status.code(), Some(2), "a command-line error");
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.starts_with("error: invalid value 'x' for '--clip-timestamps <T>': a time is a number of seconds >= 0"),
+        "{stderr}"
+    );
+    // A clip starting after the audio ends leaves nothing to transcribe.
+    let wav = golden("short_1.wav");
+    let out =
+        transcribe(&["--backend", "cpu", "--format", "json", "--clip-timestamps", "600", path_str(&wav)], None, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let json: serde_json::Value = serde_json::from_str(text(&out.stdout).lines().next().unwrap()).unwrap();
+    assert_eq!(json["segments"], serde_json::json!([]));
 }
 
 #[test]

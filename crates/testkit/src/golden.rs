@@ -193,6 +193,11 @@ pub fn options(run: &Value) -> TranscribeOptions {
         temperatures: o["temperature"].as_f64().map_or(defaults.temperatures.clone(), |t| vec![t as f32]),
         timestamps: !o["without_timestamps"].as_bool().unwrap_or(false),
         initial_prompt: o["initial_prompt"].as_str().map(str::to_string),
+        clip_timestamps: match &o["clip_timestamps"] {
+            Value::Null => Vec::new(),
+            Value::String(s) => s.split(',').map(|t| t.trim().parse().unwrap()).collect(),
+            other => other.as_array().unwrap().iter().map(|t| t.as_f64().unwrap()).collect(),
+        },
         ..defaults
     }
 }

@@ -97,6 +97,8 @@ export interface TranscribeOptions {
   maxInitialTimestamp?: number;
   bestOf?: number;
   seed?: number;
+  /** Only these stretches, as [start, end, start, end, ...] seconds (a last start runs to the end). */
+  clipTimestamps?: number[];
   /** Each segment as soon as it is decoded. */
   onSegment?: (segment: Segment) => void;
   /** Seconds of audio done, after each 30 s window. */

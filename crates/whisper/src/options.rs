@@ -58,6 +58,11 @@ pub struct TranscribeOptions {
     pub best_of: usize,
     /// Seed of the sampling noise, so fallback results are reproducible.
     pub seed: u64,
+    /// Only these stretches of the audio are transcribed, as start and end times in seconds
+    /// (`[start, end, start, end, ...]`; a last start without an end runs to the end of the
+    /// audio), as faster-whisper's `clip_timestamps`. Empty transcribes everything. Segments
+    /// keep their times in the whole recording.
+    pub clip_timestamps: Vec<f64>,
 }
 
 impl Default for TranscribeOptions {
@@ -78,6 +83,7 @@ impl Default for TranscribeOptions {
             max_initial_timestamp: 1.0,
             best_of: 5,
             seed: 0,
+            clip_timestamps: Vec::new(),
         }
     }
 }
@@ -99,6 +105,9 @@ impl TranscribeOptions {
                 "max_initial_timestamp: {} is not a finite value >= 0",
                 self.max_initial_timestamp
             )));
+        }
+        if let Some(t) = self.clip_timestamps.iter().find(|t| !(t.is_finite() && **t >= 0.0)) {
+            return Err(Error::bad_option(format!("clip_timestamps: {t} is not a time in seconds >= 0")));
         }
         let thresholds = [
             ("compression_ratio_threshold", self.compression_ratio_threshold),

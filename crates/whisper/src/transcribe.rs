@@ -18,6 +18,10 @@ use susurrus_core::tensor::Tensor;
 
 /// Samples per second of the audio Whisper takes.
 pub const SAMPLE_RATE: usize = 16000;
+
+/// Log-mel frames per second of audio.
+const FRAMES_PER_SECOND: f64 = (SAMPLE_RATE / HOP_LENGTH) as f64;
+
 /// Zero samples the reference appends before computing the log-mel.
 const TAIL_PADDING: usize = 160;
 /// Mel frames per encoder position (the encoder's second convolution has stride 2).
@@ -116,6 +120,7 @@ impl Whisper {
         let n_frames = self.config.n_frames();
         let frame_seconds = HOP_LENGTH as f64 / SAMPLE_RATE as f64;
         let time_precision = ids.timestamp_step as f64;
+        let clips = seek_clips(&options.clip_timestamps, content_frames);
 
         let mut all_tokens: Vec<u32> = Vec::new();
         if let Some(prompt) = &options.initial_prompt {
@@ -133,21 +138,34 @@ impl Whisper {
             Some(language) => (language, 1.0),
             None if content_frames == 0 => ("en".to_string(), 1.0),
             None => {
-                // The reference detects on the first 3000 frames of the whole log-mel, the
-                // frame of the appended padding included, where the first window stops at
-                // the content: for audio under 30 s the two differ by that one frame.
-                let frames = mel.shape().dims()[1].min(n_frames);
-                self.program.encode(&window(&mel, 0, frames, n_frames)?, false).await?;
-                encoded = Some((0, frames));
+                // The reference detects on the first 3000 frames of the whole log-mel from
+                // the first clip's start, the frame of the appended padding included, where
+                // the first window stops at the content: for audio under 30 s the two differ
+                // by that one frame.
+                let start = options.clip_timestamps.first().map_or(0.0, |t| t * FRAMES_PER_SECOND);
+                let start = if start < content_frames as f64 { start as usize } else { 0 };
+                let frames = (mel.shape().dims()[1] - start).min(n_frames);
+                self.program.encode(&window(&mel, start, frames, n_frames)?, false).await?;
+                encoded = Some((start, frames));
                 self.detect_language().await?
             }
         };
         let sot_sequence = self.sot_sequence(&language, options.task)?;
 
-        let mut seek = 0;
-        while seek < content_frames {
+        let mut clip = 0;
+        let mut seek = clips[0].0;
+        while let Some(&(clip_start, clip_end)) = clips.get(clip) {
+            let clip_end = clip_end.min(content_frames);
+            seek = seek.max(clip_start);
+            if seek >= clip_end {
+                clip += 1;
+                if let Some(next) = clips.get(clip) {
+                    seek = next.0;
+                }
+                continue;
+            }
             let time_offset = seek as f64 * frame_seconds;
-            let segment_size = n_frames.min(content_frames - seek);
+            let segment_size = n_frames.min(content_frames - seek).min(clip_end - seek);
             let segment_duration = segment_size as f64 * frame_seconds;
             if encoded != Some((seek, segment_size)) {
                 self.program.encode(&window(&mel, seek, segment_size, n_frames)?, false).await?;
@@ -244,6 +262,21 @@ impl Whisper {
     }
 }
 
+/// The stretches of log-mel frames to transcribe, as faster-whisper makes them from
+/// `clip_timestamps`: the times rounded to frames (half to even, as Python's `round`), paired
+/// as (start, end), a last unpaired start running to `content_frames`; none given is the whole.
+fn seek_clips(clip_timestamps: &[f64], content_frames: usize) -> Vec<(usize, usize)> {
+    let mut points: Vec<usize> =
+        clip_timestamps.iter().map(|t| (t * FRAMES_PER_SECOND).round_ties_even() as usize).collect();
+    if points.is_empty() {
+        points.push(0);
+    }
+    if points.len() % 2 == 1 {
+        points.push(content_frames);
+    }
+    points.chunks_exact(2).map(|p| (p[0], p[1])).collect()
+}
+
 fn segment_of(result: &Decoded, start: f64, end: f64, text: String, tokens: Vec<u32>, seek: usize) -> Segment {
     Segment {
         start,
@@ -301,5 +334,23 @@ fn split_segments(
         }
         pieces.push((time_offset, time_offset + duration, tokens.to_vec()));
         (pieces, seek + segment_size)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clips_pair_the_times_as_frames_like_the_reference() {
+        assert_eq!(seek_clips(&[], 500), [(0, 500)]);
+        assert_eq!(seek_clips(&[0.0], 500), [(0, 500)]);
+        assert_eq!(seek_clips(&[1.0], 500), [(100, 500)]);
+        // Python's round: halves go to the even frame (0.125 s is frame 12.5 -> 12).
+        assert_eq!(seek_clips(&[0.125, 2.0, 3.0], 500), [(12, 200), (300, 500)]);
+        assert_eq!(seek_clips(&[0.135, 6.72, 26.0, 44.4], 5000), [(14, 672), (2600, 4440)]);
+        // A clip ending before it starts, or past the audio, is kept as given: the seek loop
+        // skips the one and stops the other at the end of the audio.
+        assert_eq!(seek_clips(&[3.0, 2.0, 4.0, 9.0], 500), [(300, 200), (400, 900)]);
     }
 }
