@@ -91,7 +91,8 @@ pub(super) struct Dispatch {
 pub(super) struct Readback {
     pub loc: Loc,
     pub ty: TensorType,
-    pub name: String,
+    /// The staging buffer's label.
+    name: String,
     staging: OnceLock<wgpu::Buffer>,
 }
 
