@@ -25,32 +25,6 @@ fn greater(a: $T, b: $T) -> bool {
     return $GREATER;
 }
 
-// Order-preserving keys of f32 values: negative values' bits reversed, positive ones above
-// them; every NaN the largest key, -0 as +0.
-fn key_f32(x: f32) -> u32 {
-    if (is_nan(x)) {
-        return 0xffffffffu;
-    }
-    let b = select(bitcast<u32>(x), 0u, x == 0.0);
-    return select(b | 0x80000000u, ~b, (b & 0x80000000u) != 0u);
-}
-
-fn unkey_f32(key: u32) -> u32 {
-    if (key == 0xffffffffu) {
-        return 0x7fc00000u;
-    }
-    return select(~key, key & 0x7fffffffu, (key & 0x80000000u) != 0u);
-}
-
-// i32 keys: the sign bit flipped.
-fn key_i32(x: i32) -> u32 {
-    return bitcast<u32>(x) ^ 0x80000000u;
-}
-
-fn unkey_i32(key: u32) -> u32 {
-    return key ^ 0x80000000u;
-}
-
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, th: Thread) {
     let t = thread_index(th);

@@ -48,6 +48,33 @@ fn is_nan(x: f32) -> bool {
     return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;
 }
 
+// Order-preserving u32 keys of values (argmax, top_k): values compare as their keys do, and
+// `unkey_*` gives a key's value bits back. f32 keys: negative values' bits reversed, positive
+// ones above them; every NaN the largest key, -0 as +0.
+fn key_f32(x: f32) -> u32 {
+    if (is_nan(x)) {
+        return 0xffffffffu;
+    }
+    let b = select(bitcast<u32>(x), 0u, x == 0.0);
+    return select(b | 0x80000000u, ~b, (b & 0x80000000u) != 0u);
+}
+
+fn unkey_f32(key: u32) -> u32 {
+    if (key == 0xffffffffu) {
+        return 0x7fc00000u;
+    }
+    return select(~key, key & 0x7fffffffu, (key & 0x80000000u) != 0u);
+}
+
+// i32 keys: the sign bit flipped.
+fn key_i32(x: i32) -> u32 {
+    return bitcast<u32>(x) ^ 0x80000000u;
+}
+
+fn unkey_i32(key: u32) -> u32 {
+    return key ^ 0x80000000u;
+}
+
 // The larger of a and b, NaN if either is (WGSL's max leaves NaN unspecified).
 fn max_nan(a: f32, b: f32) -> f32 {
     return select(select(max(a, b), b, is_nan(b)), a, is_nan(a));

@@ -1,8 +1,9 @@
 """Times `susurrus transcribe` and faster-whisper side by side on the golden clips.
 
-Both run Whisper tiny.en from the same CTranslate2 folder on 2 CPU threads, greedy (beam size 1),
-English, no VAD: the options tests/golden/make_golden.py gives faster-whisper (imported from it,
-so the two cannot drift apart). Each loads its model once and transcribes the clip list
+Both run Whisper tiny.en from the same CTranslate2 folder on 2 CPU threads with the same beam
+size (--beam-size: 5, both defaults, or 1, greedy), English, no VAD: otherwise the options
+tests/golden/make_golden.py gives faster-whisper (imported from it, so the two cannot drift
+apart). Each loads its model once and transcribes the clip list
 1 + REPEATS times; the first pass warms caches and allocators and is discarded, and each clip's
 figure is the median of the other passes. The two never run at the same time.
 
@@ -67,12 +68,12 @@ def fetch_model():
     return out.strip().splitlines()[-1]
 
 
-def time_susurrus(binary, model, backend, wavs, passes):
+def time_susurrus(binary, model, backend, beam_size, wavs, passes):
     """Per clip: the texts and transcribe_ms of every pass, from one process (model loaded
     once), the clip list given `passes` times."""
     command = [
         str(binary), "transcribe", "--model", model, "--backend", backend,
-        "--threads", str(CPU_THREADS), "--format", "json",
+        "--threads", str(CPU_THREADS), "--beam-size", str(beam_size), "--format", "json",
     ] + [str(w) for w in wavs] * passes
     run = subprocess.run(command, capture_output=True, text=True)
     if run.returncode != 0:
@@ -92,7 +93,7 @@ def time_susurrus(binary, model, backend, wavs, passes):
     return results
 
 
-def time_faster_whisper(model_dir, wavs, passes):
+def time_faster_whisper(model_dir, beam_size, wavs, passes):
     """Per clip: the texts and the milliseconds of transcribe() plus consuming its segments,
     on samples decoded beforehand, model loaded once."""
     model = WhisperModel(model_dir, device="cpu", compute_type="float32", cpu_threads=CPU_THREADS)
@@ -101,7 +102,7 @@ def time_faster_whisper(model_dir, wavs, passes):
     for _ in range(passes):
         for clip, samples in enumerate(audio):
             start = time.perf_counter()
-            segments, _ = model.transcribe(samples, **BASE_OPTIONS)
+            segments, _ = model.transcribe(samples, **{**BASE_OPTIONS, "beam_size": beam_size})
             text = "".join(s.text for s in segments)
             results[clip]["ms"].append((time.perf_counter() - start) * 1000.0)
             results[clip]["texts"].append(text)
@@ -114,11 +115,15 @@ def main():
     )
     parser.add_argument("--backend", choices=["auto", "cpu", "wgpu"], default="cpu",
                         help="susurrus's --backend (default: cpu)")
+    parser.add_argument("--beam-size", type=int, default=5,
+                        help="beams of both (default: 5, both defaults; 1 decodes greedily)")
     parser.add_argument("--repeats", type=int, default=3,
                         help="timed warm passes whose median is reported (default: 3)")
     args = parser.parse_args()
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
+    if not 1 <= args.beam_size <= 32:
+        parser.error("--beam-size must be 1 to 32")
 
     binary = build()
     model = fetch_model()
@@ -127,12 +132,12 @@ def main():
     durations = [len(decode_audio(str(w), sampling_rate=SAMPLE_RATE)) / SAMPLE_RATE for w in wavs]
 
     load_ours = os.getloadavg()[0]
-    ours = time_susurrus(binary, model, args.backend, wavs, passes)
+    ours = time_susurrus(binary, model, args.backend, args.beam_size, wavs, passes)
     load_theirs = os.getloadavg()[0]
-    theirs = time_faster_whisper(model, wavs, passes)
+    theirs = time_faster_whisper(model, args.beam_size, wavs, passes)
 
     print(f"susurrus --backend {args.backend} --threads {CPU_THREADS} vs faster-whisper "
-          f"(float32, cpu_threads={CPU_THREADS}, beam_size=1), Whisper tiny.en")
+          f"(float32, cpu_threads={CPU_THREADS}), beam_size={args.beam_size}, Whisper tiny.en")
     passes_text = "1 warm pass" if args.repeats == 1 else f"median of {args.repeats} warm passes"
     print(f"{passes_text} (first pass discarded); 1-min load average "
           f"before: susurrus {load_ours:.2f}, faster-whisper {load_theirs:.2f}")

@@ -1,6 +1,7 @@
-// Reductions, argmax and softmax (crates/native/src/cuda/lower/reduce.rs). The input is viewed
-// as [outer, n, inner] around the axis; result m = o * inner + i folds the run of n values at
-// (o * n + k) * inner + i. Indices are 32-bit: the lowering keeps element counts below 2^32.
+// Reductions, argmax, top_k and softmax (crates/native/src/cuda/lower/reduce.rs). The input is
+// viewed as [outer, n, inner] around the axis; result m = o * inner + i folds the run of n
+// values at (o * n + k) * inner + i. Indices are 32-bit: the lowering keeps element counts
+// below 2^32. (top_k, below, has a layout of its own.)
 //
 // Along the last axis (inner == 1) `*_rows` kernels run on a grid (rows, parts): block (r, y)
 // folds values [y * chunk, (y + 1) * chunk) of row r with block reductions. With one part it
@@ -247,6 +248,173 @@ extern "C" __global__ void argmax_runs(const ArgmaxParams p) {
         }
     }
     stu(p.out, m, best);
+}
+
+// top_k: the indices of the first k values of a row in the reference's order (larger values
+// first, equal values by lower index, NaN above every number), as u32s [rows, k]. Values are
+// compared by u32 keys whose order is theirs, and candidates as pairs (key, index): the first
+// of two has the larger key, or the same key at the lower index. NONE (key 0, index
+// 0xffffffff) comes after every genuine candidate (indices stay below 2^32 - 1).
+//
+// A warp selects the first k of the candidates its lanes hold (c = from, from + stride, ...)
+// in k rounds: each lane keeps the first of its candidates not yet picked, a butterfly of
+// shuffles finds the first of the lanes' pairs, and only the lane that held it moves on, to
+// its first candidate after the pick (every other lane's pair still comes after it). Nothing
+// is marked or changed, so ties and repeated values need no care. A lane keeps its first
+// TOP_K_HELD candidates in registers, so that search reads no memory unless it holds more
+// (the lowering sizes blocks for at most TOP_K_HELD). A block runs that in every warp, then
+// warp 0 selects among the warps' picks (in shared memory) the same way.
+//
+// `top_k_rows` takes a block per part of a row (blocks row * parts + part); with one part it
+// writes the row's indices, with several its k pairs go to `partials` ([rows, parts, k]
+// pairs, NONE after a part's last value when it has fewer than k), which `top_k_combine`
+// merges with a block per row. k is at most TOP_K_MAX, blocks at most TOP_K_WARPS warps.
+
+#define TOP_K_MAX 64u
+#define TOP_K_WARPS 16u
+#define TOP_K_HELD 16u
+#define TOP_K_NONE 0xffffffffu
+
+// The key of value word `w` of an input of `kind`: f32 words (f16 widened) with negative
+// values' bits reversed below the positive ones, -0 as +0 and every NaN the largest key; i32
+// with the sign bit flipped; u32 as they are.
+__device__ __forceinline__ unsigned top_k_key(unsigned kind, unsigned w) {
+    if (kind == KIND_I32) return w ^ 0x80000000u;
+    if (kind == KIND_U32) return w;
+    unsigned a = w & 0x7fffffffu;
+    if (a > 0x7f800000u) return 0xffffffffu;
+    if (a == 0u) return 0x80000000u;
+    return (w & 0x80000000u) ? ~w : (w | 0x80000000u);
+}
+
+// Whether pair (ak, ai) comes before (bk, bi).
+__device__ __forceinline__ bool top_k_before(unsigned ak, unsigned ai, unsigned bk, unsigned bi) {
+    return ak > bk || (ak == bk && ai < bi);
+}
+
+// A lane's candidates: c = from, from + stride, ... below `count`, read with `cand(c, key,
+// index)`; the first TOP_K_HELD of them kept in registers (NONE where there are fewer).
+template <typename C>
+struct TopKLane {
+    C cand;
+    unsigned from, stride, count;
+    unsigned keys[TOP_K_HELD], indices[TOP_K_HELD];
+
+    __device__ __forceinline__ TopKLane(C cand, unsigned from, unsigned stride, unsigned count)
+        : cand(cand), from(from), stride(stride), count(count) {
+#pragma unroll
+        for (unsigned j = 0; j < TOP_K_HELD; j++) {
+            unsigned c = from + j * stride;
+            keys[j] = 0u;
+            indices[j] = TOP_K_NONE;
+            if (c < count) cand(c, keys[j], indices[j]);
+        }
+    }
+
+    // (bk, bi) becomes (ck, ci) if that comes after (ak, ai) (or `all`) and before (bk, bi).
+    __device__ __forceinline__ static void consider(bool all, unsigned ak, unsigned ai, unsigned ck, unsigned ci,
+                                                    unsigned& bk, unsigned& bi) {
+        if ((all || top_k_before(ak, ai, ck, ci)) && top_k_before(ck, ci, bk, bi)) {
+            bk = ck;
+            bi = ci;
+        }
+    }
+
+    // The first of the lane's candidates after (ak, ai), or the first of all when `all`; NONE
+    // if there is none.
+    __device__ __forceinline__ void first_after(bool all, unsigned ak, unsigned ai, unsigned& key, unsigned& index) {
+        unsigned bk = 0u, bi = TOP_K_NONE;
+#pragma unroll
+        for (unsigned j = 0; j < TOP_K_HELD; j++) consider(all, ak, ai, keys[j], indices[j], bk, bi);
+        for (unsigned c = from + TOP_K_HELD * stride; c < count; c += stride) {
+            unsigned ck, ci;
+            cand(c, ck, ci);
+            consider(all, ak, ai, ck, ci, bk, bi);
+        }
+        key = bk;
+        index = bi;
+    }
+};
+
+// The first k of the warp's candidates (the lane's: from, from + stride, ... below `count`),
+// in order: `emit(r, key, index)` in every lane for r = 0 .. k-1.
+template <typename C, typename E>
+__device__ __forceinline__ void top_k_warp(C cand, unsigned from, unsigned stride, unsigned count, unsigned k, E emit) {
+    TopKLane<C> lane(cand, from, stride, count);
+    unsigned key, index;
+    lane.first_after(true, 0u, 0u, key, index);
+    for (unsigned r = 0; r < k; r++) {
+        unsigned bk = key, bi = index;
+        for (int o = 16; o > 0; o >>= 1) {
+            unsigned ok = __shfl_xor_sync(0xffffffffu, bk, o), oi = __shfl_xor_sync(0xffffffffu, bi, o);
+            if (top_k_before(ok, oi, bk, bi)) {
+                bk = ok;
+                bi = oi;
+            }
+        }
+        emit(r, bk, bi);
+        if (key == bk && index == bi) lane.first_after(false, bk, bi, key, index);
+    }
+}
+
+// The first k of the block's `count` candidates (thread t holds t, t + blockDim.x, ...), in
+// order: `emit(r, key, index)` in lane 0 of warp 0. `keys` and `indices` hold TOP_K_WARPS * k
+// words each.
+template <typename C, typename E>
+__device__ __forceinline__ void top_k_block(C cand, unsigned count, unsigned k, unsigned* keys, unsigned* indices,
+                                            E emit) {
+    unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+    top_k_warp(cand, threadIdx.x, blockDim.x, count, k, [&](unsigned r, unsigned key, unsigned index) {
+        if (lane == 0u) {
+            keys[warp * k + r] = key;
+            indices[warp * k + r] = index;
+        }
+    });
+    __syncthreads();
+    if (warp != 0u) return;
+    auto picked = [&](unsigned c, unsigned& key, unsigned& index) {
+        key = keys[c];
+        index = indices[c];
+    };
+    top_k_warp(picked, lane, 32u, (blockDim.x >> 5) * k, k, [&](unsigned r, unsigned key, unsigned index) {
+        if (lane == 0u) emit(r, key, index);
+    });
+}
+
+extern "C" __global__ void top_k_rows(const TopKParams p) {
+    __shared__ unsigned keys[TOP_K_WARPS * TOP_K_MAX];
+    __shared__ unsigned indices[TOP_K_WARPS * TOP_K_MAX];
+    unsigned row = blockIdx.x / p.parts, part = blockIdx.x % p.parts;
+    unsigned lo = part * p.chunk, count = min(p.chunk, p.n - lo);
+    u64 base = (u64)row * p.n + lo;
+    In x = p.x;
+    auto value = [=](unsigned c, unsigned& key, unsigned& index) {
+        key = top_k_key(x.kind, ldw(x, base + c));
+        index = lo + c;
+    };
+    top_k_block(value, count, p.k, keys, indices, [&](unsigned r, unsigned key, unsigned index) {
+        if (p.parts == 1u) {
+            stu(p.out, (u64)row * p.k + r, index);
+        } else {
+            unsigned* pair = (unsigned*)p.partials + 2u * ((u64)blockIdx.x * p.k + r);
+            pair[0] = key;
+            pair[1] = index;
+        }
+    });
+}
+
+extern "C" __global__ void top_k_combine(const TopKParams p) {
+    __shared__ unsigned keys[TOP_K_WARPS * TOP_K_MAX];
+    __shared__ unsigned indices[TOP_K_WARPS * TOP_K_MAX];
+    unsigned row = blockIdx.x;
+    const unsigned* pairs = (const unsigned*)p.partials + 2u * (u64)row * p.parts * p.k;
+    auto pair = [=](unsigned c, unsigned& key, unsigned& index) {
+        key = pairs[2u * c];
+        index = pairs[2u * c + 1u];
+    };
+    top_k_block(pair, p.parts * p.k, p.k, keys, indices, [&](unsigned r, unsigned, unsigned index) {
+        stu(p.out, (u64)row * p.k + r, index);
+    });
 }
 
 // Softmax of a row, stably: the row maximum (fmaxf skips NaN, like the reference's f32::max),

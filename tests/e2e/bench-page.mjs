@@ -38,7 +38,8 @@ await runTest("bench-page", async (onCleanup) => {
   ], { encoding: "utf8" }));
   assertEqual(r.text, native.text, "the page's first transcription vs the native CLI's");
   assertEqual([r.backend, r.info.backend], ["cpu", "cpu"], "backend of the bench and of the loaded model");
-  for (const key of ["loadMs", "firstTranscribeMs", "encoderMs", "msPerToken", "msPerTokenSingle", "deviceMsPerStep", "transcribeMs"]) {
+  for (const key of ["loadMs", "firstTranscribeMs", "encoderMs", "msPerToken", "msPerTokenSingle", "deviceMsPerStep",
+    "beamMsPerStep", "transcribeMs", "transcribeBeamMs"]) {
     assert(typeof r[key] === "number" && r[key] > 0, `${key} is ${r[key]}`);
   }
   assertEqual([r.encoderKernels, r.stepKernels], [null, null], "kernel counts (the CPU executor records none)");
@@ -46,5 +47,8 @@ await runTest("bench-page", async (onCleanup) => {
   assert(Math.abs(r.audioDurationS - native.timings.audio_duration_s) < 1e-3,
     `audio duration ${r.audioDurationS} s in the page, ${native.timings.audio_duration_s} s natively`);
   assert(Math.abs(r.rtf - r.transcribeMs / 1e3 / r.audioDurationS) < 1e-9, `rtf ${r.rtf} vs transcribeMs ${r.transcribeMs}`);
+  assert(Math.abs(r.beamRtf - r.transcribeBeamMs / 1e3 / r.audioDurationS) < 1e-9,
+    `beamRtf ${r.beamRtf} vs transcribeBeamMs ${r.transcribeBeamMs}`);
+  assertEqual(r.beams, 5, "beams of the timed beam step (the default beam size)");
   assertEqual(typeof r.gpu, "object", "the WebGPU adapter report");
 });

@@ -17,11 +17,14 @@ export const susurrusBin = process.env.SUSURRUS_BIN ?? join(repoRoot, "target/de
 export const modelDir = process.env.SUSURRUS_MODEL ?? join(homedir(), ".cache/susurrus/models/whisper-tiny.en-ct2");
 export const clipWav = join(repoRoot, "tests/fixtures/golden/short_2.wav");
 
-/** The default run of the golden clip: faster-whisper's text and segment times. */
+/**
+ * The golden clip's reference run with faster-whisper's default options (beam search with 5
+ * beams, as the package's defaults): its text and segment times.
+ */
 export function reference() {
   const golden = JSON.parse(readFileSync(join(repoRoot, "tests/fixtures/golden/short_2.json"), "utf8"));
-  const run = golden.runs.find((r) => r.name === "default");
-  if (!run) throw new Error("tests/fixtures/golden/short_2.json has no run named \"default\"");
+  const run = golden.runs.find((r) => r.name === "beam_5");
+  if (!run) throw new Error("tests/fixtures/golden/short_2.json has no run named \"beam_5\"");
   return { text: run.text.trim(), segments: run.segments.map(({ start, end, text }) => ({ start, end, text: text.trim() })) };
 }
 

@@ -115,6 +115,8 @@ EXTRA_RUNS = {
     "long": [("clip_timestamps", {"clip_timestamps": "6.72,26,32.64,44.4"})],
 }
 BASE_OPTIONS = {"beam_size": 1, "language": "en", "vad_filter": False}
+# Every clip also runs with faster-whisper's default beam search.
+BEAM_RUN = ("beam_5", {"beam_size": 5})
 MEL_CLIP = "short_1"
 
 # The multilingual set: one sentence per language, spoken by espeak-ng's voice for it (voices
@@ -171,7 +173,7 @@ SETS = {
         "name": "whisper-tiny.en (CTranslate2, float16 weights, run as float32)",
         "clips": CLIPS,
         "options": BASE_OPTIONS,
-        "runs": lambda clip: [("default", {})] + EXTRA_RUNS.get(clip, []),
+        "runs": lambda clip: [("default", {})] + EXTRA_RUNS.get(clip, []) + [BEAM_RUN],
         "mel_clip": MEL_CLIP,
         "folder": ".",
     },

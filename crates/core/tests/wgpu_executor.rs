@@ -457,6 +457,51 @@ fn kv_write_writes_at_the_offset_and_nothing_past_the_end() {
     }
 }
 
+/// A beam's cache reordered in place: rows gathered from the buffer by `rows` and written
+/// back over it, then the step's row written at `pos`. The gather reads the buffer before the
+/// write replaces it, on every backend, run after run (each run starting from the last).
+#[test]
+fn a_buffer_reordered_by_a_gather_of_itself_keeps_the_old_rows_it_reads() {
+    let mut g = Graph::new("reorder");
+    let cache = g.state("cache", TensorType::new(DType::I32, [4, 3])).unwrap();
+    let rows = g.input("rows", TensorType::new(DType::U32, [4])).unwrap();
+    let x = g.input("x", TensorType::new(DType::I32, [1, 3])).unwrap();
+    let pos = g.scalar("pos");
+    let reordered = g.gather(cache, rows).unwrap();
+    let full = g.write_state(cache, reordered).unwrap();
+    let w = g.kv_write(full, x, 0, pos).unwrap();
+    g.output("cache", w).unwrap();
+    let plan = plan(g).unwrap();
+    let runs: [([u32; 4], [i32; 3], u32); 4] = [
+        ([0, 1, 2, 3], [1, 2, 3], 0),
+        ([0, 0, 1, 1], [4, 5, 6], 2),
+        ([3, 2, 1, 0], [7, 8, 9], 1),
+        ([2, 2, 0, 3], [0, 1, 0], 3),
+    ];
+    // The host's reordering, run by run.
+    let mut want = vec![[0i32; 3]; 4];
+    let mut wants = Vec::new();
+    for (rows, x, pos) in runs {
+        want = rows.iter().map(|&r| want[r as usize]).collect();
+        want[pos as usize] = x;
+        wants.push(want.concat());
+    }
+    let f32_path = WgpuOptions { allow_f16: false, allow_subgroups: false, ..WgpuOptions::default() };
+    let wgpu = [WgpuOptions::default(), f32_path].map(backend);
+    let backends: [&dyn Backend; 3] = [&CpuBackend::new(), &wgpu[0], &wgpu[1]];
+    for b in backends {
+        let mut exe = block_on(b.compile(&plan, &HashMap::new())).unwrap();
+        for ((rows, x, pos), want) in runs.iter().zip(&wants) {
+            let inputs = HashMap::from([
+                ("rows".to_string(), Tensor::u32([4], rows.to_vec()).unwrap()),
+                ("x".to_string(), Tensor::i32([1, 3], x.to_vec()).unwrap()),
+            ]);
+            let out = block_on(exe.run(&inputs, &at(*pos), &["cache"])).unwrap();
+            assert_eq!(out["cache"].as_i32().unwrap(), &want[..], "{} at pos {pos}", b.name());
+        }
+    }
+}
+
 /// Argmax over rows as long as the vocabulary (each lane keeps two candidates): the first of
 /// tied maxima wins wherever they fall, and the first NaN beats every number, as in the
 /// reference.

@@ -3,12 +3,11 @@
 //! the time per op (CPU: a clock per step; CUDA: events, launching op by op; wgpu: timestamp
 //! queries, a compute pass per dispatch).
 
-use std::ops::ControlFlow;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde::Serialize;
-use susurrus_whisper::bench::time_pieces;
+use susurrus_whisper::bench::{time_pieces, time_transcriptions};
 use susurrus_whisper::{TranscribeOptions, Whisper};
 
 use crate::backend::{self, BackendChoice};
@@ -79,9 +78,17 @@ pub struct BenchReport {
     /// `None` where the backend does not count them).
     pub encoder_launches: Option<usize>,
     pub decoder_step_launches: Option<usize>,
+    /// Beam steps of `beams` beams, one host round trip each (`None` without beam graphs).
+    pub beam_ms_per_step: Option<f64>,
+    pub beams: usize,
+    /// Whole transcriptions, greedy (`--beam-size 1`).
     pub transcribe_ms: f64,
     pub audio_seconds: f64,
     pub real_time_factor: f64,
+    /// Whole transcriptions with the default beam search (`beam_size` beams).
+    pub transcribe_beam_ms: f64,
+    pub beam_real_time_factor: f64,
+    pub beam_size: usize,
     pub peak_memory_mib: Option<f64>,
     pub profile: Vec<ProfileRow>,
 }
@@ -101,11 +108,6 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         table(&report)
     };
     crate::print(&text)
-}
-
-fn median(mut times: Vec<Duration>) -> f64 {
-    times.sort();
-    times.get(times.len() / 2).map_or(0.0, |d| d.as_secs_f64() * 1e3)
 }
 
 pub fn measure(args: &BenchArgs) -> Result<BenchReport> {
@@ -141,18 +143,18 @@ pub fn measure(args: &BenchArgs) -> Result<BenchReport> {
     let (encoder_launches, decoder_step_launches) = whisper.program_mut().launches();
 
     profile.clear();
-    let mut options = TranscribeOptions::default();
+    let mut beam = TranscribeOptions::default();
     if !args.temperatures.is_empty() {
-        options.temperatures = args.temperatures.clone();
+        beam.temperatures = args.temperatures.clone();
     }
-    let transcribe = time_runs(runs, || {
-        pollster::block_on(whisper.transcribe(&pcm, &options, &mut |_| ControlFlow::Continue(()))).map(drop)
-    })?;
+    let greedy = TranscribeOptions { beam_size: 1, ..beam.clone() };
+    let transcribe = pollster::block_on(time_transcriptions(&mut whisper, &pcm, &greedy, runs, &clock))?;
+    let transcribe_beam = pollster::block_on(time_transcriptions(&mut whisper, &pcm, &beam, runs, &clock))?;
     let audio_seconds = pcm.len() as f64 / f64::from(crate::audio::SAMPLE_RATE);
     let profile = profile
         .rows()
         .into_iter()
-        // The profile saw the warm-up transcription too.
+        // The profile saw the greedy transcriptions, the warm-up too.
         .map(|(op, n, t)| ProfileRow { op, runs: n / (runs + 1), ms: t.as_secs_f64() * 1e3 / (runs + 1) as f64 })
         .collect();
     Ok(BenchReport {
@@ -165,24 +167,17 @@ pub fn measure(args: &BenchArgs) -> Result<BenchReport> {
         decoder_device_ms_per_step: pieces.device_ms_per_step,
         encoder_launches,
         decoder_step_launches,
+        beam_ms_per_step: pieces.beam_ms_per_step,
+        beams: pieces.beams,
         transcribe_ms: transcribe,
         audio_seconds,
         real_time_factor: transcribe / 1e3 / audio_seconds,
+        transcribe_beam_ms: transcribe_beam,
+        beam_real_time_factor: transcribe_beam / 1e3 / audio_seconds,
+        beam_size: beam.beam_size,
         peak_memory_mib: peak_memory_mib(),
         profile,
     })
-}
-
-/// Runs `f` once to warm up, then `runs` times; the median in milliseconds.
-fn time_runs(runs: usize, mut f: impl FnMut() -> susurrus_whisper::Result<()>) -> Result<f64> {
-    f()?;
-    let mut times = Vec::with_capacity(runs);
-    for _ in 0..runs {
-        let t = Instant::now();
-        f()?;
-        times.push(t.elapsed());
-    }
-    Ok(median(times))
 }
 
 /// The process's peak resident memory (Linux: `VmHWM`; elsewhere not measured).
@@ -209,8 +204,17 @@ fn table(r: &BenchReport) -> String {
                 _ => "n/a".into(),
             },
         ),
-        (&*format!("transcribe {:.1} s of audio", r.audio_seconds), format!("{:.1} ms", r.transcribe_ms)),
-        ("real-time factor (lower is faster)", format!("{:.4}", r.real_time_factor)),
+        (
+            &*format!("decoder, one step of {} beams", r.beams),
+            r.beam_ms_per_step.map_or("n/a".into(), |ms| format!("{ms:.3} ms")),
+        ),
+        (&*format!("transcribe {:.1} s, greedy", r.audio_seconds), format!("{:.1} ms", r.transcribe_ms)),
+        ("real-time factor, greedy", format!("{:.4}", r.real_time_factor)),
+        (
+            &*format!("transcribe {:.1} s, beam {}", r.audio_seconds, r.beam_size),
+            format!("{:.1} ms", r.transcribe_beam_ms),
+        ),
+        (&*format!("real-time factor, beam {}", r.beam_size), format!("{:.4}", r.beam_real_time_factor)),
         ("peak memory", r.peak_memory_mib.map_or("n/a".into(), |m| format!("{m:.0} MiB"))),
     ];
     for (what, value) in rows {

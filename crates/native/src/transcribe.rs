@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
+use susurrus_whisper::options::MAX_BEAM_SIZE;
 use susurrus_whisper::{Event, Task, TranscribeOptions, Whisper};
 
 use crate::audio;
@@ -73,8 +74,8 @@ pub struct TranscribeArgs {
     #[arg(long, value_enum, default_value = "transcribe")]
     pub task: TaskChoice,
     /// Temperatures tried in order for a 30 s window until its text passes the thresholds
-    /// below (repeat the flag or separate by commas). 0 decodes greedily. Default:
-    /// 0,0.2,0.4,0.6,0.8,1.0.
+    /// below (repeat the flag or separate by commas). 0 decodes with beam search
+    /// (--beam-size), higher ones sample (--best-of). Default: 0,0.2,0.4,0.6,0.8,1.0.
     #[arg(
         long = "temperature",
         value_name = "T",
@@ -83,6 +84,17 @@ pub struct TranscribeArgs {
         value_parser = parse_temperature
     )]
     pub temperatures: Vec<f32>,
+    /// Beams of the beam search at temperature 0; 1 decodes greedily (faster, and the same
+    /// text most of the time). Default: 5.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=MAX_BEAM_SIZE as i64))]
+    pub beam_size: Option<u16>,
+    /// Beam search patience: it waits for round(beam size × P) finished hypotheses. Default: 1.
+    #[arg(long, value_name = "P", value_parser = parse_positive)]
+    pub patience: Option<f32>,
+    /// Finished hypotheses are ranked by log-probability over length^L (0 ranks by the plain
+    /// sum). Default: 1.
+    #[arg(long, value_name = "L", allow_negative_numbers = true, value_parser = parse_non_negative)]
+    pub length_penalty: Option<f32>,
     /// Samples drawn at each temperature above 0; the most likely is kept. Default: 5.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     pub best_of: Option<u16>,
@@ -146,6 +158,9 @@ impl TranscribeArgs {
             no_speech_threshold: self.no_speech_threshold.or(defaults.no_speech_threshold),
             condition_on_previous_text: !self.no_condition_on_previous_text,
             initial_prompt: self.initial_prompt.clone(),
+            beam_size: self.beam_size.map_or(defaults.beam_size, usize::from),
+            patience: self.patience.unwrap_or(defaults.patience),
+            length_penalty: self.length_penalty.unwrap_or(defaults.length_penalty),
             best_of: self.best_of.map_or(defaults.best_of, usize::from),
             seed: self.seed.unwrap_or(defaults.seed),
             clip_timestamps: self.clip_timestamps.clone(),
@@ -175,6 +190,10 @@ pub(crate) fn parse_temperature(s: &str) -> std::result::Result<f32, String> {
 
 fn parse_finite(s: &str) -> std::result::Result<f32, String> {
     Some(parse_number(s)?).filter(|v| v.is_finite()).ok_or_else(|| "not a finite number".into())
+}
+
+fn parse_non_negative(s: &str) -> std::result::Result<f32, String> {
+    Some(parse_number(s)?).filter(|v| v.is_finite() && *v >= 0.0).ok_or_else(|| "not a number >= 0".into())
 }
 
 fn parse_positive(s: &str) -> std::result::Result<f32, String> {

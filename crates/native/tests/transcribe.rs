@@ -82,7 +82,7 @@ fn reference(clip: &str, name: &str) -> Value {
 
 /// The reference's segments as (start, end, text).
 fn reference_segments(clip: &str) -> Vec<(f64, f64, String)> {
-    reference(clip, "default")["segments"]
+    reference(clip, "beam_5")["segments"]
         .as_array()
         .expect("segments")
         .iter()
@@ -197,7 +197,7 @@ fn cpu_json_of_every_golden_clip_and_of_stdin_matches_the_reference() {
 
     let mut named: Vec<(&str, &str)> = wavs.iter().map(|p| path_str(p)).zip(clips).collect();
     named.insert(1, ("-", "short_3"));
-    check_json_lines(&out, &named, "default", "cpu");
+    check_json_lines(&out, &named, "beam_5", "cpu");
     assert_eq!(text(&out.stderr), "", "nothing on a non-terminal stderr when all goes well");
 }
 
@@ -205,18 +205,20 @@ fn cpu_json_of_every_golden_clip_and_of_stdin_matches_the_reference() {
 fn wgpu_json_of_a_short_clip_matches_the_reference() {
     let wav = golden("short_2.wav");
     let out = transcribe(&["--backend", "wgpu", "--format", "json", path_str(&wav)], None, &[]);
-    check_json_lines(&out, &[(path_str(&wav), "short_2")], "default", "wgpu");
+    check_json_lines(&out, &[(path_str(&wav), "short_2")], "beam_5", "wgpu");
 }
 
 #[test]
 fn no_timestamps_and_initial_prompt_reach_the_decoder() {
     let wav = golden("short_1.wav");
-    let out = transcribe(&["--backend", "cpu", "-f", "json", "--no-timestamps", path_str(&wav)], None, &[]);
+    let args = ["--backend", "cpu", "-f", "json", "--beam-size", "1", "--no-timestamps", path_str(&wav)];
+    let out = transcribe(&args, None, &[]);
     check_json_lines(&out, &[(path_str(&wav), "short_1")], "without_timestamps", "cpu");
 
     let wav = golden("short_2.wav");
     let prompt = reference("short_2", "initial_prompt")["options"]["initial_prompt"].as_str().unwrap().to_string();
-    let out = transcribe(&["--backend", "cpu", "-f", "json", "--initial-prompt", &prompt, path_str(&wav)], None, &[]);
+    let args = ["--backend", "cpu", "-f", "json", "--beam-size", "1", "--initial-prompt", &prompt, path_str(&wav)];
+    let out = transcribe(&args, None, &[]);
     check_json_lines(&out, &[(path_str(&wav), "short_2")], "initial_prompt", "cpu");
 }
 
@@ -334,6 +336,18 @@ fn options_the_model_cannot_honour_fail_before_any_file_is_read() {
         stderr.starts_with("error: invalid value '-1' for '--temperature <T>': a temperature is a number >= 0"),
         "{stderr}"
     );
+
+    let beam_errors = [
+        (["--beam-size", "0"], "error: invalid value '0' for '--beam-size <N>': 0 is not in 1..=32"),
+        (["--beam-size", "33"], "error: invalid value '33' for '--beam-size <N>': 33 is not in 1..=32"),
+        (["--patience", "0"], "error: invalid value '0' for '--patience <P>': not a number > 0"),
+        (["--length-penalty", "-1"], "error: invalid value '-1' for '--length-penalty <L>': not a number >= 0"),
+    ];
+    for (flags, want) in beam_errors {
+        let out = transcribe(&[flags[0], flags[1], path_str(&input)], None, &[]);
+        assert_eq!(out.status.code(), Some(2), "{flags:?}: a command-line error");
+        assert!(text(&out.stderr).starts_with(want), "{flags:?}: {}", text(&out.stderr));
+    }
 
     let out = transcribe(&["--clip-timestamps", "1,x", path_str(&input)], None, &[]);
     assert_eq!(out.status.code(), Some(2), "a command-line error");

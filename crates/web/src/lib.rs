@@ -70,10 +70,16 @@ export interface BenchResult {
   deviceMsPerStep: number;
   encoderKernels: number | null;
   stepKernels: number | null;
+  /** One decoder step of `beams` beams (null without beam graphs). */
+  beamMsPerStep: number | null;
+  beams: number;
   /** A whole greedy transcription of the audio. */
   transcribeMs: number;
   audioDurationS: number;
   rtf: number;
+  /** A whole transcription with the default beam search (5 beams). */
+  transcribeBeamMs: number;
+  beamRtf: number;
 }
 export interface Segment {
   start: number; end: number; text: string; tokens: number[];
@@ -95,6 +101,13 @@ export interface TranscribeOptions {
   suppressBlank?: boolean;
   suppressTokens?: number[] | null;
   maxInitialTimestamp?: number;
+  /** Beams of the beam search at temperature 0 (default 5, as the reference; 1 is greedy). */
+  beamSize?: number;
+  /** Beam search waits for round(beamSize * patience) finished hypotheses (default 1). */
+  patience?: number;
+  /** Hypotheses rank by log-probability over length ** lengthPenalty (default 1). */
+  lengthPenalty?: number;
+  /** Samples drawn at each temperature above 0 (default 5). */
   bestOf?: number;
   seed?: number;
   /** Only these stretches, as [start, end, start, end, ...] seconds (a last start runs to the end). */

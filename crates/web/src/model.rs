@@ -6,7 +6,7 @@ use std::rc::Rc;
 
 use js_sys::Function;
 use serde::Serialize;
-use susurrus_whisper::bench::{median, time_pieces};
+use susurrus_whisper::bench::{time_pieces, time_transcriptions};
 use susurrus_whisper::files::load_files;
 use susurrus_whisper::tokenizer::Tokenizer;
 use susurrus_whisper::weights::WhisperWeights;
@@ -168,17 +168,24 @@ struct BenchResult {
     /// Kernel launches of one encoder window and of one decoder step (WebGPU's dispatches).
     encoder_kernels: Option<usize>,
     step_kernels: Option<usize>,
+    /// One step of `beams` beams, a round trip each (`None` without beam graphs).
+    beam_ms_per_step: Option<f64>,
+    beams: usize,
+    /// Greedy transcriptions.
     transcribe_ms: f64,
     audio_duration_s: f64,
     rtf: f64,
+    /// Transcriptions with the default beam search.
+    transcribe_beam_ms: f64,
+    beam_rtf: f64,
 }
 
 #[wasm_bindgen]
 impl Model {
     /// Times the model's pieces on `audio` as `susurrus bench` does: the encoder on its first
     /// 30 s window, decoder tokens chained as transcription runs them and one per submission,
-    /// a step replayed on the device, and whole transcriptions of `audio` (greedy, no
-    /// fallback: the same work every run). Each measure once to warm up, then `runs` times
+    /// a step replayed on the device, beam steps, and whole transcriptions of `audio`
+    /// greedy and with the default beam search (no fallback: the same work every run). Each measure once to warm up, then `runs` times
     /// (default 5), medians; `tokens` decoder steps per run (default 64).
     #[wasm_bindgen(unchecked_return_type = "Promise<BenchResult>")]
     pub fn bench(
@@ -201,17 +208,14 @@ impl Model {
             let pieces =
                 time_pieces(whisper, &samples, options.runs, options.tokens, &clock).await.map_err(from_core)?;
             let (encoder_kernels, step_kernels) = whisper.program_mut().launches();
-            let greedy = susurrus_whisper::TranscribeOptions { temperatures: vec![0.0], ..Default::default() };
-            let mut times = Vec::with_capacity(options.runs);
-            for run in 0..=options.runs {
-                let t = now_ms();
-                whisper.transcribe(&samples, &greedy, &mut |_| ControlFlow::Continue(())).await.map_err(from_core)?;
-                if run > 0 {
-                    times.push(now_ms() - t);
-                }
-            }
-            let transcribe_ms = median(times);
+            let beam = susurrus_whisper::TranscribeOptions { temperatures: vec![0.0], ..Default::default() };
+            let greedy = susurrus_whisper::TranscribeOptions { beam_size: 1, ..beam.clone() };
+            let transcribe_ms =
+                time_transcriptions(whisper, &samples, &greedy, options.runs, &clock).await.map_err(from_core)?;
+            let transcribe_beam_ms =
+                time_transcriptions(whisper, &samples, &beam, options.runs, &clock).await.map_err(from_core)?;
             let audio_duration_s = samples.len() as f64 / f64::from(audio::SAMPLE_RATE);
+            let rtf = |ms: f64| ms / 1e3 / audio_duration_s.max(f64::MIN_POSITIVE);
             to_js(&BenchResult {
                 backend: whisper.backend_name().to_string(),
                 adapter,
@@ -221,9 +225,13 @@ impl Model {
                 device_ms_per_step: pieces.device_ms_per_step,
                 encoder_kernels,
                 step_kernels,
+                beam_ms_per_step: pieces.beam_ms_per_step,
+                beams: pieces.beams,
                 transcribe_ms,
                 audio_duration_s,
-                rtf: transcribe_ms / 1e3 / audio_duration_s.max(f64::MIN_POSITIVE),
+                rtf: rtf(transcribe_ms),
+                transcribe_beam_ms,
+                beam_rtf: rtf(transcribe_beam_ms),
             })
         })
     }

@@ -1,13 +1,16 @@
 //! Timing a compiled model's pieces as `susurrus bench` and the browser package's `bench()`
 //! report them: the encoder on one window, decoder tokens as transcription decodes them
-//! (chains where the backend feeds steps on the device) and one step per submission, and a
-//! step replayed on the device alone. The caller passes its clock (natively `Instant`, in a
+//! (chains where the backend feeds steps on the device) and one step per submission, a step
+//! replayed on the device alone, beam steps, and whole transcriptions. The caller passes its clock (natively `Instant`, in a
 //! page `performance.now()`), so both measure the same way.
 
 use crate::error::Result;
 use crate::mel::pad_or_trim;
 use crate::model::Whisper;
-use crate::program::Sampling;
+use std::ops::ControlFlow;
+
+use crate::options::TranscribeOptions;
+use crate::program::{BeamInput, Sampling};
 use crate::select::Rules;
 
 /// Medians in milliseconds.
@@ -21,6 +24,11 @@ pub struct PieceTimes {
     pub decoder_ms_per_token_single: f64,
     /// A step replayed 100 times back to back on the device, per step.
     pub device_ms_per_step: f64,
+    /// One beam step of the program's beams (all of them continuing), as beam search runs
+    /// it: a host round trip per step. `None` without beam graphs.
+    pub beam_ms_per_step: Option<f64>,
+    /// The beams of that step.
+    pub beams: usize,
 }
 
 /// The median of `values` (0 when empty).
@@ -103,10 +111,58 @@ pub async fn time_pieces(
             device.push((now_ms() - t) / 100.0);
         }
     }
+    let beams = program.max_beams();
+    let mut beam = Vec::new();
+    if beams >= 2 {
+        for run in 0..=runs {
+            let (_, mut candidates) = program.beam_prefill(&prompt, 0, &Rules::default(), beams).await?;
+            let mut seqs = vec![Vec::new()];
+            for position in prompt.len()..prompt.len() + tokens {
+                // Each beam continues one of the best candidates, as a search without
+                // endings would.
+                let next = &candidates[..beams];
+                seqs = next.iter().map(|c| [seqs[c.beam].as_slice(), &[c.token]].concat()).collect();
+                let inputs = next
+                    .iter()
+                    .zip(&seqs)
+                    .map(|(c, seq)| {
+                        Ok(BeamInput { history: program.history(seq, false)?, parent: c.beam, score: c.score })
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                let t = now_ms();
+                candidates = program.beam_step(&inputs, position, false).await?;
+                if run > 0 {
+                    beam.push(now_ms() - t);
+                }
+            }
+        }
+    }
     Ok(PieceTimes {
         encoder_ms: median(encoder),
         decoder_ms_per_token: median(chained),
         decoder_ms_per_token_single: median(single),
         device_ms_per_step: median(device),
+        beam_ms_per_step: (beams >= 2).then(|| median(beam)),
+        beams,
     })
+}
+
+/// Times whole transcriptions of `samples` with `options`: once to warm up, then `runs`
+/// times; the median in milliseconds.
+pub async fn time_transcriptions(
+    whisper: &mut Whisper,
+    samples: &[f32],
+    options: &TranscribeOptions,
+    runs: usize,
+    now_ms: &dyn Fn() -> f64,
+) -> Result<f64> {
+    let mut times = Vec::with_capacity(runs);
+    for run in 0..=runs {
+        let t = now_ms();
+        whisper.transcribe(samples, options, &mut |_| ControlFlow::Continue(())).await?;
+        if run > 0 {
+            times.push(now_ms() - t);
+        }
+    }
+    Ok(median(times))
 }

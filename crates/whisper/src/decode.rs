@@ -15,9 +15,10 @@ use std::collections::VecDeque;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+use crate::beam::BeamSearch;
 use crate::error::{Error, Result};
 use crate::options::TranscribeOptions;
-use crate::program::{Choice, Program, Sampling};
+use crate::program::{BeamInput, Choice, Program, Sampling};
 use crate::select::Rules;
 use crate::tokenizer::{SpecialIds, SpecialTokens, Tokenizer};
 
@@ -51,7 +52,7 @@ impl WindowDecoder<'_> {
     }
 
     /// Decodes one window at `temperature` from `prompt` (whose `<|startoftranscript|>` is at
-    /// `sot`): greedy at 0, else the best of `best_of` samples.
+    /// `sot`): beam search at 0 (greedy with one beam), else the best of `best_of` samples.
     pub async fn decode_at(
         &self,
         program: &mut Program,
@@ -61,6 +62,9 @@ impl WindowDecoder<'_> {
         rng: &mut StdRng,
     ) -> Result<Decoded> {
         if temperature == 0.0 {
+            if self.options.beam_size > 1 {
+                return self.decode_beams(program, prompt, sot).await;
+            }
             return self.decode_once(program, prompt, sot, None, rng).await;
         }
         let mut best: Option<Decoded> = None;
@@ -123,6 +127,51 @@ impl WindowDecoder<'_> {
             tokens: seq,
             no_speech_prob,
             temperature: temperature.unwrap_or(0.0),
+        })
+    }
+
+    /// Beam search over one window, as the reference's (see [`crate::beam`]): one prefill
+    /// starts the beams, then one beam step per token, each reading back only the ranked
+    /// candidates.
+    async fn decode_beams(&self, program: &mut Program, prompt: &[u32], sot: usize) -> Result<Decoded> {
+        let o = self.options;
+        let ctx = program.n_text_ctx();
+        let max_steps = (ctx / 2).min(ctx + 1 - prompt.len());
+        let beams = o.beam_size;
+        let mut search = BeamSearch::new(beams, o.finished_hypotheses(), o.length_penalty, self.ids.end_of_text);
+        let (no_speech_prob, mut candidates) = program.beam_prefill(prompt, sot, &self.first_rules(), beams).await?;
+        let mut alive: Vec<Vec<u32>> = vec![Vec::new()];
+        for step in 0..max_steps {
+            let Some(next) = search.advance(&candidates, &alive, step + 1 == max_steps)? else { break };
+            let mut inputs = Vec::with_capacity(beams);
+            let mut grown = Vec::with_capacity(beams);
+            for c in next {
+                let mut seq = alive
+                    .get(c.beam)
+                    .ok_or_else(|| Error::backend(format!("a candidate extends beam {} of {}", c.beam, alive.len())))?
+                    .clone();
+                seq.push(c.token);
+                inputs.push(BeamInput {
+                    history: program.history(&seq, o.timestamps)?,
+                    parent: c.beam,
+                    score: c.score,
+                });
+                grown.push(seq);
+            }
+            alive = grown;
+            candidates = program.beam_step(&inputs, prompt.len() + step, o.timestamps).await?;
+        }
+        let (best, score) = search.best().ok_or_else(|| Error::backend("beam search finished no hypothesis"))?;
+        // As the reference recovers it: the normalised score times length ^ penalty.
+        let n = best.tokens.len() as f64;
+        let cumulative = score as f64 * n.powf(o.length_penalty as f64);
+        Ok(Decoded {
+            avg_logprob: cumulative / (n + 1.0),
+            score: score as f64,
+            compression_ratio: self.compression_ratio(&best.tokens)?,
+            tokens: best.tokens,
+            no_speech_prob,
+            temperature: 0.0,
         })
     }
 

@@ -20,7 +20,7 @@
 use crate::encoder::{cross_key, cross_type, cross_value};
 use crate::error::{Error, Result};
 use crate::layers::{Builder, MASKED, ModelWeights, SELF_QKV, f32_type};
-use crate::select::{Bans, LATEST, PREVIOUS, Selection, select_token};
+use crate::select::{Bans, LATEST, PREVIOUS, SCORES, Selection, beam_candidates, masked_with_lse, select_token};
 use crate::weights::{EMBED_TOKENS, PROJ_OUT, decoder_layer};
 use susurrus_core::ir::{DType, Graph, NodeId, TensorType};
 use susurrus_core::ops::CmpKind;
@@ -50,6 +50,21 @@ pub fn self_value(layer: usize) -> String {
     format!("self_v.{layer}")
 }
 
+/// The persistent buffer of decoder layer `layer`'s beam self-attention keys
+/// `[B·H, n_text_ctx, dh]`.
+pub fn beam_key(layer: usize) -> String {
+    format!("beam_k.{layer}")
+}
+
+/// The persistent buffer of decoder layer `layer`'s beam self-attention values.
+pub fn beam_value(layer: usize) -> String {
+    format!("beam_v.{layer}")
+}
+
+/// Beam step input: for each row b·H + h of the beam caches, the row it continues:
+/// `parent(b)·H + h` (u32 `[B·H]`).
+pub const PARENT_ROWS: &str = "parent_rows";
+
 /// What a decoder graph is built for.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DecoderSpec {
@@ -58,6 +73,8 @@ pub struct DecoderSpec {
     /// The no-speech token, whose probability prefill graphs output.
     pub no_speech: Option<u32>,
     pub selection: Selection,
+    /// Prefill graphs: the number of first beam candidates to output (0 for none).
+    pub candidates: usize,
 }
 
 /// Builds a decoder graph of `model` (unoptimised).
@@ -88,19 +105,10 @@ pub fn decoder_graph(model: &ModelWeights, spec: &DecoderSpec) -> Result<Graph> 
     let pos = b.g.gather(pos_table, positions)?;
     let mut x = b.g.add(x, pos)?;
 
-    // Query row i sits at position offset + i and sees cache slots j <= offset + i. Compared
-    // as f32 (exact for any context), so the comparison and the select fuse into one kernel.
-    let slots = (0..c.n_text_ctx).map(|j| j as f32).collect();
-    let slots = b.g.constant(Tensor::f32([1, c.n_text_ctx], slots)?);
-    let query_pos = b.g.reshape(positions, [s, 1])?;
-    let query_pos = b.widen(query_pos)?;
-    let visible = b.g.compare(CmpKind::Le, slots, query_pos)?;
-    let zero = b.f32_const(0.0);
-    let masked = b.f32_const(MASKED);
-    let mask = b.g.select(visible, zero, masked)?;
+    let mask = position_mask(&mut b, positions, s)?;
 
     for i in 0..c.decoder_layers {
-        x = decoder_block(&mut b, model, i, x, mask, offset)?;
+        x = decoder_block(&mut b, model, i, x, mask, offset, None)?;
     }
     let x = b.layer_norm("model.decoder.layer_norm", x)?;
 
@@ -144,8 +152,108 @@ pub fn decoder_graph(model: &ModelWeights, spec: &DecoderSpec) -> Result<Graph> 
     } else {
         Bans::First
     };
-    select_token(&mut b, logits, &spec.selection, bans)?;
+    let masked = select_token(&mut b, logits, &spec.selection, bans)?;
+    if s > 1 && spec.candidates > 0 {
+        beam_candidates(&mut b, masked, None, spec.candidates)?;
+    }
     Ok(b.g)
+}
+
+/// Builds the beam step graph of `model` (unoptimised): `beams` sequences' next tokens at
+/// runtime position `offset`, each with its own self-attention cache ([`beam_key`],
+/// [`beam_value`]: the beams' rows of every head, `[B·H, n_text_ctx, dh]`), reordered first
+/// by [`PARENT_ROWS`] so that each beam continues the cache of the beam it extends. The
+/// cross-attention reads the window's keys once for all beams (the beams are its query
+/// rows). Outputs the best `candidates` continuations over all beams
+/// ([`crate::select::beam_candidates`]).
+pub fn beam_step_graph(model: &ModelWeights, beams: usize, candidates: usize, selection: &Selection) -> Result<Graph> {
+    let c = model.config.clone();
+    if beams < 2 || candidates == 0 || candidates > beams * c.n_vocab {
+        return Err(Error::bad_argument(format!(
+            "a beam step needs 2 or more beams and candidates, not {beams} and {candidates}"
+        )));
+    }
+    let mut b = Builder::new(&format!("whisper_beam_step_{beams}"), model);
+    let tokens = b.g.input(TOKENS, TensorType::new(DType::U32, [beams]))?;
+    let parent_rows = b.g.input(PARENT_ROWS, TensorType::new(DType::U32, [beams * c.decoder_heads]))?;
+    let previous = b.g.input(PREVIOUS, TensorType::new(DType::U32, [beams]))?;
+    let latest = b.g.input(LATEST, f32_type(&[beams]))?;
+    let scores = b.g.input(SCORES, f32_type(&[beams, 1]))?;
+    let offset = b.g.scalar(OFFSET);
+    let offset_value = b.g.read_scalar(offset)?;
+
+    let embed = b.param(EMBED_TOKENS)?;
+    let x = b.g.gather(embed, tokens)?;
+    let x = b.widen(x)?;
+    let position = b.g.reshape(offset_value, [1])?;
+    let pos_table = b.param("model.decoder.embed_positions.weight")?;
+    let pos = b.g.gather(pos_table, position)?;
+    let mut x = b.g.add(x, pos)?;
+    let mask = position_mask(&mut b, position, 1)?;
+    for i in 0..c.decoder_layers {
+        x = decoder_block(&mut b, model, i, x, mask, offset, Some(parent_rows))?;
+    }
+    let x = b.layer_norm("model.decoder.layer_norm", x)?;
+    let proj = if model.weights.contains_key(PROJ_OUT) { PROJ_OUT } else { EMBED_TOKENS };
+    let proj = b.param(proj)?;
+    let logits = b.g.matmul_t(x, proj)?;
+    let logits = b.widen(logits)?;
+    let column = |b: &mut Builder, v: NodeId| b.g.reshape(v, [beams, 1]);
+    let bans = Bans::History {
+        last: column(&mut b, tokens)?,
+        previous: column(&mut b, previous)?,
+        latest: column(&mut b, latest)?,
+    };
+    let masked = masked_with_lse(&mut b, logits, selection, bans)?;
+    beam_candidates(&mut b, masked, Some(scores), candidates)?;
+    Ok(b.g)
+}
+
+/// Builds the graph that starts `beams` beams from a prefill: every beam's self-attention
+/// caches become copies of the prefill's ([`self_key`], [`self_value`]).
+pub fn beam_expand_graph(model: &ModelWeights, beams: usize) -> Result<Graph> {
+    let c = &model.config;
+    let mut b = Builder::new(&format!("whisper_beam_expand_{beams}"), model);
+    let heads = c.decoder_heads;
+    // Row b·H + h of a beam cache is head h of beam b: every beam's rows are the prefill's.
+    let rows: Vec<u32> = (0..beams).flat_map(|_| 0..heads as u32).collect();
+    let rows = b.g.constant(Tensor::u32([beams * heads], rows)?);
+    for i in 0..c.decoder_layers {
+        for (single, beam) in [(self_key(i), beam_key(i)), (self_value(i), beam_value(i))] {
+            let from = b.g.state(&single, self_cache_type(model))?;
+            let copies = b.g.gather(from, rows)?;
+            let to = b.g.state(&beam, beam_cache_type(model, beams))?;
+            b.g.write_state(to, copies)?;
+        }
+    }
+    Ok(b.g)
+}
+
+/// The type of a one-sequence self-attention cache `[H, n_text_ctx, dh]`.
+fn self_cache_type(model: &ModelWeights) -> TensorType {
+    let c = &model.config;
+    f32_type(&[c.decoder_heads, c.n_text_ctx, c.decoder_head_dim()])
+}
+
+/// The type of a beam self-attention cache `[B·H, n_text_ctx, dh]`.
+fn beam_cache_type(model: &ModelWeights, beams: usize) -> TensorType {
+    let c = &model.config;
+    f32_type(&[beams * c.decoder_heads, c.n_text_ctx, c.decoder_head_dim()])
+}
+
+/// The self-attention mask `[S, n_text_ctx]` of queries at `positions [S]` (u32): query row
+/// i sits at position offset + i and sees cache slots j <= offset + i. Compared as f32 (exact
+/// for any context), so the comparison and the select fuse into one kernel.
+fn position_mask(b: &mut Builder, positions: NodeId, s: usize) -> Result<NodeId> {
+    let ctx = b.config().n_text_ctx;
+    let slots = (0..ctx).map(|j| j as f32).collect();
+    let slots = b.g.constant(Tensor::f32([1, ctx], slots)?);
+    let query_pos = b.g.reshape(positions, [s, 1])?;
+    let query_pos = b.widen(query_pos)?;
+    let visible = b.g.compare(CmpKind::Le, slots, query_pos)?;
+    let zero = b.f32_const(0.0);
+    let masked = b.f32_const(MASKED);
+    Ok(b.g.select(visible, zero, masked)?)
 }
 
 /// One pre-norm decoder layer: masked self-attention over the cache, cross-attention over
@@ -157,10 +265,10 @@ fn decoder_block(
     x: NodeId,
     mask: NodeId,
     offset: susurrus_core::ir::ScalarId,
+    parent_rows: Option<NodeId>,
 ) -> Result<NodeId> {
     let c = &model.config;
     let heads = c.decoder_heads;
-    let cache = f32_type(&[heads, c.n_text_ctx, c.decoder_head_dim()]);
 
     let h = b.layer_norm(&decoder_layer(i, "self_attn_layer_norm"), x)?;
     // q, k and v from one product (`ModelWeights`'s fused projection): in a step, slices of
@@ -168,13 +276,33 @@ fn decoder_block(
     let qkv = b.linear(&decoder_layer(i, SELF_QKV), h, true)?;
     let (last, d) = (b.g.ty(qkv).shape.rank() - 1, c.d_model);
     let (q, k, v) = (b.g.slice(qkv, last, 0, d)?, b.g.slice(qkv, last, d, 2 * d)?, b.g.slice(qkv, last, 2 * d, 3 * d)?);
-    let (q, k, v) = (b.split_heads(q, heads)?, b.split_heads(k, heads)?, b.split_heads(v, heads)?);
-    let k_cache = b.g.state(&self_key(i), cache.clone())?;
-    let k_cache = b.g.kv_write(k_cache, k, 1, offset)?;
-    let v_cache = b.g.state(&self_value(i), cache)?;
-    let v_cache = b.g.kv_write(v_cache, v, 1, offset)?;
-    let a = b.attention(q, k_cache, v_cache, Some(mask))?;
-    let a = b.merge_heads(a)?;
+    let a = match parent_rows {
+        None => {
+            let (q, k, v) = (b.split_heads(q, heads)?, b.split_heads(k, heads)?, b.split_heads(v, heads)?);
+            let k_cache = b.g.state(&self_key(i), self_cache_type(model))?;
+            let k_cache = b.g.kv_write(k_cache, k, 1, offset)?;
+            let v_cache = b.g.state(&self_value(i), self_cache_type(model))?;
+            let v_cache = b.g.kv_write(v_cache, v, 1, offset)?;
+            let a = b.attention(q, k_cache, v_cache, Some(mask))?;
+            b.merge_heads(a)?
+        }
+        Some(parent_rows) => {
+            // One token per beam: each beam's heads are rows b·H + h of its caches, one
+            // query each, with no permute.
+            let beams = b.g.ty(q).shape.dims()[0];
+            let rows = |b: &mut Builder, v: NodeId| b.g.reshape(v, [beams * heads, 1, c.decoder_head_dim()]);
+            let (q, k, v) = (rows(b, q)?, rows(b, k)?, rows(b, v)?);
+            let mut caches = Vec::with_capacity(2);
+            for (name, value) in [(beam_key(i), k), (beam_value(i), v)] {
+                let cache = b.g.state(&name, beam_cache_type(model, beams))?;
+                let reordered = b.g.gather(cache, parent_rows)?;
+                let cache = b.g.write_state(cache, reordered)?;
+                caches.push(b.g.kv_write(cache, value, 1, offset)?);
+            }
+            let a = b.attention(q, caches[0], caches[1], Some(mask))?;
+            b.g.reshape(a, [beams, d])?
+        }
+    };
     let a = b.linear(&decoder_layer(i, "self_attn.out_proj"), a, true)?;
     let x = b.g.add(x, a)?;
 

@@ -3,6 +3,7 @@
 //! transcription. Graph builders call the core's IR builder only: nothing here names a
 //! backend.
 
+pub mod beam;
 pub mod bench;
 pub mod config;
 pub mod convert;

@@ -55,9 +55,11 @@ impl Whisper {
             });
         }
         let model = ModelWeights::new(weights)?;
+        let defaults = TranscribeOptions::default();
         let spec = ProgramSpec {
-            selection: default_selection(config, &tokenizer, &TranscribeOptions::default())?,
+            selection: default_selection(config, &tokenizer, &defaults)?,
             no_speech: tokenizer.special_ids().no_speech,
+            beams: defaults.beam_size,
         };
         let plans = ProgramPlans::new(&model, &spec)?;
         Ok(PreparedModel { model, tokenizer, plans })
@@ -105,11 +107,12 @@ impl Whisper {
     }
 
     /// Recompiles when `options` ask for other always-suppressed tokens than the program
-    /// was built with.
+    /// was built with, or more beams (a program with more beams runs fewer).
     pub(crate) async fn prepare_selection(&mut self, options: &TranscribeOptions) -> Result<()> {
         let selection = default_selection(&self.config, &self.tokenizer, options)?;
-        if selection != self.spec.selection {
-            let spec = ProgramSpec { selection, no_speech: self.spec.no_speech };
+        let beams = self.spec.beams.max(options.beam_size);
+        if selection != self.spec.selection || beams != self.spec.beams {
+            let spec = ProgramSpec { selection, no_speech: self.spec.no_speech, beams };
             self.program = Program::compile(self.backend.as_ref(), &self.model, &spec).await?;
             self.spec = spec;
         }

@@ -1,8 +1,13 @@
-//! Transcription options, with the reference `transcribe()` defaults (greedy decoding).
+//! Transcription options, with the reference `transcribe()` defaults (faster-whisper's: beam
+//! search with 5 beams).
 
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
+
+/// The most beams a beam search runs (each beam keeps a self-attention cache as large as
+/// greedy decoding's whole one).
+pub const MAX_BEAM_SIZE: usize = 32;
 
 /// What the decoder is asked to do.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
@@ -54,6 +59,15 @@ pub struct TranscribeOptions {
     pub suppress_tokens: Option<Vec<u32>>,
     /// The latest time the first timestamp of a window may have, in seconds.
     pub max_initial_timestamp: f32,
+    /// Beams of the beam search at temperature 0; 1 decodes greedily.
+    pub beam_size: usize,
+    /// Beam search patience: it ends once `round(beam_size · patience)` hypotheses have
+    /// finished (above 1 it looks further than `beam_size` endings).
+    pub patience: f32,
+    /// Finished hypotheses are ranked by their log-probability over `length ^ length_penalty`
+    /// (1: the mean per token; 0: the plain sum, and the search may end when the best beam
+    /// finishes).
+    pub length_penalty: f32,
     /// Samples drawn at each temperature above 0; the most likely is kept.
     pub best_of: usize,
     /// Seed of the sampling noise, so fallback results are reproducible.
@@ -81,6 +95,9 @@ impl Default for TranscribeOptions {
             suppress_blank: true,
             suppress_tokens: None,
             max_initial_timestamp: 1.0,
+            beam_size: 5,
+            patience: 1.0,
+            length_penalty: 1.0,
             best_of: 5,
             seed: 0,
             clip_timestamps: Vec::new(),
@@ -99,6 +116,23 @@ impl TranscribeOptions {
         }
         if self.best_of == 0 {
             return Err(Error::bad_option("best_of must be at least 1"));
+        }
+        if !(1..=MAX_BEAM_SIZE).contains(&self.beam_size) {
+            return Err(Error::bad_option(format!("beam_size: {} is not 1 to {MAX_BEAM_SIZE}", self.beam_size)));
+        }
+        if !(self.patience.is_finite() && self.patience > 0.0)
+            || (self.beam_size > 1 && self.finished_hypotheses() == 0)
+        {
+            return Err(Error::bad_option(format!(
+                "patience: {} is not a finite value > 0 that leaves {} beams a hypothesis to wait for",
+                self.patience, self.beam_size
+            )));
+        }
+        if !(self.length_penalty.is_finite() && self.length_penalty >= 0.0) {
+            return Err(Error::bad_option(format!(
+                "length_penalty: {} is not a finite value >= 0",
+                self.length_penalty
+            )));
         }
         if !(self.max_initial_timestamp.is_finite() && self.max_initial_timestamp >= 0.0) {
             return Err(Error::bad_option(format!(
@@ -120,6 +154,13 @@ impl TranscribeOptions {
             }
         }
         Ok(())
+    }
+}
+
+impl TranscribeOptions {
+    /// The finished hypotheses a beam search waits for: `round(beam_size · patience)`.
+    pub fn finished_hypotheses(&self) -> usize {
+        (self.beam_size as f32 * self.patience).round() as usize
     }
 }
 
@@ -145,6 +186,27 @@ mod tests {
         };
         assert_eq!(parsed, want);
         assert_eq!(serde_json::from_str::<TranscribeOptions>("{}").unwrap(), TranscribeOptions::default());
+    }
+
+    #[test]
+    fn beam_options_out_of_range_are_errors_naming_them() {
+        let check = |o: TranscribeOptions| o.validate().map_err(|e| e.to_string());
+        let d = TranscribeOptions::default;
+        assert_eq!((d().beam_size, d().patience, d().length_penalty), (5, 1.0, 1.0));
+        assert_eq!(check(TranscribeOptions { beam_size: 32, patience: 0.05, length_penalty: 0.0, ..d() }), Ok(()));
+        assert!(check(TranscribeOptions { beam_size: 0, ..d() }).unwrap_err().contains("beam_size: 0 is not 1 to 32"));
+        assert!(
+            check(TranscribeOptions { beam_size: 33, ..d() }).unwrap_err().contains("beam_size: 33 is not 1 to 32")
+        );
+        // round(5 * 0.09) = 0 hypotheses would end the search before it starts; greedy has none.
+        let err = check(TranscribeOptions { patience: 0.09, ..d() }).unwrap_err();
+        assert!(err.contains("patience: 0.09 is not a finite value > 0 that leaves 5 beams"), "{err}");
+        assert_eq!(check(TranscribeOptions { beam_size: 1, patience: 0.09, ..d() }), Ok(()));
+        assert!(check(TranscribeOptions { patience: f32::NAN, ..d() }).unwrap_err().contains("patience: NaN"));
+        let err = check(TranscribeOptions { length_penalty: -0.5, ..d() }).unwrap_err();
+        assert!(err.contains("length_penalty: -0.5 is not a finite value >= 0"), "{err}");
+        let parsed: TranscribeOptions = serde_json::from_str(r#"{"beamSize": 2, "lengthPenalty": 0.5}"#).unwrap();
+        assert_eq!((parsed.beam_size, parsed.length_penalty), (2, 0.5));
     }
 
     #[test]

@@ -12,12 +12,16 @@
 
 use std::collections::HashMap;
 
-use crate::decoder::{DecoderSpec, LAST, NO_SPEECH_PROB, OFFSET, SOT, STEP_TOKEN, TOKENS, decoder_graph};
+use crate::decoder::{
+    DecoderSpec, LAST, NO_SPEECH_PROB, OFFSET, PARENT_ROWS, SOT, STEP_TOKEN, TOKENS, beam_expand_graph,
+    beam_step_graph, decoder_graph,
+};
 use crate::encoder::{ENCODER_OUT, MEL, encoder_graph};
 use crate::error::{Error, Result};
 use crate::layers::ModelWeights;
 use crate::select::{
-    INV_TEMPERATURE, LATEST, LATEST_NEXT, LOGPROB, NOISE, PREVIOUS, Rules, Selection, TIMESTAMPS, TOKEN,
+    CANDIDATE_SCORES, CANDIDATES, INV_TEMPERATURE, LATEST, LATEST_NEXT, LOGPROB, NOISE, PREVIOUS, Rules, SCORES,
+    Selection, TIMESTAMPS, TOKEN,
 };
 use susurrus_core::exec::{Backend, Chain, Executable};
 use susurrus_core::ir::Graph;
@@ -71,6 +75,35 @@ pub struct ProgramSpec {
     pub selection: Selection,
     /// The no-speech token.
     pub no_speech: u32,
+    /// Beams of the beam step graph (beam search with up to this many beams); below 2, none
+    /// is built.
+    pub beams: usize,
+}
+
+/// One beam's continuation as the device ranked it: the beam it extends, the token and the
+/// cumulative log-probability with it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Candidate {
+    pub beam: usize,
+    pub token: u32,
+    pub score: f32,
+}
+
+/// A beam going into a beam step: the token it ends with (the step's input), the beam of
+/// the last step whose cache it continues, its history for the timestamp rules and its
+/// cumulative log-probability.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BeamInput {
+    pub history: History,
+    pub parent: usize,
+    pub score: f32,
+}
+
+/// The beam graphs, compiled.
+struct Beams {
+    count: usize,
+    step: Box<dyn Executable>,
+    expand: Box<dyn Executable>,
 }
 
 /// A compiled Whisper model.
@@ -79,7 +112,9 @@ pub struct Program {
     step: Box<dyn Executable>,
     /// Prefill executables by padded prompt length, ascending.
     prefills: Vec<(usize, Box<dyn Executable>)>,
+    beams: Option<Beams>,
     vocab: usize,
+    decoder_heads: usize,
     n_text_ctx: usize,
     /// The decoder runs' inputs: tokens, `1 / temperature` and the noise.
     inputs: HashMap<String, Tensor>,
@@ -114,20 +149,33 @@ pub struct ProgramPlans {
     step: Plan,
     /// Prefill plans by padded prompt length, ascending.
     prefills: Vec<(usize, Plan)>,
+    /// The beam step and expand plans, when the spec has beams.
+    beams: Option<(Plan, Plan)>,
 }
 
 impl ProgramPlans {
     /// Builds, optimises and plans the graphs of `model` for `spec`.
     pub fn new(model: &ModelWeights, spec: &ProgramSpec) -> Result<ProgramPlans> {
         let encoder = optimized(encoder_graph(model)?)?;
-        let step_spec = DecoderSpec { positions: 1, no_speech: None, selection: spec.selection.clone() };
+        let selection = spec.selection.clone();
+        let step_spec = DecoderSpec { positions: 1, no_speech: None, selection: selection.clone(), candidates: 0 };
         let step = optimized(decoder_graph(model, &step_spec)?)?;
+        let beams = spec.beams >= 2;
+        let candidates = if beams { 2 * spec.beams } else { 0 };
         let mut prefills = Vec::new();
         for positions in prefill_sizes(model.config.n_text_ctx) {
-            let prefill = DecoderSpec { positions, no_speech: Some(spec.no_speech), selection: spec.selection.clone() };
+            let no_speech = Some(spec.no_speech);
+            let prefill = DecoderSpec { positions, no_speech, selection: selection.clone(), candidates };
             prefills.push((positions, optimized(decoder_graph(model, &prefill)?)?));
         }
-        Ok(ProgramPlans { spec: spec.clone(), encoder, step, prefills })
+        let beams = match beams {
+            true => Some((
+                optimized(beam_step_graph(model, spec.beams, candidates, &selection)?)?,
+                optimized(beam_expand_graph(model, spec.beams)?)?,
+            )),
+            false => None,
+        };
+        Ok(ProgramPlans { spec: spec.clone(), encoder, step, prefills, beams })
     }
 
     /// The token settings the plans were built with.
@@ -147,6 +195,9 @@ impl Program {
         let c = &model.config;
         let mut all = vec![&plans.encoder, &plans.step];
         all.extend(plans.prefills.iter().map(|(_, p)| p));
+        if let Some((step, expand)) = &plans.beams {
+            all.extend([step, expand]);
+        }
         let weights = model.for_graphs(all.iter().map(|p| &p.graph));
         let mut executables = backend.compile_linked(all, &weights).await?.into_iter();
         let mut next = || executables.next().ok_or_else(|| Error::backend("a graph was not compiled"));
@@ -156,12 +207,18 @@ impl Program {
         for (size, _) in &plans.prefills {
             prefills.push((*size, next()?));
         }
+        let beams = match plans.beams {
+            Some(_) => Some(Beams { count: plans.spec.beams, step: next()?, expand: next()? }),
+            None => None,
+        };
         let selection = &plans.spec.selection;
         Ok(Program {
             encoder,
             step,
             prefills,
+            beams,
             vocab: c.n_vocab,
+            decoder_heads: c.decoder_heads,
             n_text_ctx: c.n_text_ctx,
             inputs: HashMap::from([(NOISE.to_string(), Tensor::f32([1, c.n_vocab], vec![0.0; c.n_vocab])?)]),
             noisy: false,
@@ -245,6 +302,21 @@ impl Program {
         rules: &Rules,
         sampling: Sampling<'_>,
     ) -> Result<Choice> {
+        let out = self.run_prefill(prompt, sot, rules, sampling, &[TOKEN, LOGPROB, NO_SPEECH_PROB]).await?;
+        let mut choice = read_choice(&out)?;
+        choice.no_speech_prob = Some(scalar_f32(&out, NO_SPEECH_PROB)?);
+        Ok(choice)
+    }
+
+    /// Runs `prompt` from position 0 and returns the named outputs.
+    async fn run_prefill(
+        &mut self,
+        prompt: &[u32],
+        sot: usize,
+        rules: &Rules,
+        sampling: Sampling<'_>,
+        outputs: &[&str],
+    ) -> Result<HashMap<String, Tensor>> {
         if prompt.is_empty() || sot >= prompt.len() {
             return Err(Error::bad_argument(format!(
                 "a prompt of {} tokens with <|startoftranscript|> at {sot}",
@@ -273,10 +345,113 @@ impl Program {
         ]);
         rules.scalars(&mut scalars)?;
         let exe = &mut self.prefills[index].1;
-        let out = exe.run(&self.inputs, &scalars, &[TOKEN, LOGPROB, NO_SPEECH_PROB]).await?;
-        let mut choice = read_choice(&out)?;
-        choice.no_speech_prob = Some(scalar_f32(&out, NO_SPEECH_PROB)?);
-        Ok(choice)
+        Ok(exe.run(&self.inputs, &scalars, outputs).await?)
+    }
+
+    /// The most beams [`Program::beam_prefill`] and [`Program::beam_step`] take (0 without
+    /// beam graphs).
+    pub fn max_beams(&self) -> usize {
+        self.beams.as_ref().map_or(0, |b| b.count)
+    }
+
+    fn beam_count(&self, beams: usize) -> Result<usize> {
+        let max = self.max_beams();
+        if beams < 2 || beams > max {
+            return Err(Error::bad_argument(format!("{beams} beams, where this program runs 2 to {max}")));
+        }
+        Ok(max)
+    }
+
+    /// Runs `prompt` from position 0 as [`Program::prefill`] does, then starts `beams` beams
+    /// from it: returns the no-speech probability and the best `2 · beams` first tokens (all
+    /// of beam 0), best first.
+    pub async fn beam_prefill(
+        &mut self,
+        prompt: &[u32],
+        sot: usize,
+        rules: &Rules,
+        beams: usize,
+    ) -> Result<(f32, Vec<Candidate>)> {
+        self.beam_count(beams)?;
+        let out = self
+            .run_prefill(prompt, sot, rules, Sampling::Greedy, &[CANDIDATES, CANDIDATE_SCORES, NO_SPEECH_PROB])
+            .await?;
+        let candidates = self.read_candidates(&out, 2 * beams)?;
+        let no_speech = scalar_f32(&out, NO_SPEECH_PROB)?;
+        let expand = &mut self.beams.as_mut().ok_or_else(|| Error::backend("no beam graphs"))?.expand;
+        expand.run(&HashMap::new(), &HashMap::new(), &[]).await?;
+        Ok((no_speech, candidates))
+    }
+
+    /// Runs the beam step at `position` for `beams` (at most [`Program::max_beams`]; the
+    /// graph's other beams run dead, scored -inf): each beam first takes over its parent's
+    /// cache, then adds its last token. Returns the best `2 · beams.len()` continuations over
+    /// all beams, best first.
+    pub async fn beam_step(
+        &mut self,
+        beams: &[BeamInput],
+        position: usize,
+        timestamps: bool,
+    ) -> Result<Vec<Candidate>> {
+        let count = self.beam_count(beams.len())?;
+        if position >= self.n_text_ctx {
+            return Err(Error::bad_argument(format!(
+                "decoder position {position} is past the context of {}",
+                self.n_text_ctx
+            )));
+        }
+        let heads = self.decoder_heads;
+        let (mut tokens, mut previous, mut latest, mut scores) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let mut parent_rows = Vec::with_capacity(count * heads);
+        for k in 0..count {
+            let (h, parent, score) = match beams.get(k) {
+                Some(b) => (b.history, b.parent, b.score),
+                None => (beams[0].history, 0, f32::NEG_INFINITY),
+            };
+            let ids = [h.last, h.previous, h.latest];
+            if let Some(bad) = ids.into_iter().find(|&t| t as usize >= self.vocab) {
+                return Err(Error::bad_argument(format!("token {bad} is outside the vocabulary of {}", self.vocab)));
+            }
+            if parent >= beams.len() {
+                return Err(Error::bad_argument(format!("beam {k} continues beam {parent} of {}", beams.len())));
+            }
+            tokens.push(h.last);
+            previous.push(h.previous);
+            latest.push(h.latest as f32);
+            scores.push(score);
+            parent_rows.extend((0..heads).map(|r| (parent * heads + r) as u32));
+        }
+        let inputs = HashMap::from([
+            (TOKENS.to_string(), Tensor::u32([count], tokens)?),
+            (PREVIOUS.to_string(), Tensor::u32([count], previous)?),
+            (LATEST.to_string(), Tensor::f32([count], latest)?),
+            (SCORES.to_string(), Tensor::f32([count, 1], scores)?),
+            (PARENT_ROWS.to_string(), Tensor::u32([count * heads], parent_rows)?),
+        ]);
+        let scalars =
+            HashMap::from([(OFFSET.to_string(), position as u32), (TIMESTAMPS.to_string(), timestamps as u32)]);
+        let step = &mut self.beams.as_mut().ok_or_else(|| Error::backend("no beam graphs"))?.step;
+        let out = step.run(&inputs, &scalars, &[CANDIDATES, CANDIDATE_SCORES]).await?;
+        self.read_candidates(&out, 2 * beams.len())
+    }
+
+    /// The first `n` candidates of a beam run's outputs.
+    fn read_candidates(&self, out: &HashMap<String, Tensor>, n: usize) -> Result<Vec<Candidate>> {
+        let missing = || Error::backend("the decoder returned no beam candidates");
+        let ids = out.get(CANDIDATES).and_then(|t| t.as_u32()).ok_or_else(missing)?;
+        let scores = out.get(CANDIDATE_SCORES).map(|t| t.to_f32()).ok_or_else(missing)?;
+        if ids.len() < n || scores.len() < n {
+            return Err(missing());
+        }
+        Ok(ids[..n]
+            .iter()
+            .zip(&scores[..n])
+            .map(|(&id, &score)| Candidate {
+                beam: id as usize / self.vocab,
+                token: (id as usize % self.vocab) as u32,
+                score,
+            })
+            .collect())
     }
 
     /// The history after `seq`, the tokens generated so far in a window (at least one):
@@ -404,6 +579,7 @@ mod tests {
                 no_timestamps: 14,
             },
             no_speech: 12,
+            beams: 3,
         }
     }
 
@@ -459,6 +635,86 @@ mod tests {
         assert_eq!(chained, single[..want], "{}", backend.name());
     }
 
+    /// The best continuation of `prompt + seq` and its log-probability, from a prefill of the
+    /// whole sequence: the oracle of the beam tests.
+    fn after(p: &mut Program, prompt: &[u32], seq: &[u32]) -> Choice {
+        let whole: Vec<u32> = prompt.iter().chain(seq).copied().collect();
+        pollster::block_on(p.prefill(&whole, 0, &Rules::default(), Sampling::Greedy)).unwrap()
+    }
+
+    /// Beams as a batch: the prefill's best candidate is the greedy choice, and after each
+    /// beam step every beam's best candidate is what a prefill of that beam's whole sequence
+    /// chooses, its score the beam's plus the choice's log-probability — with beams that
+    /// swap and share parents, so every cache row must follow its beam.
+    fn beams_follow_their_sequences(backend: &dyn Backend) {
+        let mut p = program(backend);
+        let prompt = [10, 2];
+        let greedy = after(&mut p, &prompt, &[]);
+        let (no_speech, first) = pollster::block_on(p.beam_prefill(&prompt, 0, &Rules::default(), 3)).unwrap();
+        assert_eq!(Some(no_speech), greedy.no_speech_prob);
+        assert_eq!(first.len(), 6);
+        assert!(first.iter().all(|c| c.beam == 0));
+        assert_eq!(first[0].token, greedy.token);
+        assert!((first[0].score - greedy.logprob).abs() < 1e-4, "{first:?} vs {greedy:?}");
+        assert!(first.windows(2).all(|w| w[0].score >= w[1].score), "{first:?}");
+        // Three beams from the prefill's candidates 2, 0 and 1, then three rounds in which
+        // the beams continue the candidates of ranks 1, 0, 2 (whichever beams they extend).
+        let mut beams: Vec<(Vec<u32>, f32)> =
+            [2, 0, 1].iter().map(|&r| (vec![first[r].token], first[r].score)).collect();
+        let mut parents = vec![0, 0, 0];
+        for round in 0..3 {
+            let position = prompt.len() + round;
+            let inputs: Vec<BeamInput> = beams
+                .iter()
+                .zip(&parents)
+                .map(|((seq, score), &parent)| BeamInput {
+                    history: p.history(seq, false).unwrap(),
+                    parent,
+                    score: *score,
+                })
+                .collect();
+            let got = pollster::block_on(p.beam_step(&inputs, position, false)).unwrap();
+            assert_eq!(got.len(), 6);
+            assert!(got.windows(2).all(|w| w[0].score >= w[1].score), "{got:?}");
+            for (b, (seq, score)) in beams.iter().enumerate() {
+                let Some(best) = got.iter().find(|c| c.beam == b) else { continue };
+                let want = after(&mut p, &prompt, seq);
+                assert_eq!(best.token, want.token, "round {round} beam {b}: {got:?}");
+                assert!(
+                    (best.score - (score + want.logprob)).abs() < 1e-4,
+                    "round {round} beam {b}: {got:?} vs {want:?}"
+                );
+            }
+            // The oracle's prefills overwrote the one-sequence caches only; the beams'
+            // caches are theirs. Next: continue ranks 1, 0, 2.
+            let next: Vec<Candidate> = [1, 0, 2].iter().map(|&r| got[r]).collect();
+            beams = next.iter().map(|c| ([beams[c.beam].0.clone(), vec![c.token]].concat(), c.score)).collect();
+            parents = next.iter().map(|c| c.beam).collect();
+        }
+        // Fewer beams than the graph has: the others run dead and never rank.
+        let (_, first) = pollster::block_on(p.beam_prefill(&prompt, 0, &Rules::default(), 2)).unwrap();
+        let inputs: Vec<BeamInput> = first[..2]
+            .iter()
+            .map(|c| BeamInput { history: p.history(&[c.token], false).unwrap(), parent: 0, score: c.score })
+            .collect();
+        let got = pollster::block_on(p.beam_step(&inputs, prompt.len(), false)).unwrap();
+        assert_eq!(got.len(), 4);
+        assert!(got.iter().all(|c| c.beam < 2 && c.score.is_finite()), "{got:?}");
+        let err = pollster::block_on(p.beam_step(&inputs[..1], prompt.len(), false)).unwrap_err().to_string();
+        assert!(err.contains("1 beams, where this program runs 2 to 3"), "{err}");
+    }
+
+    #[test]
+    fn cpu_beams_follow_their_sequences() {
+        beams_follow_their_sequences(&CpuBackend::new());
+    }
+
+    #[test]
+    fn wgpu_beams_follow_their_sequences() {
+        let backend = pollster::block_on(WgpuBackend::with_options(&WgpuOptions::default())).unwrap();
+        beams_follow_their_sequences(&backend);
+    }
+
     /// Banned ranges, the blank ids and the constant suppress list are never chosen.
     fn rules_ban_tokens(backend: &dyn Backend) {
         let mut p = program(backend);
@@ -491,6 +747,7 @@ mod tests {
                 no_timestamps: 50364,
             },
             no_speech: 50363,
+            beams: 0,
         };
         let mel =
             Tensor::f32([128, c.n_frames()], (0..128 * c.n_frames()).map(|i| (i % 7) as f32 / 7.0).collect()).unwrap();

@@ -47,6 +47,13 @@ pub const LATEST: &str = "latest";
 pub const LATEST_NEXT: &str = "latest_next";
 /// Step graphs' runtime scalar: 1 when the transcription has timestamps (their rules apply).
 pub const TIMESTAMPS: &str = "timestamps";
+/// Beam graphs' output: the best candidates' flat indices `beam * V + token`, best first,
+/// `[1, k]` (u32).
+pub const CANDIDATES: &str = "candidates";
+/// Beam graphs' output: the candidates' cumulative log-probabilities `[k, 1]`.
+pub const CANDIDATE_SCORES: &str = "candidate_scores";
+/// The beam step's input: each beam's cumulative log-probability `[B, 1]`.
+pub const SCORES: &str = "scores";
 
 /// What a graph's token selection knows when it is built.
 #[derive(Clone, Debug, PartialEq)]
@@ -114,7 +121,7 @@ fn id_mask(b: &mut Builder, vocab: usize, ids: &[u32]) -> Result<NodeId> {
     Ok(b.g.constant(Tensor::u32([1, vocab], mask)?))
 }
 
-/// `max(x)` and `sum(exp(x - max))` over the last axis of `x [1, n]`, each `[1, 1]`: the
+/// `max(x)` and `sum(exp(x - max))` over the last axis of `x [R, n]`, each `[R, 1]`: the
 /// log-sum-exp is `log(sum) + max`.
 fn sum_exp(b: &mut Builder, x: NodeId) -> Result<(NodeId, NodeId)> {
     let m = b.g.reduce_max(x, 1, true)?;
@@ -123,7 +130,7 @@ fn sum_exp(b: &mut Builder, x: NodeId) -> Result<(NodeId, NodeId)> {
     Ok((m, b.g.reduce_sum(e, 1, true)?))
 }
 
-/// `log(sum(exp(x)))` over the last axis of `x [1, n]`, as `[1, 1]`.
+/// `log(sum(exp(x)))` over the last axis of `x [R, n]`, as `[R, 1]`.
 fn log_sum_exp(b: &mut Builder, x: NodeId) -> Result<NodeId> {
     let (m, s) = sum_exp(b, x)?;
     let l = b.g.log(s)?;
@@ -217,15 +224,16 @@ fn history_bans(
     Ok((x, rule))
 }
 
-/// Adds token selection for `logits [1, V]` to the graph and its [`TOKEN`] and [`LOGPROB`]
-/// outputs (and [`LATEST_NEXT`] with [`Bans::History`]).
+/// The logits `[R, V]` (one row per sequence) with every ban applied: the suppress list, the
+/// first step's rules or the history's, and the timestamp-probability rule. With
+/// [`Bans::History`] the history values are `[R, 1]` (or `[1]` for one row).
 ///
 /// Written for few dispatches on a GPU (a decoder step is short, and every kernel launch
 /// counts): each ban is a `where` on the logits whose condition is float arithmetic on 0/1
 /// values (comparisons of float ids with the range ends, the flags cast to f32) compared with
 /// 0, so the elementwise fusion takes the whole chain into a few kernels (as many as its input
 /// limit allows). Ids are compared as f32, exact for every vocabulary (below 2^24 ids).
-pub(crate) fn select_token(b: &mut Builder, logits: NodeId, sel: &Selection, bans: Bans) -> Result<()> {
+pub(crate) fn masked_logits(b: &mut Builder, logits: NodeId, sel: &Selection, bans: Bans) -> Result<NodeId> {
     let vocab = b.g.ty(logits).shape.dims()[1];
     let ts = sel.timestamp_begin as usize;
     if ts == 0 || ts >= vocab || sel.no_timestamps as usize >= vocab || sel.end_of_text as usize >= vocab {
@@ -267,7 +275,15 @@ pub(crate) fn select_token(b: &mut Builder, logits: NodeId, sel: &Selection, ban
             b.g.select(text_loses, masked, x)?
         }
     };
+    Ok(x)
+}
 
+/// Adds token selection for `logits [1, V]` to the graph and its [`TOKEN`] and [`LOGPROB`]
+/// outputs (and [`LATEST_NEXT`] with [`Bans::History`]); returns the masked logits and their
+/// log-sum-exp, from which [`beam_candidates`] ranks a prefill's first beam candidates.
+pub(crate) fn select_token(b: &mut Builder, logits: NodeId, sel: &Selection, bans: Bans) -> Result<Masked> {
+    let vocab = b.g.ty(logits).shape.dims()[1];
+    let x = masked_logits(b, logits, sel, bans)?;
     let inv_t = b.g.input(INV_TEMPERATURE, f32_type(&[1, 1]))?;
     let noise = b.g.input(NOISE, f32_type(&[1, vocab]))?;
     let scaled = b.g.mul(x, inv_t)?;
@@ -293,6 +309,43 @@ pub(crate) fn select_token(b: &mut Builder, logits: NodeId, sel: &Selection, ban
         let next = b.g.select(is_ts, token, latest)?;
         b.g.output(LATEST_NEXT, next)?;
     }
+    Ok(Masked { x, lse })
+}
+
+/// Masked logits `[R, V]` and their log-sum-exp per row `[R, 1]`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Masked {
+    pub x: NodeId,
+    pub lse: NodeId,
+}
+
+/// The masked logits of `logits [R, V]` (see [`masked_logits`]) and their log-sum-exp.
+pub(crate) fn masked_with_lse(b: &mut Builder, logits: NodeId, sel: &Selection, bans: Bans) -> Result<Masked> {
+    let x = masked_logits(b, logits, sel, bans)?;
+    let lse = log_sum_exp(b, x)?;
+    Ok(Masked { x, lse })
+}
+
+/// Adds beam search's candidates to the graph: every row's log-probabilities (`x - lse`)
+/// plus the row's cumulative score `scores [R, 1]` (none at the first step, one row), ranked
+/// over all rows together, the best `k` of them: outputs [`CANDIDATES`] (flat indices
+/// `row * V + token`, `[1, k]` u32) and [`CANDIDATE_SCORES`] (`[k, 1]`). Only these `8 k`
+/// bytes leave the device.
+pub(crate) fn beam_candidates(b: &mut Builder, masked: Masked, scores: Option<NodeId>, k: usize) -> Result<()> {
+    let dims = b.g.ty(masked.x).shape.dims().to_vec();
+    let (rows, vocab) = (dims[0], dims[1]);
+    let logprobs = b.g.sub(masked.x, masked.lse)?;
+    let total = match scores {
+        Some(scores) => b.g.add(logprobs, scores)?,
+        None => logprobs,
+    };
+    let flat = b.g.reshape(total, [1, rows * vocab])?;
+    let best = b.g.top_k(flat, k)?;
+    b.g.output(CANDIDATES, best)?;
+    let column = b.g.reshape(flat, [rows * vocab, 1])?;
+    let best = b.g.reshape(best, [k])?;
+    let best_scores = b.g.gather(column, best)?;
+    b.g.output(CANDIDATE_SCORES, best_scores)?;
     Ok(())
 }
 

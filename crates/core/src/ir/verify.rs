@@ -14,7 +14,9 @@ use crate::ops::Op;
 /// - input, param and state names are unique and non-empty; output names are unique;
 /// - runtime scalars used by ops are declared;
 /// - a persistent buffer is written in one chain: a `State` (or a KV-cache write) that feeds a
-///   write feeds nothing else and is not an output, so no reader sees a half-updated buffer.
+///   write is not an output, and its only other readers are ones the write depends on (which
+///   therefore run before it: reordering a beam's cache rows gathers them, then writes them
+///   back), so no reader sees a half-updated buffer.
 pub fn verify(g: &Graph) -> Result<()> {
     let bad = |id: NodeId, msg: String| Error::InvalidGraph(format!("%{} ({}): {msg}", id.0, g.node(id).op.name()));
     let mut names: HashSet<(&str, &str)> = HashSet::new();
@@ -54,14 +56,27 @@ pub fn verify(g: &Graph) -> Result<()> {
     }
     let consumers = g.consumers();
     for id in g.ids() {
-        let writes = consumers[id.index()]
+        let users = &consumers[id.index()];
+        let writes: Vec<NodeId> = users
             .iter()
-            .filter(|&&c| matches!(g.node(c).op, Op::KvWrite(_)) && g.node(c).inputs[0] == id)
-            .count();
-        if writes > 0 && (consumers[id.index()].len() > 1 || g.is_output(id)) {
+            .copied()
+            .filter(|&c| matches!(g.node(c).op, Op::KvWrite(_)) && g.node(c).inputs[0] == id)
+            .collect();
+        let read_before = |write: NodeId| {
+            let before = ancestors(g, g.node(write).inputs[1]);
+            users.iter().all(|&u| u == write || before.contains(&u))
+        };
+        let ok = match writes[..] {
+            [] => true,
+            [write] => !g.is_output(id) && read_before(write),
+            _ => false,
+        };
+        if !ok {
             return Err(bad(
                 id,
-                "a persistent buffer that is written must be read only through the write's result".into(),
+                "a persistent buffer that is written must be read only through the write's result, \
+                 or before it by what the write depends on"
+                    .into(),
             ));
         }
     }
@@ -75,4 +90,77 @@ pub fn verify(g: &Graph) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// `id` and every node it depends on.
+fn ancestors(g: &Graph, id: NodeId) -> HashSet<NodeId> {
+    let mut seen = HashSet::from([id]);
+    let mut todo = vec![id];
+    while let Some(n) = todo.pop() {
+        for &i in &g.node(n).inputs {
+            if seen.insert(i) {
+                todo.push(i);
+            }
+        }
+    }
+    seen
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::{DType, TensorType};
+
+    fn cache(g: &mut Graph) -> NodeId {
+        g.state("cache", TensorType::new(DType::F32, [3, 2])).unwrap()
+    }
+
+    fn err(g: &Graph) -> String {
+        verify(g).unwrap_err().to_string()
+    }
+
+    /// Rows gathered from a buffer and written back over it (a beam's cache reordered): the
+    /// gather is what the write copies, so it reads the buffer before the write.
+    #[test]
+    fn a_buffer_may_be_read_by_what_its_write_depends_on() {
+        let mut g = Graph::new("reorder");
+        let c = cache(&mut g);
+        let rows = g.input("rows", TensorType::new(DType::U32, [3])).unwrap();
+        let reordered = g.gather(c, rows).unwrap();
+        let doubled = g.add(reordered, reordered).unwrap();
+        let w = g.write_state(c, doubled).unwrap();
+        g.output("cache", w).unwrap();
+        verify(&g).unwrap();
+    }
+
+    #[test]
+    fn a_buffer_read_beside_its_write_or_written_twice_is_refused() {
+        let want = "invalid graph: %0 (state): a persistent buffer that is written must be read only through the write's \
+                    result, or before it by what the write depends on";
+        // A reader the write does not depend on could run after it.
+        let mut g = Graph::new("beside");
+        let c = cache(&mut g);
+        let x = g.input("x", TensorType::new(DType::F32, [3, 2])).unwrap();
+        let w = g.write_state(c, x).unwrap();
+        let read = g.add(c, c).unwrap();
+        g.output("w", w).unwrap();
+        g.output("read", read).unwrap();
+        assert_eq!(err(&g), want);
+        // Two writes of the same buffer.
+        let mut g = Graph::new("twice");
+        let c = cache(&mut g);
+        let x = g.input("x", TensorType::new(DType::F32, [3, 2])).unwrap();
+        let (a, b) = (g.write_state(c, x).unwrap(), g.write_state(c, x).unwrap());
+        g.output("a", a).unwrap();
+        g.output("b", b).unwrap();
+        assert_eq!(err(&g), want);
+        // The unwritten buffer as an output beside its write.
+        let mut g = Graph::new("output");
+        let c = cache(&mut g);
+        let x = g.input("x", TensorType::new(DType::F32, [3, 2])).unwrap();
+        let w = g.write_state(c, x).unwrap();
+        g.output("before", c).unwrap();
+        g.output("after", w).unwrap();
+        assert_eq!(err(&g), want);
+    }
 }

@@ -37,6 +37,7 @@ pub mod scalar;
 pub mod select;
 pub mod slice;
 pub mod softmax;
+pub mod top_k;
 pub mod unary;
 
 pub use add_layer_norm::AddLayerNorm;
@@ -61,6 +62,7 @@ pub use scalar::ScalarRead;
 pub use select::Select;
 pub use slice::Slice;
 pub use softmax::Softmax;
+pub use top_k::TopK;
 pub use unary::{Unary, UnaryKind};
 
 /// What a run supplies to the reference evaluation of an op.
@@ -199,6 +201,8 @@ registry! {
         Gather(gather::Gather),
         Cast(cast::Cast),
         Argmax(argmax::Argmax),
+        /// The k largest values' indices along the last axis.
+        TopK(top_k::TopK),
         KvWrite(kv_write::KvWrite),
         /// The value of a runtime scalar as a u32 tensor: a leaf, but one the harness tests.
         ScalarRead(scalar::ScalarRead),

@@ -136,6 +136,7 @@ fn add_cases(tag: OpTag, cases: &mut CaseGen) -> Result<()> {
         OpTag::FusedElementwise => elementwise::fused_elementwise(cases),
         OpTag::Reduce => reduce::reduce(cases),
         OpTag::Argmax => reduce::argmax(cases),
+        OpTag::TopK => reduce::top_k(cases),
         OpTag::Softmax => reduce::softmax(cases),
         OpTag::LayerNorm => norm::layer_norm(cases),
         OpTag::AddLayerNorm => norm::add_layer_norm(cases),

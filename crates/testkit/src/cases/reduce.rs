@@ -1,9 +1,10 @@
-//! Harness cases of the reduce family: reductions over an axis, argmax, softmax.
+//! Harness cases of the reduce family: reductions over an axis, argmax, top_k, softmax.
 
 use rand::Rng;
 use susurrus_core::error::Result;
 use susurrus_core::ir::{DType, Graph};
 use susurrus_core::ops::*;
+use susurrus_core::tensor::Tensor;
 
 use super::*;
 use crate::compare::Tolerance;
@@ -44,6 +45,91 @@ pub(crate) fn argmax(cases: &mut CaseGen) -> Result<()> {
         let ties = if dist.is_some() { " ties" } else { "" };
         cases.push("argmax", &format!("argmax {dtype} axis={axis}{ties}"), g, Tolerance::Exact, &dists)?;
     }
+    Ok(())
+}
+
+/// The largest k of the top_k cases: the GPU backends' lowerings take k up to 64.
+const TOP_K_MOST: usize = 64;
+
+/// Harness cases: top_k over random shapes (leading axes are rows) of every dtype, k from 1
+/// to the row length, with and without ties; integers beyond what f32 tells apart; long rows,
+/// which GPU backends select in splits and merge (a decoder step's scores, and a row whose
+/// last split is shorter than k); NaN, infinities and signed zeros.
+pub(crate) fn top_k(cases: &mut CaseGen) -> Result<()> {
+    use DType::{F16, F32, I32, U32};
+    let ties = Dist::Ints { lo: 0, hi: 3 };
+    let signed = Dist::Ints { lo: i32::MIN as i64, hi: i32::MAX as i64 + 1 };
+    // u32 values near 2^32: neighbours collide in f32.
+    let high = Dist::Ints { lo: (1 << 32) - 64, hi: 1 << 32 };
+    let draws =
+        [(F32, None), (F16, None), (F32, Some(ties)), (F16, Some(ties)), (I32, Some(signed)), (U32, Some(high))];
+    for (dtype, dist) in draws {
+        let rank = cases.rng.random_range(1..=3);
+        let mut dims = cases.shape(rank - 1, BUDGET / 128);
+        let n = cases.pick(&SIZES);
+        dims.push(n);
+        let k = cases.pick(&[1, 2, 5, 10, n]).min(n).min(TOP_K_MOST);
+        top_k_case(cases, &dims, dtype, k, dist)?;
+    }
+    let ints = Dist::Ints { lo: -3, hi: 3 };
+    let long = [
+        ([1, 51864], 10, F32, None),
+        ([1, 51864], 32, F16, None),
+        ([2, 4099], 10, F32, None),
+        ([3, LONG_ROW], 10, F32, Some(ties)),
+        ([2, LONG_ROW], TOP_K_MOST, I32, Some(ints)),
+        ([1, 9000], 7, U32, Some(high)),
+    ];
+    for (dims, k, dtype, dist) in long {
+        top_k_case(cases, &dims, dtype, k, dist)?;
+    }
+    // Half the values special, all of them in order; then one in 64 of long rows.
+    top_k_specials(cases, &[3, 33], 33, Dist::Ints { lo: 0, hi: 2 })?;
+    top_k_specials(cases, &[2, 5000], 20, Dist::Ints { lo: 0, hi: 64 })
+}
+
+/// One top_k case of an input `x` of `dims` and `dtype` (values from `dist`, or the dtype's
+/// default).
+fn top_k_case(cases: &mut CaseGen, dims: &[usize], dtype: DType, k: usize, dist: Option<Dist>) -> Result<()> {
+    let mut g = Graph::new("top_k");
+    let x = g.input("x", ty(dtype, dims))?;
+    let y = g.top_k(x, k)?;
+    g.output("y", y)?;
+    let dists: Vec<_> = dist.map(|d| ("x", d)).into_iter().collect();
+    let values = match dist {
+        Some(Dist::Ints { lo, hi }) => format!(" ints {lo}..{hi}"),
+        _ => String::new(),
+    };
+    cases.push("top_k", &format!("top_k {dtype} k={k}{values}"), g, Tolerance::Exact, &dists)
+}
+
+/// A top_k case over rows of small whole numbers and, where a mask drawn from `mask` is 0,
+/// specials: NaN (5% of them), +inf (10%), -inf, +0 and -0, from a weight (copied exactly: no
+/// arithmetic touches them; a weight rather than a constant, so the graph holds no NaN and
+/// equals itself). Zeros of both signs tie; NaN is rare enough for infinities and numbers to
+/// be picked too.
+fn top_k_specials(cases: &mut CaseGen, dims: &[usize], k: usize, mask: Dist) -> Result<()> {
+    let n = dims[dims.len() - 1];
+    let specials: Vec<f32> = (0..n)
+        .map(|_| match cases.rng.random_range(0..100) {
+            0..5 => f32::NAN,
+            5..15 => f32::INFINITY,
+            15..50 => f32::NEG_INFINITY,
+            50..75 => 0.0,
+            _ => -0.0,
+        })
+        .collect();
+    let mut g = Graph::new("top_k");
+    let keep = g.input("mask", ty(DType::U32, dims))?;
+    let x = g.input("x", ty(DType::F32, dims))?;
+    let special = g.param("specials", ty(DType::F32, &[n]))?;
+    let picked = g.select(keep, x, special)?;
+    let y = g.top_k(picked, k)?;
+    g.output("y", y)?;
+    let (run, mut weights) = cases.run(&g, &[("mask", mask), ("x", Dist::Ints { lo: -2, hi: 3 })], &[])?;
+    weights.insert("specials".into(), Tensor::f32([n], specials)?);
+    let label = format!("top_k f32 k={k} nan inf zeros");
+    cases.push_runs("top_k", &label, g, Tolerance::Exact, weights, vec![run]);
     Ok(())
 }
 

@@ -23,6 +23,10 @@ pub(super) enum Broadcast {
     Full,
     /// Its dims are the output's trailing dims (after leading ones): element `i % len`.
     Suffix(usize),
+    /// Its dims are the output's leading dims (then ones), each of its elements spread over
+    /// `inner` consecutive outputs: element `i / inner` (a beam's score beside its row of
+    /// the vocabulary).
+    Prefix(usize),
 }
 
 #[derive(Debug)]
@@ -137,8 +141,43 @@ pub(super) fn broadcast(t: &TensorType, out: &TensorType) -> Option<Broadcast> {
     }
     let dims: Vec<usize> = t.shape.dims().iter().copied().skip_while(|&d| d == 1).collect();
     let o = out.shape.dims();
-    (dims.len() <= o.len() && o[o.len() - dims.len()..] == dims[..])
-        .then(|| Broadcast::Suffix(dims.iter().product::<usize>().max(1)))
+    if dims.len() <= o.len() && o[o.len() - dims.len()..] == dims[..] {
+        return Some(Broadcast::Suffix(dims.iter().product::<usize>().max(1)));
+    }
+    // The same rank as the output: its leading dims, then ones.
+    let t = t.shape.dims();
+    let lead = t.len() - t.iter().rev().take_while(|&&d| d == 1).count();
+    (t.len() == o.len() && t[..lead] == o[..lead]).then(|| Broadcast::Prefix(o[lead..].iter().product()))
+}
+
+/// Fills `r` with the source elements of outputs `first..first + r.len()` under a broadcast,
+/// each read by `read`.
+#[inline(always)]
+pub(super) fn load_broadcast<T: Copy, U>(r: &mut [U], src: &[T], first: usize, bc: Broadcast, read: impl Fn(T) -> U) {
+    match bc {
+        Broadcast::Full => r.iter_mut().zip(&src[first..]).for_each(|(v, &w)| *v = read(w)),
+        Broadcast::Suffix(len) => {
+            let mut at = first % len;
+            for v in r.iter_mut() {
+                *v = read(src[at]);
+                at += 1;
+                if at == len {
+                    at = 0;
+                }
+            }
+        }
+        Broadcast::Prefix(inner) => {
+            let (mut at, mut within) = (first / inner, first % inner);
+            for v in r.iter_mut() {
+                *v = read(src[at]);
+                within += 1;
+                if within == inner {
+                    within = 0;
+                    at += 1;
+                }
+            }
+        }
+    }
 }
 
 /// How an operand's 32-bit words are read as f32.
@@ -167,21 +206,9 @@ impl Word {
 /// per-element branch or division), so the loads vectorise.
 fn load(r: &mut [f32], src: &[u32], first: usize, bc: Broadcast, word: Word) {
     match bc {
-        Broadcast::Full if word == Word::F32 => {
-            r.iter_mut().zip(&src[first..]).for_each(|(v, &w)| *v = f32::from_bits(w))
-        }
-        Broadcast::Full => r.iter_mut().zip(&src[first..]).for_each(|(v, &w)| *v = word.read(w)),
+        Broadcast::Full if word == Word::F32 => load_broadcast(r, src, first, bc, f32::from_bits),
         Broadcast::Suffix(1) => r.fill(word.read(src[0])),
-        Broadcast::Suffix(len) => {
-            let mut at = first % len;
-            for v in r.iter_mut() {
-                *v = word.read(src[at]);
-                at += 1;
-                if at == len {
-                    at = 0;
-                }
-            }
-        }
+        _ => load_broadcast(r, src, first, bc, |w| word.read(w)),
     }
 }
 

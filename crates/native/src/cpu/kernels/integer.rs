@@ -8,7 +8,7 @@ use susurrus_core::ops::{BinaryKind, CmpKind, Op};
 
 use super::super::compile::Operand;
 use super::super::memory::Bases;
-use super::elementwise::{Broadcast, broadcast};
+use super::elementwise::{Broadcast, broadcast, load_broadcast};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum What {
@@ -114,16 +114,7 @@ fn load(r: &mut [u32], src: Option<&[u32]>, bc: Broadcast, out: &[u32], first: u
         (None, _) => r.copy_from_slice(out),
         (Some(s), Broadcast::Full) => r.copy_from_slice(&s[first..first + r.len()]),
         (Some(s), Broadcast::Suffix(1)) => r.fill(s[0]),
-        (Some(s), Broadcast::Suffix(len)) => {
-            let mut at = first % len;
-            for v in r.iter_mut() {
-                *v = s[at];
-                at += 1;
-                if at == len {
-                    at = 0;
-                }
-            }
-        }
+        (Some(s), bc) => load_broadcast(r, s, first, bc, |w| w),
     }
 }
 

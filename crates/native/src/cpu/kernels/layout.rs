@@ -130,8 +130,8 @@ impl KvWrite {
     }
 }
 
-/// Rows of a table `[V, D]` picked by ids: f32 or f16 copied (the output's dtype), q8
-/// dequantized to f32.
+/// Rows of a table `[V, D...]` picked by ids (embeddings, a beam cache's rows): f32 or f16
+/// copied (the output's dtype), q8 dequantized to f32.
 #[derive(Debug)]
 pub struct Gather {
     rows: usize,
@@ -141,7 +141,8 @@ pub struct Gather {
 
 impl Gather {
     pub fn choose(t: &[TensorType], out: &TensorType) -> Option<Self> {
-        let [rows, d] = *t[0].shape.dims() else { return None };
+        let (&rows, rest) = t[0].shape.dims().split_first()?;
+        let d = rest.iter().product();
         let table = WeightKind::of(&t[0])?;
         let out_dtype = if table == WeightKind::F16 { DType::F16 } else { DType::F32 };
         (matches!(t[1].dtype, DType::U32 | DType::I32) && out.dtype == out_dtype).then_some(Gather { rows, d, table })

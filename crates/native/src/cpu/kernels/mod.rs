@@ -32,6 +32,7 @@ pub enum Kernel {
     Elementwise(elementwise::Elementwise),
     Integer(integer::Integer),
     Reduce(reduce::Reduce),
+    TopK(reduce::TopK),
     Slice(reduce::Slice),
     Permute(layout::Permute),
     KvWrite(layout::KvWrite),
@@ -58,6 +59,7 @@ pub fn choose(op: &Op, step: &Step) -> Option<(Kernel, bool)> {
         }
         Op::Reduce(r) => (Kernel::Reduce(reduce::Reduce::choose_reduce(r, t, out)?), false),
         Op::Argmax(a) => (Kernel::Reduce(reduce::Reduce::choose_argmax(a, t)?), false),
+        Op::TopK(k) => (Kernel::TopK(reduce::TopK::choose(k, t)?), false),
         Op::Slice(s) => (Kernel::Slice(reduce::Slice::choose(s, t)?), false),
         Op::Permute(p) => (Kernel::Permute(layout::Permute::choose(p, t, out)?), false),
         Op::KvWrite(k) => (Kernel::KvWrite(layout::KvWrite::choose(k, t, out)?), false),
@@ -112,6 +114,7 @@ pub fn run(step: &Step, bases: &Bases, scalars: &[u32], scratch: &mut Scratch, t
             Kernel::Elementwise(k) => k.run(&step.inputs, bases, bases.slice_mut(out)),
             Kernel::Integer(k) => k.run(&step.inputs, bases, bases.slice_mut(out)),
             Kernel::Reduce(k) => k.run(input(bases, step.inputs[0])?, bases.slice_mut(out)),
+            Kernel::TopK(k) => k.run(input(bases, step.inputs[0])?, bases.slice_mut(out)),
             Kernel::Slice(k) => k.run(input(bases, step.inputs[0])?, bases.slice_mut(out)),
             Kernel::Permute(k) => k.run(step.inputs[0], bases, out),
             Kernel::KvWrite(k) => k.run(input(bases, step.inputs[1])?, bases.slice_mut(out), scalars),

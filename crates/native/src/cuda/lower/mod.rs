@@ -5,8 +5,9 @@
 //!
 //! One file per op family, beside its kernel file: `elementwise` (unary, binary, compare,
 //! where, fused programs, cast, scalar reads), `layout` (permute, slice, concat, gather, KV
-//! writes), `reduce` (reductions, argmax, softmax), `norm` (layer norms), `conv` (conv1d),
-//! `matmul` (matmul, matmul + bias, and the product helper the others use), `attention`.
+//! writes), `reduce` (reductions, argmax, top_k, softmax), `norm` (layer norms), `conv`
+//! (conv1d), `matmul` (matmul, matmul + bias, and the product helper the others use),
+//! `attention`.
 
 pub mod attention;
 pub mod conv;
@@ -256,6 +257,7 @@ fn lower_op(op: &Op, ctx: &LowerCtx) -> Result<Vec<Launch>> {
         Op::KvWrite(o) => layout::kv_write(o, ctx),
         Op::Reduce(o) => reduce::reduce(o, ctx),
         Op::Argmax(o) => reduce::argmax(o, ctx),
+        Op::TopK(o) => reduce::top_k(o, ctx),
         Op::Softmax(o) => reduce::softmax(o, ctx),
         Op::LayerNorm(o) => norm::layer_norm(o, ctx),
         Op::AddLayerNorm(o) => norm::add_layer_norm(o, ctx),

@@ -1,4 +1,4 @@
-//! Reductions over one axis (sum, mean, max), argmax and softmax over the last axis
+//! Reductions over one axis (sum, mean, max), argmax, top_k and softmax over the last axis
 //! (kernels/cuda/reduce.cu).
 //!
 //! A tensor is viewed as `[outer, n, inner]` around the axis. Along the last axis (`inner ==
@@ -9,9 +9,10 @@
 //! into parts of about [`PART_LEN`] values, a block each, whose partial results (in scratch)
 //! a second, small launch combines. Otherwise one thread folds each run in index order (as
 //! the reference does): neighbouring threads are neighbouring results, which read
-//! neighbouring words when `inner > 1`, and short rows do not leave a block idle.
+//! neighbouring words when `inner > 1`, and short rows do not leave a block idle. top_k sizes
+//! its blocks and parts its own way (see [`top_k`]).
 
-use susurrus_core::ops::{Argmax, Reduce, ReduceKind, Softmax};
+use susurrus_core::ops::{Argmax, Reduce, ReduceKind, Softmax, TopK};
 use susurrus_core::{Error, Result};
 
 use super::{KernelLaunch, Launch, LowerCtx};
@@ -29,6 +30,13 @@ crate::cuda_params! {
     /// Rows come in `parts` parts of `chunk` values, as for [`ReduceParams`]; a partial result
     /// is the pair (value word, index).
     pub struct ArgmaxParams { pub x: In, pub out: Out, pub partials: u64, pub n: u32, pub inner: u32, pub outputs: u32, pub parts: u32, pub chunk: u32 }
+}
+
+crate::cuda_params! {
+    /// `rows` rows of `n` values for the first `k` indices of each, in `parts` parts of `chunk`
+    /// values (the last one shorter); with more than one, a part's k candidates, pairs (key,
+    /// index), go to `partials` (`[rows, parts, k]` pairs).
+    pub struct TopKParams { pub x: In, pub out: Out, pub partials: u64, pub n: u32, pub k: u32, pub rows: u32, pub parts: u32, pub chunk: u32 }
 }
 
 crate::cuda_params! {
@@ -67,7 +75,12 @@ const MAX_PARTS: usize = 64;
 const PART_THREADS: u32 = 256;
 
 pub(super) fn params() -> Vec<ParamsInfo> {
-    vec![ParamsInfo::of::<ReduceParams>(), ParamsInfo::of::<ArgmaxParams>(), ParamsInfo::of::<SoftmaxParams>()]
+    vec![
+        ParamsInfo::of::<ReduceParams>(),
+        ParamsInfo::of::<ArgmaxParams>(),
+        ParamsInfo::of::<TopKParams>(),
+        ParamsInfo::of::<SoftmaxParams>(),
+    ]
 }
 
 /// `n` as a kernel's u32 count.
@@ -206,6 +219,73 @@ pub fn argmax(op: &Argmax, ctx: &LowerCtx) -> Result<Vec<Launch>> {
         launches.push(Launch::Kernel(rows.combine("argmax_combine", &params)));
     }
     Ok(launches)
+}
+
+/// The largest `k` [`top_k`] takes: the kernels' shared memory holds `k` picks per warp.
+pub const TOP_K_MAX: usize = 64;
+
+/// Values of a part of a split top_k row: 16 per thread of a block of 256, the most a thread
+/// keeps in registers (`TOP_K_HELD` in kernels/cuda/reduce.cu), so the thread holding a
+/// round's pick finds its next candidate without reading memory.
+pub const TOP_K_PART: usize = 4096;
+
+/// Most threads of a top_k block (`TOP_K_WARPS` warps in kernels/cuda/reduce.cu).
+const TOP_K_THREADS: usize = 512;
+
+/// Threads of a top_k block selecting among `count` candidates: about 16 each (all in
+/// registers up to 512 x 16 candidates), whole warps, at most [`TOP_K_THREADS`].
+pub fn top_k_threads(count: usize) -> u32 {
+    count.div_ceil(16).next_multiple_of(32).clamp(32, TOP_K_THREADS) as u32
+}
+
+/// The `k` largest values' indices along the last axis, in the reference's order (larger
+/// first, equal values by lower index, NaN above every number); integers compare in their own
+/// type. `k` is at most [`TOP_K_MAX`].
+///
+/// Each warp selects the first k of its lanes' values in k rounds of shuffles, then one warp
+/// selects among the warps' picks (kernels/cuda/reduce.cu). A row of at most [`TOP_K_PART`]
+/// values takes a block; longer rows (beam search's scores, up to 16 x 51866 values in one
+/// row) are cut into parts of that many, a block each, whose k candidates go to scratch, and
+/// `top_k_combine` selects among a row's candidates with one block.
+pub fn top_k(op: &TopK, ctx: &LowerCtx) -> Result<Vec<Launch>> {
+    if op.k > TOP_K_MAX {
+        return Err(Error::Unsupported {
+            op: format!("top_k with k={}", op.k),
+            backend: format!("cuda (k at most {TOP_K_MAX})"),
+        });
+    }
+    let numel = ctx.inputs[0].ty.numel();
+    let n = ctx.inputs[0].ty.shape.last();
+    let rows = numel / n;
+    if rows == 0 {
+        return Ok(Vec::new());
+    }
+    count(numel, "top_k")?;
+    let parts = n.div_ceil(TOP_K_PART);
+    let blocks =
+        u32::try_from(rows * parts).ok().filter(|&b| b <= i32::MAX as u32).ok_or_else(|| Error::Unsupported {
+            op: format!("top_k of {rows} rows of {n}"),
+            backend: "cuda (at most 2^31 - 1 blocks)".into(),
+        })?;
+    let chunk = if parts == 1 { n } else { TOP_K_PART };
+    let partials = if parts == 1 { 0 } else { ctx.scratch.take(rows * parts * op.k * 8) };
+    let params = TopKParams {
+        x: ctx.input(0),
+        out: ctx.out(),
+        partials,
+        n: n as u32,
+        k: op.k as u32,
+        rows: rows as u32,
+        parts: parts as u32,
+        chunk: chunk as u32,
+    };
+    let first = KernelLaunch::new("top_k_rows", &params).grid(blocks, 1, 1).block(top_k_threads(chunk), 1, 1);
+    if parts == 1 {
+        return Ok(vec![Launch::Kernel(first)]);
+    }
+    let threads = top_k_threads(parts * op.k);
+    let combine = KernelLaunch::new("top_k_combine", &params).grid(rows as u32, 1, 1).block(threads, 1, 1);
+    Ok(vec![Launch::Kernel(first), Launch::Kernel(combine)])
 }
 
 /// One block per row whatever its length (softmax reads each value three times: maximum,
@@ -396,6 +476,64 @@ mod tests {
         // No results: nothing to launch.
         let got = lower_with(x(DType::F32, &[0, 3]), ty(DType::U32, &[0]), |c| argmax(&Argmax { axis: 1 }, c));
         assert_eq!(got, vec![]);
+    }
+
+    #[test]
+    fn top_k_threads_are_whole_warps_of_about_sixteen_candidates() {
+        assert_eq!(top_k_threads(1), 32);
+        assert_eq!(top_k_threads(512), 32);
+        assert_eq!(top_k_threads(513), 64);
+        assert_eq!(top_k_threads(TOP_K_PART), 256);
+        assert_eq!(top_k_threads(64 * 32), 128);
+        assert_eq!(top_k_threads(1_000_000), 512);
+    }
+
+    #[test]
+    fn top_k_takes_a_block_per_short_row() {
+        // [3, 5, 100] i32, k = 4: 15 rows of 100, a block of one warp each.
+        let got = lower_with(x(DType::I32, &[3, 5, 100]), ty(DType::U32, &[3, 5, 4]), |c| top_k(&TopK { k: 4 }, c));
+        let x_i32 = In { kind: kind::I32, ..X };
+        let want = TopKParams { x: x_i32, out: out(3), partials: 0, n: 100, k: 4, rows: 15, parts: 1, chunk: 100 };
+        assert_eq!(got, vec![Launch::Kernel(KernelLaunch::new("top_k_rows", &want).grid(15, 1, 1).block(32, 1, 1))]);
+        // A row of exactly one part: 256 threads.
+        let got = lower_with(x(DType::F32, &[2, 4096]), ty(DType::U32, &[2, 1]), |c| top_k(&TopK { k: 1 }, c));
+        let want = TopKParams { x: X, out: out(3), partials: 0, n: 4096, k: 1, rows: 2, parts: 1, chunk: 4096 };
+        assert_eq!(got, vec![Launch::Kernel(KernelLaunch::new("top_k_rows", &want).grid(2, 1, 1).block(256, 1, 1))]);
+        // No rows: nothing to launch.
+        let got = lower_with(x(DType::F32, &[0, 3]), ty(DType::U32, &[0, 2]), |c| top_k(&TopK { k: 2 }, c));
+        assert_eq!(got, vec![]);
+    }
+
+    #[test]
+    fn top_k_of_long_rows_selects_in_parts_then_combines_them() {
+        // Beam search over 5 beams' scores [1, 5 * 51864], k = 10: 64 parts of 4096 (the last
+        // of 1272), a block of 256 each writing 10 pairs (80 bytes) to scratch; one block of
+        // 32 threads selects among the 640.
+        let got = lower_with(x(DType::F32, &[1, 5 * 51864]), ty(DType::U32, &[1, 10]), |c| top_k(&TopK { k: 10 }, c));
+        let want =
+            TopKParams { x: X, out: out(3), partials: SCRATCH, n: 259320, k: 10, rows: 1, parts: 64, chunk: 4096 };
+        let parts = KernelLaunch::new("top_k_rows", &want).grid(64, 1, 1).block(256, 1, 1);
+        let combine = KernelLaunch::new("top_k_combine", &want).grid(1, 1, 1).block(64, 1, 1);
+        assert_eq!(got, vec![Launch::Kernel(parts), Launch::Kernel(combine)]);
+        // Two rows of 51864, k = 32: 13 parts each, blocks row * parts + part.
+        let got = lower_with(x(DType::F16, &[2, 51864]), ty(DType::U32, &[2, 32]), |c| top_k(&TopK { k: 32 }, c));
+        let want = TopKParams { n: 51864, k: 32, rows: 2, parts: 13, ..want };
+        let parts = KernelLaunch::new("top_k_rows", &want).grid(26, 1, 1).block(256, 1, 1);
+        let combine = KernelLaunch::new("top_k_combine", &want).grid(2, 1, 1).block(32, 1, 1);
+        assert_eq!(got, vec![Launch::Kernel(parts), Launch::Kernel(combine)]);
+    }
+
+    #[test]
+    fn top_k_refuses_k_past_its_limit() {
+        let err = crate::cuda::lower::testing::lower_at(
+            &[x(DType::F32, &[1, 100])],
+            0x8000,
+            ty(DType::U32, &[1, 65]),
+            SCRATCH,
+            |c| top_k(&TopK { k: 65 }, c),
+        )
+        .unwrap_err();
+        assert_eq!(err.to_string(), "top_k with k=65 is not supported by the cuda (k at most 64) backend");
     }
 
     #[test]

@@ -6,8 +6,8 @@
 //! One file per op family, as the CUDA lowering has them: `elementwise` (unary, binary,
 //! compare, where, fused programs, cast, scalar reads, and the WGSL expression of every
 //! function), `layout` (leaves, reshape, permute, slice, concat, gather, KV writes), `reduce`
-//! (reductions, argmax, softmax), `norm` (layer norms), `conv` (conv1d), `matmul` (matmul,
-//! matmul + bias), `attention`.
+//! (reductions, argmax, top_k, softmax), `norm` (layer norms), `conv` (conv1d), `matmul`
+//! (matmul, matmul + bias), `attention`.
 
 pub mod attention;
 pub mod conv;
@@ -88,6 +88,7 @@ pub fn lower(op: &Op, ctx: &KernelCtx) -> Result<Lowering> {
         Op::KvWrite(o) => layout::kv_write(o, ctx),
         Op::Reduce(o) => reduce::reduce(o, ctx),
         Op::Argmax(o) => reduce::argmax(o, ctx),
+        Op::TopK(o) => reduce::top_k(o, ctx),
         Op::Softmax(o) => reduce::softmax(o, ctx),
         Op::LayerNorm(o) => norm::layer_norm(o, ctx),
         Op::AddLayerNorm(o) => norm::add_layer_norm(o, ctx),
@@ -307,6 +308,9 @@ mod tests {
             all.push((Argmax { axis: 1 }.into(), vec![(ty(dtype, &[2, 7, 3]), dtype == F16)]));
             // A decoder step's vocabulary: two passes.
             all.push((Argmax { axis: 1 }.into(), vec![arena(dtype, &[1, 51864])]));
+            all.push((TopK { k: 3 }.into(), vec![(ty(dtype, &[2, 7]), dtype == F16)]));
+            // Beam search over a decoder step's scores: splits, then one merge per row.
+            all.push((TopK { k: 10 }.into(), vec![arena(dtype, &[2, 51864])]));
         }
         for kind in ReduceKind::ALL {
             all.push((Reduce { kind, axis: 1, keep_dim: true }.into(), vec![arena(F32, &[1, 51864])]));

@@ -1,12 +1,13 @@
-//! Ops along one axis: reductions, argmax and softmax. Each views its input as
-//! `[outer, n, inner]` around the axis and folds every run of `n` values with the threads
-//! [`axis_layout`] gives it, whose lanes are combined by [`lane_folds`].
+//! Ops along one axis: reductions, argmax, top_k and softmax. Each but top_k views its input
+//! as `[outer, n, inner]` around the axis and folds every run of `n` values with the threads
+//! [`axis_layout`] gives it, whose lanes are combined by [`lane_folds`]; top_k selects along
+//! the last axis with a whole workgroup per row or split of a row.
 
 use super::{KernelCtx, Lowering};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::exec::wgpu::{KernelSpec, ScratchUse, WORKGROUP, grid};
 use crate::ir::DType;
-use crate::ops::{Argmax, Reduce, ReduceKind, Softmax};
+use crate::ops::{Argmax, Reduce, ReduceKind, Softmax, TopK};
 
 crate::kernel_params! {
     /// A tensor viewed as `[outer, n, inner]` around the axis a kernel works along, with
@@ -18,6 +19,19 @@ crate::kernel_params! {
         pub outputs: u32,
         pub splits: u32,
         pub chunk: u32,
+    }
+}
+
+crate::kernel_params! {
+    /// top_k over rows of `n` values, each in `splits` splits of `chunk` values (the last one
+    /// shorter), for the `k` first indices. `groups` workgroups of a pass have work: one per
+    /// split, then one per row (the grid may hold more).
+    pub struct TopKParams {
+        pub n: u32,
+        pub k: u32,
+        pub splits: u32,
+        pub chunk: u32,
+        pub groups: u32,
     }
 }
 
@@ -155,6 +169,71 @@ pub fn argmax(op: &Argmax, ctx: &KernelCtx) -> Result<Lowering> {
     Ok(Lowering::Passes { scratch_bytes: 8 * outer * splits, kernels: vec![first, second] })
 }
 
+/// The largest `k` [`top_k`] takes: each of its k rounds costs two workgroup folds, and its
+/// scratch grows with k (beam search asks for twice the beams, at most 32 or so).
+pub const TOP_K_MAX: usize = 64;
+
+/// Values of a split of a top_k row: 16 per thread, which the thread holding a round's pick
+/// scans again (from cache) for its next candidate.
+const TOP_K_CHUNK: usize = 4096;
+
+/// The `k` largest values' indices along the last axis, in the reference's order (larger
+/// first, equal values by lower index, NaN above every number); `k` at most [`TOP_K_MAX`].
+///
+/// A workgroup selects the first k of its candidates in k rounds of two lane folds
+/// (`kernels/top_k_select.wgsl`). Rows of at most [`TOP_K_CHUNK`] values take a workgroup
+/// each. Longer rows (a decoder step's scores for every beam: up to 16 x 51866 values) are
+/// cut into splits of that many, a workgroup each, which write their k candidates, as pairs
+/// (key, index), to the scratch; then one workgroup per row selects among its splits'
+/// candidates (`kernels/top_k_combine.wgsl`). Integers compare in their own type, floats by
+/// order-preserving u32 keys (NaN above everything, -0 equal to +0).
+pub fn top_k(op: &TopK, ctx: &KernelCtx) -> Result<Lowering> {
+    if op.k > TOP_K_MAX {
+        return Err(Error::Unsupported {
+            op: format!("top_k with k={}", op.k),
+            backend: format!("wgpu (k at most {TOP_K_MAX})"),
+        });
+    }
+    let x = ctx.inputs[0];
+    let (t, load, key) = match x.dtype {
+        DType::F32 | DType::F16 => ("f32", "ld0", "key_f32"),
+        DType::I32 => ("i32", "ldi0", "key_i32"),
+        DType::U32 => ("u32", "ldu0", "u32"),
+        DType::Q8 => unreachable!("top_k takes no q8 operand (the graph refuses it)"),
+    };
+    let n = x.shape.last();
+    let rows = x.numel() / n;
+    let splits = n.div_ceil(TOP_K_CHUNK);
+    let chunk = if splits == 1 { n } else { TOP_K_CHUNK };
+    let params = TopKParams {
+        n: n as u32,
+        k: op.k as u32,
+        splits: splits as u32,
+        chunk: chunk as u32,
+        groups: (rows * splits) as u32,
+    };
+    let source = concat!(
+        include_str!("../../../../../../kernels/top_k.wgsl"),
+        include_str!("../../../../../../kernels/top_k_select.wgsl")
+    );
+    let spec = KernelSpec::new("top_k", source, &params).define("T", t).define("LOAD", load).define("KEY", key);
+    let [gx, gy, gz] = grid(rows * splits);
+    let first = lane_folds(spec, ctx, 1).groups(gx, gy, gz);
+    if splits == 1 {
+        return Ok(Lowering::Kernel(first));
+    }
+    let params = TopKParams { groups: rows as u32, ..params };
+    let source = concat!(
+        include_str!("../../../../../../kernels/top_k_combine.wgsl"),
+        include_str!("../../../../../../kernels/top_k_select.wgsl")
+    );
+    let spec = KernelSpec::new("top_k_combine", source, &params).define("SCRATCH_INPUT", ctx.inputs.len().to_string());
+    let [gx, gy, gz] = grid(rows);
+    let second = lane_folds(spec, ctx, 1).groups(gx, gy, gz).scratch(ScratchUse::Reads);
+    let scratch_bytes = 8 * rows * splits * op.k;
+    Ok(Lowering::Passes { scratch_bytes, kernels: vec![first.scratch(ScratchUse::Writes), second] })
+}
+
 pub fn softmax(_op: &Softmax, ctx: &KernelCtx) -> Result<Lowering> {
     let n = ctx.output.shape.last();
     let split = (ctx.output.numel() / n, n, 1);
@@ -166,7 +245,8 @@ pub fn softmax(_op: &Softmax, ctx: &KernelCtx) -> Result<Lowering> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::exec::wgpu::lower::testing::{define, kernel, kernels_on, params, ty};
+    use crate::exec::wgpu::lower::testing::{define, kernel, kernels_on, lower_on, params, ty};
+    use crate::ops::Op;
 
     /// `(LANES, SLOTS, LANE_STRIDE, SLOT_STRIDE)` and the workgroups of an axis kernel.
     fn layout(split: (usize, usize, usize)) -> ([String; 4], [u32; 3]) {
@@ -238,6 +318,55 @@ mod tests {
         }
         let columns = Reduce { kind: ReduceKind::Sum, axis: 0, keep_dim: false };
         assert_eq!(kernels_on(columns, &[ty(DType::F32, &[51864, 2])], false).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn top_k_takes_a_workgroup_per_short_row() {
+        // [3, 5, 100] rows, k = 4: 15 workgroups, keys of the input type.
+        let spec = kernel(TopK { k: 4 }, &[ty(DType::I32, &[3, 5, 100])]).unwrap();
+        assert_eq!((spec.name, spec.workgroups, spec.scratch), ("top_k", [15, 1, 1], ScratchUse::None));
+        assert_eq!(params::<TopKParams>(&spec), TopKParams { n: 100, k: 4, splits: 1, chunk: 100, groups: 15 });
+        assert_eq!(["T", "LOAD", "KEY"].map(|k| define(&spec, k)), ["i32", "ldi0", "key_i32"]);
+        // The selection folds all 256 lanes of a workgroup.
+        assert!(spec.prelude.contains("fn lanes("));
+        let spec = kernel(TopK { k: 1 }, &[ty(DType::F16, &[4096])]).unwrap();
+        assert_eq!(["T", "LOAD", "KEY"].map(|k| define(&spec, k)), ["f32", "ld0", "key_f32"]);
+        assert_eq!((params::<TopKParams>(&spec).splits, spec.workgroups), (1, [1, 1, 1]));
+        let spec = kernel(TopK { k: 2 }, &[ty(DType::U32, &[7])]).unwrap();
+        assert_eq!(["T", "LOAD", "KEY"].map(|k| define(&spec, k)), ["u32", "ldu0", "u32"]);
+    }
+
+    #[test]
+    fn top_k_of_long_rows_selects_in_splits_then_merges_them() {
+        // Five beams' scores [1, 5 * 51864], k = 10: 64 splits of 4096 (the last of 1272), a
+        // workgroup each writing 10 pairs to the scratch; one workgroup merges the 640.
+        let passes = kernels_on(TopK { k: 10 }, &[ty(DType::F32, &[1, 5 * 51864])], false).unwrap();
+        let (first, second) = (&passes[0], &passes[1]);
+        assert_eq!((first.name, first.scratch, first.workgroups), ("top_k", ScratchUse::Writes, [64, 1, 1]));
+        let want = TopKParams { n: 259320, k: 10, splits: 64, chunk: 4096, groups: 64 };
+        assert_eq!(params::<TopKParams>(first), want);
+        assert_eq!((second.name, second.scratch, second.workgroups), ("top_k_combine", ScratchUse::Reads, [1, 1, 1]));
+        assert_eq!(params::<TopKParams>(second), TopKParams { groups: 1, ..want });
+        assert_eq!(define(second, "SCRATCH_INPUT"), "1");
+        // Two rows of 51864: 13 splits each, 8 bytes per candidate.
+        let op: Op = TopK { k: 32 }.into();
+        match lower_on(&op, &[ty(DType::F32, &[2, 51864])], false).unwrap() {
+            Lowering::Passes { scratch_bytes, kernels } => {
+                assert_eq!(scratch_bytes, 8 * 2 * 13 * 32);
+                assert_eq!((kernels[0].workgroups, kernels[1].workgroups), ([26, 1, 1], [2, 1, 1]));
+            }
+            other => panic!("{other:?}"),
+        }
+        // A row of exactly one split stays one pass.
+        assert_eq!(kernels_on(TopK { k: 10 }, &[ty(DType::F32, &[3, 4096])], false).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn top_k_refuses_k_past_its_limit() {
+        let op: Op = TopK { k: TOP_K_MAX + 1 }.into();
+        let err = lower_on(&op, &[ty(DType::F32, &[1, 100])], false).unwrap_err();
+        assert_eq!(err.to_string(), "top_k with k=65 is not supported by the wgpu (k at most 64) backend");
+        assert!(lower_on(&TopK { k: TOP_K_MAX }.into(), &[ty(DType::F32, &[1, 100])], false).is_ok());
     }
 
     #[test]
