@@ -159,10 +159,12 @@ MULTILINGUAL_OPTIONS = {"beam_size": 1, "vad_filter": False, "temperature": 0.0}
 
 
 def multilingual_runs(clip):
-    """The language given, the language detected, and (but for English) translated."""
+    """The language given, the language detected, (but for English) translated, and the
+    language given with faster-whisper's default beam search."""
     runs = [("language", {"language": clip}), ("detect", {"language": None})]
     if clip != "en":
         runs.append(("translate", {"language": clip, "task": "translate"}))
+    runs.append(("beam_5", {"language": clip, "beam_size": 5}))
     return runs
 
 

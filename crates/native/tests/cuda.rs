@@ -39,10 +39,12 @@ fn every_op_case_matches_the_reference() {
     assert!(failures.is_empty(), "{} case(s) failed:\n{}", failures.len(), failures.join("\n"));
 }
 
+/// Every golden run (the long clip's beam search up to a near-tie: `golden::GPU_RUNS`).
 #[test]
 #[ignore = "needs an NVIDIA GPU: scripts/test-cuda.sh runs it"]
 fn golden_transcripts_match_reference_with_f16_products() {
-    golden::transcripts_match_reference(Box::new(backend(Precision::F16)), Set::TinyEn, &golden::CLIPS);
+    golden::transcripts_match_reference(Box::new(backend(Precision::F16)), Set::TinyEn, &golden::GPU_RUNS);
+    golden::beam_run_matches_up_to_a_near_tie(Box::new(backend(Precision::F16)), 0.001);
     golden::transcripts_match_reference(Box::new(backend(Precision::F16)), Set::Base, &golden::MULTILINGUAL_CLIPS);
 }
 
@@ -59,7 +61,8 @@ fn int8_transcripts_match_the_reference_executor() {
 #[test]
 #[ignore = "needs an NVIDIA GPU: scripts/test-cuda.sh runs it"]
 fn golden_transcripts_match_reference_with_f32_products() {
-    golden::transcripts_match_reference(Box::new(backend(Precision::F32)), Set::TinyEn, &golden::CLIPS);
+    golden::transcripts_match_reference(Box::new(backend(Precision::F32)), Set::TinyEn, &golden::GPU_RUNS);
+    golden::beam_run_matches_up_to_a_near_tie(Box::new(backend(Precision::F32)), 0.001);
     golden::transcripts_match_reference(Box::new(backend(Precision::F32)), Set::Base, &golden::MULTILINGUAL_CLIPS);
 }
 
