@@ -306,11 +306,11 @@ pub fn model_matches_reference(mut whisper: Whisper, set: Set, clips: &[&str]) {
 }
 
 /// Every tiny.en run but the long clip's beam search: what the GPU suites check token for
-/// token. There the beams meet pruning decisions whose candidates differ by 5e-4 in summed
-/// log-probability (measured on the reference executor), closer than a GPU's rounding
-/// (f16 weights in tensor-core products, other summation orders); the CPU backends, whose
-/// sums are the reference's up to f32 rounding, check it token for token, and the GPU suites
-/// check it with [`beam_run_matches_up_to_a_near_tie`].
+/// token. There the beams meet a pruning decision whose candidates differ by 5e-4 in summed
+/// log-probability (measured on the reference executor), closer than the rounding of f16
+/// products on matrix units (CUDA's tensor cores, wgpu's cooperative matrices flip it on an
+/// H200; f32 products do not); the CPU backends check it token for token, and the GPU suites
+/// with [`beam_run_matches_up_to_a_near_tie`].
 pub const GPU_RUNS: [&str; 7] =
     ["short_1", "short_2", "short_3", "noisy", "silence", "long/default", "long/clip_timestamps"];
 
