@@ -18,8 +18,11 @@ import { assert, assertEqual, openDemoPage, repoRoot, runTest, seconds, waitForS
 
 const baseModel = process.env.SUSURRUS_BASE_MODEL;
 const fixtures = join(repoRoot, "tests/fixtures/golden/base");
-/** The runs checked, as the Rust suites name them (`MULTILINGUAL_RUNS` in the test kit). */
-const RUNS = [["de", "detect"], ["fr", "translate"], ["ja", "language"]];
+/**
+ * The runs checked, as the Rust suites name them (`MULTILINGUAL_RUNS` in the test kit), German
+ * with beam search, and Japanese with word timestamps (words split at characters).
+ */
+const RUNS = [["de", "detect"], ["fr", "translate"], ["ja", "language"], ["de", "beam_5"], ["ja", "word_timestamps"]];
 const LOAD_TIMEOUT_MS = 5 * 60_000;
 const TRANSCRIBE_TIMEOUT_MS = 10 * 60_000;
 
@@ -52,6 +55,7 @@ function packageOptions(options) {
     language: options.language ?? null,
     task: options.task ?? "transcribe",
     temperatures: [options.temperature],
+    wordTimestamps: options.word_timestamps ?? false,
   };
 }
 
@@ -74,6 +78,16 @@ function compare(result, run, label) {
     if (got.text !== want.text) problems.push(`${label} segment ${i}: text ${JSON.stringify(got.text)}, reference ${JSON.stringify(want.text)}`);
     for (const key of ["start", "end"]) {
       if (Math.abs(got[key] - want[key]) > 0.02) problems.push(`${label} segment ${i}: ${key} ${got[key]}, reference ${want[key]}`);
+    }
+    if ((got.words === undefined) !== (want.words === undefined) || (want.words && got.words.length !== want.words.length)) {
+      problems.push(`${label} segment ${i}: words ${JSON.stringify(got.words)}\n  reference ${JSON.stringify(want.words)}`);
+    } else if (want.words) {
+      want.words.forEach((w, k) => {
+        const g = got.words[k];
+        if (g.word !== w.word || Math.abs(g.start - w.start) > 0.02 + 1e-9 || Math.abs(g.end - w.end) > 0.02 + 1e-9) {
+          problems.push(`${label} segment ${i} word ${k}: ${JSON.stringify(g)}\n  reference ${JSON.stringify(w)}`);
+        }
+      });
     }
   });
   if (result.text !== run.text) problems.push(`${label}: text ${JSON.stringify(result.text)}, reference ${JSON.stringify(run.text)}`);
@@ -104,7 +118,7 @@ await runTest("multilingual", async (onCleanup) => {
       const r = await window.transcriber.transcribe(new Float32Array(samples), options);
       return {
         text: r.text, language: r.language, languageProbability: r.languageProbability, ms: r.timings.transcribeMs,
-        segments: r.segments.map(({ start, end, text, tokens }) => ({ start, end, text, tokens })),
+        segments: r.segments.map(({ start, end, text, tokens, words }) => ({ start, end, text, tokens, words })),
       };
     }, { samples, options: packageOptions(run.options) });
     console.log(`multilingual: ${clip}/${name}: ${seconds(result.ms)} for ${record.audio.duration.toFixed(1)} s of audio, ` +

@@ -115,8 +115,9 @@ EXTRA_RUNS = {
     "long": [("clip_timestamps", {"clip_timestamps": "6.72,26,32.64,44.4"})],
 }
 BASE_OPTIONS = {"beam_size": 1, "language": "en", "vad_filter": False}
-# Every clip also runs with faster-whisper's default beam search.
+# Every clip also runs with faster-whisper's default beam search, and with word timestamps.
 BEAM_RUN = ("beam_5", {"beam_size": 5})
+WORDS_RUN = ("word_timestamps", {"word_timestamps": True})
 MEL_CLIP = "short_1"
 
 # The multilingual set: one sentence per language, spoken by espeak-ng's voice for it (voices
@@ -165,6 +166,7 @@ def multilingual_runs(clip):
     if clip != "en":
         runs.append(("translate", {"language": clip, "task": "translate"}))
     runs.append(("beam_5", {"language": clip, "beam_size": 5}))
+    runs.append(("word_timestamps", {"language": clip, "word_timestamps": True}))
     return runs
 
 
@@ -175,7 +177,7 @@ SETS = {
         "name": "whisper-tiny.en (CTranslate2, float16 weights, run as float32)",
         "clips": CLIPS,
         "options": BASE_OPTIONS,
-        "runs": lambda clip: [("default", {})] + EXTRA_RUNS.get(clip, []) + [BEAM_RUN],
+        "runs": lambda clip: [("default", {})] + EXTRA_RUNS.get(clip, []) + [BEAM_RUN, WORDS_RUN],
         "mel_clip": MEL_CLIP,
         "folder": ".",
     },
@@ -385,6 +387,10 @@ def run_record(name, options, segments, info, calls):
                 "compression_ratio": s.compression_ratio,
                 "no_speech_prob": s.no_speech_prob,
                 "temperature": s.temperature,
+                **({"words": [
+                    {"start": w.start, "end": w.end, "word": w.word, "probability": w.probability}
+                    for w in s.words
+                ]} if s.words is not None else {}),
             }
             for s in segments
         ],

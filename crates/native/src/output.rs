@@ -126,6 +126,17 @@ struct JsonSegment<'a> {
     no_speech_prob: f32,
     temperature: f32,
     compression_ratio: f64,
+    /// With `--word-timestamps`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    words: Option<Vec<JsonWord<'a>>>,
+}
+
+#[derive(Serialize)]
+struct JsonWord<'a> {
+    start: f64,
+    end: f64,
+    word: &'a str,
+    probability: f64,
 }
 
 /// One JSON object on one line (newline included). Texts are as decoded, leading space kept.
@@ -145,6 +156,12 @@ pub fn json(transcript: &Transcript, meta: &Meta) -> String {
                 no_speech_prob: s.no_speech_prob,
                 temperature: s.temperature,
                 compression_ratio: s.compression_ratio,
+                words: s.words.as_ref().map(|words| {
+                    words
+                        .iter()
+                        .map(|w| JsonWord { start: w.start, end: w.end, word: &w.word, probability: w.probability })
+                        .collect()
+                }),
             })
             .collect(),
         language: &transcript.language,
@@ -176,6 +193,7 @@ mod tests {
             temperature: 0.0,
             compression_ratio: 1.5,
             seek: 0,
+            words: None,
         }
     }
 
@@ -224,6 +242,19 @@ mod tests {
              \"language_probability\":1.0,\"backend\":\"cpu\",\"timings\":{\"load_ms\":1500.0,\"open_ms\":400.0,\"model_ms\":300.0,\"compile_ms\":1100.0,\"audio_ms\":20.0,\"transcribe_ms\":4750.0,\
              \"audio_duration_s\":9.5,\"rtf\":0.5}}\n"
         );
+    }
+
+    #[test]
+    fn timed_words_follow_the_segment_fields_in_json() {
+        let t = timings();
+        let word =
+            |start, end, word: &str| susurrus_whisper::words::Word { start, end, word: word.into(), probability: 0.75 };
+        let mut s = segment(0.0, 1.0, " Hi you", &[50363, 17250, 345, 50413]);
+        s.words = Some(vec![word(0.0, 0.4, " Hi"), word(0.4, 1.0, " you")]);
+        let line = render(Format::Json, &transcript(vec![s]), &meta(&t));
+        let want = "\"compression_ratio\":1.5,\"words\":[{\"start\":0.0,\"end\":0.4,\"word\":\" Hi\",\"probability\":0.75},\
+                    {\"start\":0.4,\"end\":1.0,\"word\":\" you\",\"probability\":0.75}]}]";
+        assert!(line.contains(want), "{line}");
     }
 
     #[test]

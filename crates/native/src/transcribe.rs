@@ -95,6 +95,10 @@ pub struct TranscribeArgs {
     /// sum). Default: 1.
     #[arg(long, value_name = "L", allow_negative_numbers = true, value_parser = parse_non_negative)]
     pub length_penalty: Option<f32>,
+    /// Time every word from the decoder's cross-attention: JSON segments get `words` (start,
+    /// end, word, probability), and segment times follow their words.
+    #[arg(long)]
+    pub word_timestamps: bool,
     /// Samples drawn at each temperature above 0; the most likely is kept. Default: 5.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     pub best_of: Option<u16>,
@@ -162,6 +166,7 @@ impl TranscribeArgs {
             patience: self.patience.unwrap_or(defaults.patience),
             length_penalty: self.length_penalty.unwrap_or(defaults.length_penalty),
             best_of: self.best_of.map_or(defaults.best_of, usize::from),
+            word_timestamps: self.word_timestamps,
             seed: self.seed.unwrap_or(defaults.seed),
             clip_timestamps: self.clip_timestamps.clone(),
             ..defaults

@@ -112,6 +112,20 @@ fn compare(got: &Value, want: &Value, label: &str) -> Vec<String> {
                 problems.push(format!("{label} segment {i}: {key} {g}, reference {w}"));
             }
         }
+        // Words only where the reference timed them, and then each one's text and times.
+        match (g.get("words"), w["words"].as_array()) {
+            (None, None) => {}
+            (Some(Value::Array(got)), Some(want)) if got.len() == want.len() => {
+                for (k, (gw, ww)) in got.iter().zip(want).enumerate() {
+                    let times = |v: &Value| (v["start"].as_f64().unwrap(), v["end"].as_f64().unwrap());
+                    let ((gs, ge), (ws, we)) = (times(gw), times(ww));
+                    if gw["word"] != ww["word"] || (gs - ws).abs() > 0.02 + 1e-9 || (ge - we).abs() > 0.02 + 1e-9 {
+                        problems.push(format!("{label} segment {i} word {k}: {gw}\n  reference {ww}"));
+                    }
+                }
+            }
+            (got, want) => problems.push(format!("{label} segment {i}: words {got:?}\n  reference {want:?}")),
+        }
     }
     problems
 }
@@ -220,6 +234,14 @@ fn no_timestamps_and_initial_prompt_reach_the_decoder() {
     let args = ["--backend", "cpu", "-f", "json", "--beam-size", "1", "--initial-prompt", &prompt, path_str(&wav)];
     let out = transcribe(&args, None, &[]);
     check_json_lines(&out, &[(path_str(&wav), "short_2")], "initial_prompt", "cpu");
+}
+
+#[test]
+fn word_timestamps_reach_the_json_segments() {
+    let wav = golden("short_3.wav");
+    let args = ["--backend", "cpu", "-f", "json", "--beam-size", "1", "--word-timestamps", path_str(&wav)];
+    let out = transcribe(&args, None, &[]);
+    check_json_lines(&out, &[(path_str(&wav), "short_3")], "word_timestamps", "cpu");
 }
 
 #[test]

@@ -184,6 +184,7 @@ pub fn options(run: &Value) -> TranscribeOptions {
     let defaults = TranscribeOptions::default();
     TranscribeOptions {
         beam_size: o["beam_size"].as_u64().expect("every fixture names its beam size") as usize,
+        word_timestamps: o["word_timestamps"].as_bool().unwrap_or(false),
         language: o["language"].as_str().map(str::to_string),
         task: match o["task"].as_str() {
             None | Some("transcribe") => Task::Transcribe,
@@ -267,6 +268,13 @@ pub fn check_run(whisper: &mut Whisper, clip: &str, run: &Value, pcm: &[f32]) ->
         if (got.avg_logprob - reference_lp).abs() > 2e-3 {
             problems.push(format!("{name} segment {i}: avg_logprob {}, reference {reference_lp}", got.avg_logprob));
         }
+        match (want["words"].as_array(), &got.words) {
+            (Some(want), Some(words)) => problems.extend(word_differences(&format!("{name} segment {i}"), words, want)),
+            (None, None) => {}
+            (want, _) => {
+                problems.push(format!("{name} segment {i}: words {:?}, reference has {}", got.words, want.is_some()))
+            }
+        }
         if got.temperature as f64 != want["temperature"].as_f64().unwrap() {
             problems.push(format!(
                 "{name} segment {i}: temperature {}, reference {}",
@@ -276,6 +284,40 @@ pub fn check_run(whisper: &mut Whisper, clip: &str, run: &Value, pcm: &[f32]) ->
     }
     if transcript.text != run["text"].as_str().unwrap() {
         problems.push(format!("{name}: text {:?}\n  reference {:?}", transcript.text, run["text"]));
+    }
+    problems
+}
+
+/// Differences between a segment's words and the reference's: the same words, start and end
+/// within 0.02 s (one alignment frame), probability within 0.01.
+fn word_differences(label: &str, got: &[susurrus_whisper::words::Word], want: &[Value]) -> Vec<String> {
+    let mut problems = Vec::new();
+    if got.len() != want.len() {
+        let words = |w: Vec<&str>| w.join("|");
+        problems.push(format!(
+            "{label}: {} words, reference {}:\n  {}\n  reference {}",
+            got.len(),
+            want.len(),
+            words(got.iter().map(|w| w.word.as_str()).collect()),
+            words(want.iter().map(|w| w["word"].as_str().unwrap_or("")).collect())
+        ));
+        return problems;
+    }
+    for (k, (g, w)) in got.iter().zip(want).enumerate() {
+        if g.word != w["word"].as_str().unwrap_or("") {
+            problems.push(format!("{label} word {k}: {:?}, reference {}", g.word, w["word"]));
+        }
+        for (what, value) in [("start", g.start), ("end", g.end)] {
+            let reference = w[what].as_f64().unwrap();
+            if (value - reference).abs() > 0.02 + 1e-9 {
+                problems.push(format!("{label} word {k} {:?}: {what} {value}, reference {reference}", g.word));
+            }
+        }
+        let reference = w["probability"].as_f64().unwrap();
+        if (g.probability - reference).abs() > 0.01 {
+            problems
+                .push(format!("{label} word {k} {:?}: probability {}, reference {reference}", g.word, g.probability));
+        }
     }
     problems
 }
@@ -311,8 +353,16 @@ pub fn model_matches_reference(mut whisper: Whisper, set: Set, clips: &[&str]) {
 /// products on matrix units (CUDA's tensor cores, wgpu's cooperative matrices flip it on an
 /// H200; f32 products do not); the CPU backends check it token for token, and the GPU suites
 /// with [`beam_run_matches_up_to_a_near_tie`].
-pub const GPU_RUNS: [&str; 7] =
-    ["short_1", "short_2", "short_3", "noisy", "silence", "long/default", "long/clip_timestamps"];
+pub const GPU_RUNS: [&str; 8] = [
+    "short_1",
+    "short_2",
+    "short_3",
+    "noisy",
+    "silence",
+    "long/default",
+    "long/clip_timestamps",
+    "long/word_timestamps",
+];
 
 /// The long clip's beam run on a backend whose rounding may flip a near-tie between beams:
 /// every window's tokens are the reference's up to the first window that differs, and that

@@ -81,9 +81,12 @@ export interface BenchResult {
   transcribeBeamMs: number;
   beamRtf: number;
 }
+export interface Word { start: number; end: number; word: string; probability: number }
 export interface Segment {
   start: number; end: number; text: string; tokens: number[];
   avgLogprob: number; noSpeechProb: number; temperature: number; compressionRatio: number;
+  /** With `wordTimestamps: true`: each word with its time (seconds) and probability. */
+  words?: Word[];
 }
 export interface TranscribeOptions {
   /** Language code; English-only models always use "en"; multilingual ones detect it when left out. */
@@ -109,6 +112,8 @@ export interface TranscribeOptions {
   lengthPenalty?: number;
   /** Samples drawn at each temperature above 0 (default 5). */
   bestOf?: number;
+  /** Time every word (segments' `words`), as the reference's word_timestamps. */
+  wordTimestamps?: boolean;
   seed?: number;
   /** Only these stretches, as [start, end, start, end, ...] seconds (a last start runs to the end). */
   clipTimestamps?: number[];

@@ -20,6 +20,18 @@ pub struct JsSegment {
     pub no_speech_prob: f32,
     pub temperature: f32,
     pub compression_ratio: f64,
+    /// With `wordTimestamps`: the segment's words.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub words: Option<Vec<JsWord>>,
+}
+
+/// A word as JS sees it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct JsWord {
+    pub start: f64,
+    pub end: f64,
+    pub word: String,
+    pub probability: f64,
 }
 
 impl From<&Segment> for JsSegment {
@@ -33,6 +45,12 @@ impl From<&Segment> for JsSegment {
             no_speech_prob: s.no_speech_prob,
             temperature: s.temperature,
             compression_ratio: s.compression_ratio,
+            words: s.words.as_ref().map(|words| {
+                words
+                    .iter()
+                    .map(|w| JsWord { start: w.start, end: w.end, word: w.word.clone(), probability: w.probability })
+                    .collect()
+            }),
         }
     }
 }
@@ -126,6 +144,7 @@ pub fn format(result: &JsValue, format: &str) -> Result<String, JsValue> {
             temperature: 0.0,
             compression_ratio: 0.0,
             seek: 0,
+            words: None,
         })
         .collect();
     match format {

@@ -24,9 +24,10 @@ use wasm_bindgen_test::{wasm_bindgen_test, wasm_bindgen_test_configure};
 wasm_bindgen_test_configure!(run_in_browser);
 
 /// Greedy decoding with no fallback or skipping: random weights give low scores, and the
-/// comparison is about the backends, not the thresholds.
+/// comparison is about the backends, not the thresholds. (`extra` may ask for beams.)
 fn greedy(extra: &[(&str, JsValue)]) -> js_sys::Object {
     let mut pairs = vec![
+        ("beamSize", 1.into()),
         ("temperatures", Array::of1(&0.0.into()).into()),
         ("noSpeechThreshold", JsValue::NULL),
         ("logProbThreshold", JsValue::NULL),
@@ -51,9 +52,10 @@ async fn transcribe(model: &Model, audio: &JsValue, options: js_sys::Object) -> 
     settle(model.transcribe(audio.clone(), Some(options))).await
 }
 
-/// The segments of `audio` transcribed greedily by `model` (picked files) on WebGPU and on the
-/// CPU executor; checks that each backend reports itself and that something was decoded.
-async fn segments_on_webgpu_and_cpu(model: &JsValue, what: &str) -> [Vec<(f64, f64, Vec<u32>)>; 2] {
+/// The segments of `audio` transcribed by `model` (picked files) with `beams` beams (1:
+/// greedily) on WebGPU and on the CPU executor; checks that each backend reports itself and
+/// that something was decoded.
+async fn segments_on_webgpu_and_cpu(model: &JsValue, what: &str, beams: u32) -> [Vec<(f64, f64, Vec<u32>)>; 2] {
     let audio: JsValue = test_audio().into();
     let mut runs = Vec::new();
     for backend in ["webgpu", "cpu"] {
@@ -61,7 +63,8 @@ async fn segments_on_webgpu_and_cpu(model: &JsValue, what: &str) -> [Vec<(f64, f
             .await
             .unwrap_or_else(|e| panic!("{what} on {backend}: {}", error_message(&e)));
         assert_eq!(get(&model.info().unwrap(), "backend"), backend);
-        let result = transcribe(&model, &audio, greedy(&[])).await.unwrap_or_else(|e| panic!("{}", error_message(&e)));
+        let options = greedy(&[("beamSize", beams.into())]);
+        let result = transcribe(&model, &audio, options).await.unwrap_or_else(|e| panic!("{}", error_message(&e)));
         assert_eq!(get(&result, "backend"), backend);
         runs.push(segments(&result));
     }
@@ -72,8 +75,11 @@ async fn segments_on_webgpu_and_cpu(model: &JsValue, what: &str) -> [Vec<(f64, f
 
 #[wasm_bindgen_test]
 async fn small_model_gives_the_same_tokens_on_webgpu_and_cpu() {
-    let [webgpu, cpu] = segments_on_webgpu_and_cpu(&small_model(), "small model").await;
+    let [webgpu, cpu] = segments_on_webgpu_and_cpu(&small_model(), "small model", 1).await;
     assert_eq!(webgpu, cpu, "WebGPU and CPU differ");
+    // Beam search: the beams' caches reordered on the device, candidates ranked there.
+    let [webgpu, cpu] = segments_on_webgpu_and_cpu(&small_model(), "small model, 3 beams", 3).await;
+    assert_eq!(webgpu, cpu, "WebGPU and CPU differ with 3 beams");
 }
 
 /// `bench` times the pieces on both backends and reports them consistently: positive
@@ -123,7 +129,7 @@ async fn bench_reports_the_pieces_on_webgpu_and_cpu() {
 async fn int8_model_gives_the_same_tokens_on_webgpu_and_cpu() {
     let files = small_model_files_as(5, WeightFormat::Int8).unwrap();
     let named: Vec<(&str, &[u8])> = files.iter().map(|(n, b)| (n.as_str(), b.as_slice())).collect();
-    let [webgpu, cpu] = segments_on_webgpu_and_cpu(&as_files(&named), "int8 model").await;
+    let [webgpu, cpu] = segments_on_webgpu_and_cpu(&as_files(&named), "int8 model", 1).await;
     assert_eq!(webgpu, cpu, "WebGPU and CPU differ");
 }
 

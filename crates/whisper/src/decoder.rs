@@ -108,12 +108,11 @@ pub fn decoder_graph(model: &ModelWeights, spec: &DecoderSpec) -> Result<Graph> 
     let mask = position_mask(&mut b, positions, s)?;
 
     for i in 0..c.decoder_layers {
-        x = decoder_block(&mut b, model, i, x, mask, offset, None)?;
+        x = decoder_block(&mut b, model, i, x, mask, offset, None, &[])?.0;
     }
     let x = b.layer_norm("model.decoder.layer_norm", x)?;
 
-    let proj = if model.weights.contains_key(PROJ_OUT) { PROJ_OUT } else { EMBED_TOKENS };
-    let proj = b.param(proj)?;
+    let proj = output_projection(&mut b, model)?;
     let logits_of = |b: &mut Builder, row: NodeId| -> Result<NodeId> {
         let logits = b.g.matmul_t(row, proj)?;
         b.widen(logits)
@@ -191,11 +190,10 @@ pub fn beam_step_graph(model: &ModelWeights, beams: usize, candidates: usize, se
     let mut x = b.g.add(x, pos)?;
     let mask = position_mask(&mut b, position, 1)?;
     for i in 0..c.decoder_layers {
-        x = decoder_block(&mut b, model, i, x, mask, offset, Some(parent_rows))?;
+        x = decoder_block(&mut b, model, i, x, mask, offset, Some(parent_rows), &[])?.0;
     }
     let x = b.layer_norm("model.decoder.layer_norm", x)?;
-    let proj = if model.weights.contains_key(PROJ_OUT) { PROJ_OUT } else { EMBED_TOKENS };
-    let proj = b.param(proj)?;
+    let proj = output_projection(&mut b, model)?;
     let logits = b.g.matmul_t(x, proj)?;
     let logits = b.widen(logits)?;
     let column = |b: &mut Builder, v: NodeId| b.g.reshape(v, [beams, 1]);
@@ -241,10 +239,17 @@ fn beam_cache_type(model: &ModelWeights, beams: usize) -> TensorType {
     f32_type(&[beams * c.decoder_heads, c.n_text_ctx, c.decoder_head_dim()])
 }
 
+/// The weight that turns hidden states into logits: the output projection where the model
+/// has one, else the token embedding (tied).
+pub(crate) fn output_projection(b: &mut Builder, model: &ModelWeights) -> Result<NodeId> {
+    let proj = if model.weights.contains_key(PROJ_OUT) { PROJ_OUT } else { EMBED_TOKENS };
+    b.param(proj)
+}
+
 /// The self-attention mask `[S, n_text_ctx]` of queries at `positions [S]` (u32): query row
 /// i sits at position offset + i and sees cache slots j <= offset + i. Compared as f32 (exact
 /// for any context), so the comparison and the select fuse into one kernel.
-fn position_mask(b: &mut Builder, positions: NodeId, s: usize) -> Result<NodeId> {
+pub(crate) fn position_mask(b: &mut Builder, positions: NodeId, s: usize) -> Result<NodeId> {
     let ctx = b.config().n_text_ctx;
     let slots = (0..ctx).map(|j| j as f32).collect();
     let slots = b.g.constant(Tensor::f32([1, ctx], slots)?);
@@ -257,8 +262,11 @@ fn position_mask(b: &mut Builder, positions: NodeId, s: usize) -> Result<NodeId>
 }
 
 /// One pre-norm decoder layer: masked self-attention over the cache, cross-attention over
-/// the window, MLP; each with a residual.
-fn decoder_block(
+/// the window, MLP; each with a residual. Also returns the cross-attention scores
+/// (`q kᵀ · scale`, before the softmax) of the layer's heads listed in `score_heads`, each
+/// `[1, S, n_audio_ctx]`: what word alignment reads.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn decoder_block(
     b: &mut Builder,
     model: &ModelWeights,
     i: usize,
@@ -266,7 +274,8 @@ fn decoder_block(
     mask: NodeId,
     offset: susurrus_core::ir::ScalarId,
     parent_rows: Option<NodeId>,
-) -> Result<NodeId> {
+    score_heads: &[usize],
+) -> Result<(NodeId, Vec<NodeId>)> {
     let c = &model.config;
     let heads = c.decoder_heads;
 
@@ -311,6 +320,13 @@ fn decoder_block(
     let q = b.split_heads(q, heads)?;
     let k = b.g.state(&cross_key(i), cross_type(model))?;
     let v = b.g.state(&cross_value(i), cross_type(model))?;
+    let mut scores = Vec::with_capacity(score_heads.len());
+    for &h in score_heads {
+        let (qh, kh) = (b.g.slice(q, 0, h, h + 1)?, b.g.slice(k, 0, h, h + 1)?);
+        let product = b.g.matmul_t(qh, kh)?;
+        let scale = b.f32_const(1.0 / (c.decoder_head_dim() as f32).sqrt());
+        scores.push(b.g.mul(product, scale)?);
+    }
     let a = b.attention(q, k, v, None)?;
     let a = b.merge_heads(a)?;
     let a = b.linear(&decoder_layer(i, "encoder_attn.out_proj"), a, true)?;
@@ -318,5 +334,5 @@ fn decoder_block(
 
     let h = b.layer_norm(&decoder_layer(i, "final_layer_norm"), x)?;
     let m = b.mlp(&format!("model.decoder.layers.{i}"), h)?;
-    Ok(b.g.add(x, m)?)
+    Ok((b.g.add(x, m)?, scores))
 }

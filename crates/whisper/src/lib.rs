@@ -3,6 +3,7 @@
 //! transcription. Graph builders call the core's IR builder only: nothing here names a
 //! backend.
 
+pub mod align;
 pub mod beam;
 pub mod bench;
 pub mod config;
@@ -25,6 +26,7 @@ pub mod subtitles;
 pub mod tokenizer;
 pub mod transcribe;
 pub mod weights;
+pub mod words;
 
 pub use error::{Error, Result};
 pub use model::{PreparedModel, Whisper};

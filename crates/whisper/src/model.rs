@@ -60,6 +60,7 @@ impl Whisper {
             selection: default_selection(config, &tokenizer, &defaults)?,
             no_speech: tokenizer.special_ids().no_speech,
             beams: defaults.beam_size,
+            alignment: defaults.word_timestamps,
         };
         let plans = ProgramPlans::new(&model, &spec)?;
         Ok(PreparedModel { model, tokenizer, plans })
@@ -107,12 +108,14 @@ impl Whisper {
     }
 
     /// Recompiles when `options` ask for other always-suppressed tokens than the program
-    /// was built with, or more beams (a program with more beams runs fewer).
+    /// was built with, more beams (a program with more beams runs fewer) or word timestamps
+    /// it lacks the alignment graphs of (it keeps them once built).
     pub(crate) async fn prepare_selection(&mut self, options: &TranscribeOptions) -> Result<()> {
         let selection = default_selection(&self.config, &self.tokenizer, options)?;
         let beams = self.spec.beams.max(options.beam_size);
-        if selection != self.spec.selection || beams != self.spec.beams {
-            let spec = ProgramSpec { selection, no_speech: self.spec.no_speech, beams };
+        let alignment = self.spec.alignment || options.word_timestamps;
+        if selection != self.spec.selection || beams != self.spec.beams || alignment != self.spec.alignment {
+            let spec = ProgramSpec { selection, no_speech: self.spec.no_speech, beams, alignment };
             self.program = Program::compile(self.backend.as_ref(), &self.model, &spec).await?;
             self.spec = spec;
         }

@@ -70,6 +70,9 @@ pub struct TranscribeOptions {
     pub length_penalty: f32,
     /// Samples drawn at each temperature above 0; the most likely is kept.
     pub best_of: usize,
+    /// Time every word from the decoder's cross-attention (segments' `words`); segment
+    /// boundaries then follow their words, as the reference's `word_timestamps=True`.
+    pub word_timestamps: bool,
     /// Seed of the sampling noise, so fallback results are reproducible.
     pub seed: u64,
     /// Only these stretches of the audio are transcribed, as start and end times in seconds
@@ -99,6 +102,7 @@ impl Default for TranscribeOptions {
             patience: 1.0,
             length_penalty: 1.0,
             best_of: 5,
+            word_timestamps: false,
             seed: 0,
             clip_timestamps: Vec::new(),
         }

@@ -12,6 +12,7 @@
 
 use std::collections::HashMap;
 
+use crate::align::{ALIGNMENT, FRAMES, NEXT_INDEX, TOKEN_PROBS, alignment_graph};
 use crate::decoder::{
     DecoderSpec, LAST, NO_SPEECH_PROB, OFFSET, PARENT_ROWS, SOT, STEP_TOKEN, TOKENS, beam_expand_graph,
     beam_step_graph, decoder_graph,
@@ -78,6 +79,20 @@ pub struct ProgramSpec {
     /// Beams of the beam step graph (beam search with up to this many beams); below 2, none
     /// is built.
     pub beams: usize,
+    /// Build the alignment graphs (word timestamps).
+    pub alignment: bool,
+}
+
+/// What [`Program::align`] returns for a sequence of `L` tokens.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Alignment {
+    /// The alignment heads' weights `[heads, L, frames]`, each row a softmax over `frames`.
+    pub weights: Vec<f32>,
+    pub heads: usize,
+    pub frames: usize,
+    /// Each token's probability among the text tokens, as the one after the token before
+    /// (`L - 1` values: the first token has none).
+    pub next_probs: Vec<f32>,
 }
 
 /// One beam's continuation as the device ranked it: the beam it extends, the token and the
@@ -113,6 +128,11 @@ pub struct Program {
     /// Prefill executables by padded prompt length, ascending.
     prefills: Vec<(usize, Box<dyn Executable>)>,
     beams: Option<Beams>,
+    /// Alignment executables by padded sequence length, ascending.
+    aligns: Vec<(usize, Box<dyn Executable>)>,
+    alignment_heads: usize,
+    audio_positions: usize,
+    text_vocab: u32,
     vocab: usize,
     decoder_heads: usize,
     n_text_ctx: usize,
@@ -151,6 +171,8 @@ pub struct ProgramPlans {
     prefills: Vec<(usize, Plan)>,
     /// The beam step and expand plans, when the spec has beams.
     beams: Option<(Plan, Plan)>,
+    /// Alignment plans by padded sequence length, ascending, when the spec asks for them.
+    aligns: Vec<(usize, Plan)>,
 }
 
 impl ProgramPlans {
@@ -175,7 +197,18 @@ impl ProgramPlans {
             )),
             false => None,
         };
-        Ok(ProgramPlans { spec: spec.clone(), encoder, step, prefills, beams })
+        let mut aligns = Vec::new();
+        if spec.alignment {
+            let text_vocab = selection.end_of_text as usize;
+            // A window's whole sequence has at least 3 tokens: the prefill sizes from 16 (the
+            // longest always).
+            let sizes = prefill_sizes(model.config.n_text_ctx);
+            let longest = sizes.last().copied();
+            for positions in sizes.into_iter().filter(|&s| s >= 16 || Some(s) == longest) {
+                aligns.push((positions, optimized(alignment_graph(model, positions, text_vocab)?)?));
+            }
+        }
+        Ok(ProgramPlans { spec: spec.clone(), encoder, step, prefills, beams, aligns })
     }
 
     /// The token settings the plans were built with.
@@ -198,6 +231,7 @@ impl Program {
         if let Some((step, expand)) = &plans.beams {
             all.extend([step, expand]);
         }
+        all.extend(plans.aligns.iter().map(|(_, p)| p));
         let weights = model.for_graphs(all.iter().map(|p| &p.graph));
         let mut executables = backend.compile_linked(all, &weights).await?.into_iter();
         let mut next = || executables.next().ok_or_else(|| Error::backend("a graph was not compiled"));
@@ -211,12 +245,20 @@ impl Program {
             Some(_) => Some(Beams { count: plans.spec.beams, step: next()?, expand: next()? }),
             None => None,
         };
+        let mut aligns = Vec::with_capacity(plans.aligns.len());
+        for (size, _) in &plans.aligns {
+            aligns.push((*size, next()?));
+        }
         let selection = &plans.spec.selection;
         Ok(Program {
             encoder,
             step,
             prefills,
             beams,
+            aligns,
+            alignment_heads: c.generation.alignment_heads.len(),
+            audio_positions: c.n_audio_ctx,
+            text_vocab: selection.end_of_text,
             vocab: c.n_vocab,
             decoder_heads: c.decoder_heads,
             n_text_ctx: c.n_text_ctx,
@@ -435,6 +477,60 @@ impl Program {
         self.read_candidates(&out, 2 * beams.len())
     }
 
+    /// Whether the program has alignment graphs ([`ProgramSpec::alignment`]).
+    pub fn can_align(&self) -> bool {
+        !self.aligns.is_empty()
+    }
+
+    /// Runs the alignment graph on `tokens` (a whole decoded sequence, from
+    /// `<|startoftranscript|>` to end of text) against the encoded window, whose audio fills
+    /// `frames` encoder positions.
+    pub async fn align(&mut self, tokens: &[u32], frames: usize) -> Result<Alignment> {
+        let len = tokens.len();
+        if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= self.vocab) {
+            return Err(Error::bad_argument(format!("token {bad} is outside the vocabulary of {}", self.vocab)));
+        }
+        if frames == 0 || frames > self.audio_positions {
+            return Err(Error::bad_argument(format!("{frames} audio positions of {}", self.audio_positions)));
+        }
+        let longest = self.aligns.last().map_or(0, |(s, _)| *s);
+        let (size, exe) = self.aligns.iter_mut().find(|(s, _)| *s >= len).ok_or_else(|| {
+            Error::bad_argument(format!("a sequence of {len} tokens to align, where the longest is {longest}"))
+        })?;
+        let size = *size;
+        let mut padded = tokens.to_vec();
+        padded.resize(size, self.pad_token);
+        // Row r's next token, where it is text (others read token 0 and are ignored).
+        let tv = self.text_vocab;
+        let next: Vec<u32> = (0..size as u32)
+            .map(|r| {
+                let t = padded.get(r as usize + 1).copied().filter(|&t| t < tv).unwrap_or(0);
+                r * tv + t
+            })
+            .collect();
+        let inputs = HashMap::from([
+            (TOKENS.to_string(), Tensor::u32([size], padded)?),
+            (NEXT_INDEX.to_string(), Tensor::u32([size], next)?),
+        ]);
+        let scalars = HashMap::from([(OFFSET.to_string(), 0), (FRAMES.to_string(), frames as u32)]);
+        let out = exe.run(&inputs, &scalars, &[ALIGNMENT, TOKEN_PROBS]).await?;
+        let missing = || Error::backend("the alignment graph returned nothing");
+        let all = out.get(ALIGNMENT).map(|t| t.to_f32()).ok_or_else(missing)?;
+        let probs = out.get(TOKEN_PROBS).map(|t| t.to_f32()).ok_or_else(missing)?;
+        let (heads, audio) = (self.alignment_heads, self.audio_positions);
+        if all.len() != heads * size * audio || probs.len() != size {
+            return Err(missing());
+        }
+        let mut weights = Vec::with_capacity(heads * len * frames);
+        for h in 0..heads {
+            for r in 0..len {
+                let row = (h * size + r) * audio;
+                weights.extend_from_slice(&all[row..row + frames]);
+            }
+        }
+        Ok(Alignment { weights, heads, frames, next_probs: probs[..len - 1].to_vec() })
+    }
+
     /// The first `n` candidates of a beam run's outputs.
     fn read_candidates(&self, out: &HashMap<String, Tensor>, n: usize) -> Result<Vec<Candidate>> {
         let missing = || Error::backend("the decoder returned no beam candidates");
@@ -580,6 +676,7 @@ mod tests {
             },
             no_speech: 12,
             beams: 3,
+            alignment: true,
         }
     }
 
@@ -715,6 +812,33 @@ mod tests {
         beams_follow_their_sequences(&backend);
     }
 
+    /// The alignment graph: each head's row is a softmax over the window's frames only, the
+    /// next-token probabilities are probabilities, and the CPU reference and wgpu agree.
+    #[test]
+    fn alignment_rows_are_softmaxes_over_the_window_on_both_backends() {
+        let wgpu = pollster::block_on(WgpuBackend::with_options(&WgpuOptions::default())).unwrap();
+        let mut results = Vec::new();
+        for backend in [&CpuBackend::new() as &dyn Backend, &wgpu] {
+            let mut p = program(backend);
+            assert!(p.can_align());
+            let a = pollster::block_on(p.align(&[10, 2, 4, 5, 11], 5)).unwrap();
+            assert_eq!((a.heads, a.frames, a.weights.len(), a.next_probs.len()), (2, 5, 2 * 5 * 5, 4));
+            for row in a.weights.chunks(5) {
+                assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-5, "{row:?}");
+            }
+            assert!(a.next_probs.iter().all(|&p| p > 0.0 && p <= 1.0), "{:?}", a.next_probs);
+            let err = pollster::block_on(p.align(&[10, 2], 0)).unwrap_err().to_string();
+            assert!(err.contains("0 audio positions"), "{err}");
+            results.push(a);
+        }
+        for (c, w) in results[0].weights.iter().zip(&results[1].weights) {
+            assert!((c - w).abs() < 1e-4, "cpu {c} wgpu {w}");
+        }
+        for (c, w) in results[0].next_probs.iter().zip(&results[1].next_probs) {
+            assert!((c - w).abs() < 1e-4, "cpu {c} wgpu {w}");
+        }
+    }
+
     /// Banned ranges, the blank ids and the constant suppress list are never chosen.
     fn rules_ban_tokens(backend: &dyn Backend) {
         let mut p = program(backend);
@@ -748,6 +872,7 @@ mod tests {
             },
             no_speech: 50363,
             beams: 0,
+            alignment: false,
         };
         let mel =
             Tensor::f32([128, c.n_frames()], (0..128 * c.n_frames()).map(|i| (i % 7) as f32 / 7.0).collect()).unwrap();

@@ -89,6 +89,7 @@ mod tests {
             temperature: 0.0,
             compression_ratio: 1.5,
             seek: 0,
+            words: None,
         }
     }
 

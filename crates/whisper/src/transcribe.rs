@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::mel::HOP_LENGTH;
 use crate::options::{Task, TranscribeOptions};
 use crate::tokenizer::SpecialTokens;
+use crate::words::{Draft, Weights, Word, add_word_timestamps, find_alignment};
 use susurrus_core::tensor::Tensor;
 
 /// Samples per second of the audio Whisper takes.
@@ -46,6 +47,8 @@ pub struct Segment {
     pub compression_ratio: f64,
     /// The mel frame the window started at.
     pub seek: usize,
+    /// The segment's words with their times, when word timestamps were asked for.
+    pub words: Option<Vec<Word>>,
 }
 
 /// The result of a transcription.
@@ -152,6 +155,8 @@ impl Whisper {
         };
         let sot_sequence = self.sot_sequence(&language, options.task)?;
 
+        // Where speech last ended (word timestamps' pause rule).
+        let mut last_speech = 0.0;
         let mut clip = 0;
         let mut seek = clips[0].0;
         while let Some(&(clip_start, clip_end)) = clips.get(clip) {
@@ -196,7 +201,7 @@ impl Whisper {
             }
 
             let window_seek = seek;
-            let (pieces, next_seek) = split_segments(
+            let (pieces, mut next_seek) = split_segments(
                 &result.tokens,
                 ids.timestamp_begin,
                 seek,
@@ -205,15 +210,36 @@ impl Whisper {
                 time_offset,
                 time_precision,
             );
+            let mut drafts: Vec<Draft> = pieces
+                .iter()
+                .map(|(start, end, tokens)| Draft {
+                    start: *start,
+                    end: *end,
+                    text_tokens: tokens.iter().copied().filter(|&t| t < ids.end_of_text).collect(),
+                    words: Vec::new(),
+                })
+                .collect();
+            if options.word_timestamps {
+                let window = WindowText { sot_sequence: &sot_sequence, language: &language, frames: segment_size };
+                self.time_words(&mut drafts, &window, time_offset, last_speech).await?;
+                let n = result.tokens.len();
+                let single_ending =
+                    n >= 2 && result.tokens[n - 2] < ids.timestamp_begin && result.tokens[n - 1] >= ids.timestamp_begin;
+                let last_word_end = last_end(&drafts);
+                if let Some(end) = last_word_end.filter(|&end| !single_ending && end > time_offset) {
+                    next_seek = (end * FRAMES_PER_SECOND).round_ties_even() as usize;
+                }
+                last_speech = last_word_end.unwrap_or(last_speech);
+            }
             seek = next_seek;
-            for (start, end, tokens) in pieces {
-                let text_ids: Vec<u32> = tokens.iter().copied().filter(|&t| t < ids.end_of_text).collect();
-                let text = self.tokenizer.decode(&text_ids, SpecialTokens::Skip)?;
-                if start == end || text.trim().is_empty() {
+            for ((_, _, tokens), draft) in pieces.into_iter().zip(drafts) {
+                let text = self.tokenizer.decode(&draft.text_tokens, SpecialTokens::Skip)?;
+                if draft.start == draft.end || text.trim().is_empty() {
                     continue;
                 }
                 all_tokens.extend_from_slice(&tokens);
-                let segment = segment_of(&result, start, end, text, tokens, window_seek);
+                let words = options.word_timestamps.then(|| draft.words.clone());
+                let segment = segment_of(&result, &draft, text, tokens, window_seek, words);
                 if on_event(Event::Segment(&segment)).is_break() {
                     return Err(Error::CANCELLED);
                 }
@@ -277,10 +303,62 @@ fn seek_clips(clip_timestamps: &[f64], content_frames: usize) -> Vec<(usize, usi
     points.chunks_exact(2).map(|p| (p[0], p[1])).collect()
 }
 
-fn segment_of(result: &Decoded, start: f64, end: f64, text: String, tokens: Vec<u32>, seek: usize) -> Segment {
+/// Where a window's speech ends: its last word's end, else its last segment's.
+fn last_end(drafts: &[Draft]) -> Option<f64> {
+    drafts.iter().rev().find_map(|d| d.words.last().map(|w| w.end)).or(drafts.last().map(|d| d.end))
+}
+
+/// What word timing needs of a decoded window besides its segments.
+struct WindowText<'a> {
+    sot_sequence: &'a [u32],
+    language: &'a str,
+    /// The window's log-mel frames.
+    frames: usize,
+}
+
+impl Whisper {
+    /// Times the words of one window's segments (the window still encoded) as the
+    /// reference's `add_word_timestamps`: aligns the window's whole text on the device,
+    /// then places the words ([`crate::words`]).
+    async fn time_words(
+        &mut self,
+        drafts: &mut [Draft],
+        window: &WindowText<'_>,
+        time_offset: f64,
+        last_speech: f64,
+    ) -> Result<()> {
+        let ids = self.tokenizer.special_ids().clone();
+        let text: Vec<u32> = drafts.iter().flat_map(|d| d.text_tokens.iter().copied()).collect();
+        let frames = window.frames / INPUT_STRIDE;
+        let timings = if text.is_empty() || frames == 0 {
+            Vec::new()
+        } else {
+            let mut sequence = window.sot_sequence.to_vec();
+            sequence.push(ids.no_timestamps);
+            sequence.extend_from_slice(&text);
+            sequence.push(ids.end_of_text);
+            let aligned = self.program.align(&sequence, frames).await?;
+            let weights = Weights { values: &aligned.weights, heads: aligned.heads, rows: sequence.len(), frames };
+            let sot_len = window.sot_sequence.len();
+            let probs = &aligned.next_probs[sot_len..sot_len + text.len()];
+            find_alignment(&self.tokenizer, window.language, &text, &weights, sot_len, probs)?
+        };
+        add_word_timestamps(drafts, timings, time_offset, last_speech);
+        Ok(())
+    }
+}
+
+fn segment_of(
+    result: &Decoded,
+    draft: &Draft,
+    text: String,
+    tokens: Vec<u32>,
+    seek: usize,
+    words: Option<Vec<Word>>,
+) -> Segment {
     Segment {
-        start,
-        end,
+        start: draft.start,
+        end: draft.end,
         text,
         tokens,
         avg_logprob: result.avg_logprob,
@@ -288,6 +366,7 @@ fn segment_of(result: &Decoded, start: f64, end: f64, text: String, tokens: Vec<
         temperature: result.temperature,
         compression_ratio: result.compression_ratio,
         seek,
+        words,
     }
 }
 

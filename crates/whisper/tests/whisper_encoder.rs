@@ -33,6 +33,7 @@ fn encoder_matches_reference(backend: &dyn Backend) {
         },
         no_speech: 50361,
         beams: 0,
+        alignment: false,
     };
     let mut program = pollster::block_on(Program::compile(backend, &model, &spec)).unwrap();
     let got = pollster::block_on(program.encode(&mel, true)).unwrap().unwrap();
