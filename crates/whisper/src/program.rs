@@ -681,7 +681,11 @@ mod tests {
     }
 
     fn program(backend: &dyn Backend) -> Program {
-        let model = crate::weights::testing::random(small_config(), DType::F16, 7);
+        program_of(backend, small_config())
+    }
+
+    fn program_of(backend: &dyn Backend, config: crate::config::WhisperConfig) -> Program {
+        let model = crate::weights::testing::random(config, DType::F16, 7);
         let model = ModelWeights::new(&model).unwrap();
         let mut p = pollster::block_on(Program::compile(backend, &model, &spec())).unwrap();
         let c = &model.config;
@@ -835,6 +839,26 @@ mod tests {
             assert!((c - w).abs() < 1e-4, "cpu {c} wgpu {w}");
         }
         for (c, w) in results[0].next_probs.iter().zip(&results[1].next_probs) {
+            assert!((c - w).abs() < 1e-4, "cpu {c} wgpu {w}");
+        }
+    }
+
+    /// More alignment heads than one kernel binds inputs (9, each head listed twice or more):
+    /// the alignment graph still compiles and runs on wgpu, with the CPU's weights.
+    #[test]
+    fn alignment_of_many_heads_runs_on_wgpu() {
+        let mut config = small_config();
+        config.generation.alignment_heads = [(0, 0), (0, 1), (1, 0), (1, 1)].repeat(2);
+        config.generation.alignment_heads.push((1, 1));
+        let wgpu = pollster::block_on(WgpuBackend::with_options(&WgpuOptions::default())).unwrap();
+        let mut weights = Vec::new();
+        for backend in [&CpuBackend::new() as &dyn Backend, &wgpu] {
+            let mut p = program_of(backend, config.clone());
+            let a = pollster::block_on(p.align(&[10, 2, 4, 11], 6)).unwrap();
+            assert_eq!((a.heads, a.weights.len()), (9, 9 * 4 * 6));
+            weights.push(a.weights);
+        }
+        for (c, w) in weights[0].iter().zip(&weights[1]) {
             assert!((c - w).abs() < 1e-4, "cpu {c} wgpu {w}");
         }
     }
