@@ -12,7 +12,6 @@ import init, {
 import type {
   AudioInput,
   BenchOptions,
-  CueOptions,
   BenchResult,
   LoadOptions,
   LoadProgress,
@@ -30,7 +29,6 @@ export type {
   BackendChoice,
   BenchOptions,
   BenchResult,
-  CueOptions,
   LoadOptions,
   LoadProgress,
   ModelInfo,
@@ -40,7 +38,6 @@ export type {
   TranscribeOptions,
   TranscribeResult,
   TranscriptFormat,
-  Word,
 } from "./susurrus.js";
 
 await init();
@@ -50,12 +47,9 @@ export function decodeAudio(input: AudioInput): Promise<Float32Array> {
   return wasmDecodeAudio(input);
 }
 
-/**
- * A result as a document: "txt" (one segment a line), "srt", "vtt" or "json"; `options` cut
- * "srt"/"vtt" cues from words (results of `wordTimestamps: true`).
- */
-export function formatTranscript(result: TranscribeResult, format: TranscriptFormat, options?: CueOptions): string {
-  return wasmFormatTranscript(result, format, options);
+/** A result as a document: "txt" (one segment a line), "srt", "vtt" or "json". */
+export function formatTranscript(result: TranscribeResult, format: TranscriptFormat): string {
+  return wasmFormatTranscript(result, format);
 }
 
 /** Deletes every cached model file; resolves to whether there was a cache. */
