@@ -35,6 +35,10 @@
  *   #language              "detect" or one of the model's languages (English-only models: en,
  *                          and the select is disabled)
  *   #task                  transcribe | translate (to English; multilingual models only)
+ *   #word-timestamps       checkbox: time every word; each segment's words are then
+ *                          <span class="word" data-start data-end>, the one being spoken while
+ *                          #audio-player plays has class "spoken" (aria-current), and clicking
+ *                          a word plays from it
  *   #transcribe, #abort    buttons
  *   #transcribe-progress   seconds of audio done / total
  *   #transcribe-status     data-state idle | running | done | cancelled | error; data-elapsed-ms
@@ -59,7 +63,7 @@ const el = Object.fromEntries(
     "model-adapter", "model-load-time", "model-bytes", "model-fallback-label", "model-fallback",
     "drop-zone", "audio-file", "record", "stop-record", "record-status", "audio-name",
     "audio-duration", "audio-player",
-    "language", "task", "transcribe", "abort", "transcribe-progress", "transcribe-status", "transcribe-elapsed", "segments", "text",
+    "language", "task", "word-timestamps", "transcribe", "abort", "transcribe-progress", "transcribe-status", "transcribe-elapsed", "segments", "text",
     "result-language", "result-backend", "timings", "download-srt", "download-vtt", "download-json", "download-txt",
   ].map((id) => [id.replace(/-(.)/g, (_, c) => c.toUpperCase()), document.getElementById(id)]),
 );
@@ -179,6 +183,7 @@ function render() {
   el.transcribe.disabled = !transcriber || !audio || loading || running || recording !== null;
   const multilingual = transcriber?.info.multilingual ?? false;
   el.language.disabled = el.task.disabled = !multilingual || running;
+  el.wordTimestamps.disabled = running;
   el.abort.disabled = !running;
   el.record.disabled = recording !== null;
   el.stopRecord.disabled = recording === null;
@@ -376,8 +381,38 @@ function segmentItem(segment) {
   const time = document.createElement("span");
   time.className = "time";
   time.textContent = `[${formatTime(segment.start)} --> ${formatTime(segment.end)}]`;
-  li.append(time, ` ${segment.text.trim()}`);
+  if (!segment.words) {
+    li.append(time, ` ${segment.text.trim()}`);
+    return li;
+  }
+  li.append(time, " ");
+  segment.words.forEach((word, i) => {
+    const span = document.createElement("span");
+    span.className = "word";
+    span.dataset.start = String(word.start);
+    span.dataset.end = String(word.end);
+    span.title = `${formatTime(word.start)} (probability ${word.probability.toFixed(2)})`;
+    span.textContent = i === 0 ? word.word.trimStart() : word.word;
+    li.append(span);
+  });
   return li;
+}
+
+/** Marks the word being spoken at the player's position, if any. */
+function highlightSpokenWord() {
+  const now = el.audioPlayer.currentTime;
+  for (const span of el.segments.querySelectorAll(".word")) {
+    const spoken = now >= Number(span.dataset.start) && now < Number(span.dataset.end);
+    span.classList.toggle("spoken", spoken);
+    if (spoken) span.setAttribute("aria-current", "true");
+    else span.removeAttribute("aria-current");
+  }
+}
+
+/** While the audio plays, the highlight follows it every frame (timeupdate fires ~4 times a second). */
+function followPlayback() {
+  highlightSpokenWord();
+  if (!el.audioPlayer.paused) requestAnimationFrame(followPlayback);
 }
 
 function resetTranscript() {
@@ -442,6 +477,7 @@ async function transcribe() {
     const transcript = await transcriber.transcribe(audio.blob, {
       language: detected ? null : el.language.value,
       task: el.task.value,
+      wordTimestamps: el.wordTimestamps.checked,
       signal: controller.signal,
       onSegment: (segment) => {
         streamed += 1;
@@ -517,6 +553,15 @@ window.addEventListener("drop", (event) => event.preventDefault());
 el.record.addEventListener("click", action(startRecording));
 el.stopRecord.addEventListener("click", action(stopRecording));
 el.transcribe.addEventListener("click", action(transcribe));
+el.audioPlayer.addEventListener("play", followPlayback);
+el.audioPlayer.addEventListener("seeked", highlightSpokenWord);
+el.audioPlayer.addEventListener("timeupdate", highlightSpokenWord);
+el.segments.addEventListener("click", (event) => {
+  const word = event.target.closest?.(".word");
+  if (!word) return;
+  el.audioPlayer.currentTime = Number(word.dataset.start);
+  el.audioPlayer.play().catch(() => {}); // a page without a user gesture may not play; the seek stands
+});
 el.abort.addEventListener("click", action(abort));
 for (const button of downloadButtons) {
   button.addEventListener("click", action(() => download(button.dataset.format)));

@@ -28,6 +28,14 @@ export function reference() {
   return { text: run.text.trim(), segments: run.segments.map(({ start, end, text }) => ({ start, end, text: text.trim() })) };
 }
 
+/** The golden clip's words as faster-whisper times them (run "word_timestamps"). */
+export function wordsReference() {
+  const golden = JSON.parse(readFileSync(join(repoRoot, "tests/fixtures/golden/short_2.json"), "utf8"));
+  const run = golden.runs.find((r) => r.name === "word_timestamps");
+  if (!run) throw new Error("tests/fixtures/golden/short_2.json has no run named \"word_timestamps\"");
+  return run.segments.flatMap((s) => s.words);
+}
+
 export class AssertionError extends Error {}
 
 // Ctrl-C or a CI timeout: exit normally, so the "exit" handlers below kill the server.

@@ -14,6 +14,7 @@ import { mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import {
   assert, assertEqual, clipWav, launchBrowser, modelDir, reference, repoRoot, runTest, seconds, startServer, watchPage,
+  wordsReference,
 } from "./common.mjs";
 
 /** How long the real model may take on SwiftShader (a CPU pretending to be a GPU). */
@@ -264,6 +265,8 @@ await runTest("page", async (onCleanup) => {
   assertEqual(aborted.state, "cancelled", `state of #transcribe-status after Abort (${aborted.text})`);
   assertEqual(await pageError(page), null, "error box after aborting (an abort is no error)");
   console.log(`page: abort took effect after ${seconds(Date.now() - abortClicked)}: ${aborted.text}`);
+  // This time with word timestamps.
+  await page.check("#word-timestamps");
   await page.click("#transcribe");
   const again = await waitForState(page, "#transcribe-status", ["done", "cancelled", "error"], TRANSCRIBE_TIMEOUT_MS, "transcription after the abort");
   assertEqual(again.state, "done", `state of #transcribe-status after transcribing again (${again.text})`);
@@ -277,6 +280,26 @@ await runTest("page", async (onCleanup) => {
     `largest clock gap ${retry.maxGapMs} ms`);
   assertEqual(retry.text.trim(), ref.text, "transcript text on the page after the abort, with the cached model");
   assertEqual(retry.backend, expectedBackend, "backend the transcription after the abort reports");
+  // Its words, with the reference's times; the player's position marks the word being spoken.
+  const refWords = wordsReference();
+  const words = await page.evaluate(() =>
+    [...document.querySelectorAll("#segments .word")].map((w) => ({
+      word: w.textContent.trim(), start: Number(w.dataset.start), end: Number(w.dataset.end),
+    })));
+  assertEqual(words.map((w) => w.word), refWords.map((w) => w.word.trim()), "words shown on the page vs the reference's word_timestamps run");
+  const off = words.filter((w, i) => Math.abs(w.start - refWords[i].start) > 0.02 || Math.abs(w.end - refWords[i].end) > 0.02);
+  assertEqual(off, [], "words whose times are more than 0.02 s from the reference's");
+  const k = Math.floor(words.length / 2);
+  const spoken = await page.evaluate(async (at) => {
+    const player = document.getElementById("audio-player");
+    if (player.readyState < 1) await new Promise((resolve) => player.addEventListener("loadedmetadata", resolve, { once: true }));
+    const seeked = new Promise((resolve) => player.addEventListener("seeked", resolve, { once: true }));
+    player.currentTime = at;
+    await seeked;
+    return [...document.querySelectorAll("#segments .word.spoken")].map((w) => w.textContent.trim());
+  }, (words[k].start + words[k].end) / 2);
+  assertEqual(spoken, [words[k].word], `the word marked as spoken at ${((words[k].start + words[k].end) / 2).toFixed(2)} s`);
+  console.log(`page: ${words.length} words with the reference's times; "${words[k].word}" marked while the player is inside it`);
   assert(retry.maxGapMs < MAX_GAP_MS, `the page froze during the transcription after the abort: largest clock gap ${retry.maxGapMs} ms`);
 
   assertEqual(problems, [], "uncaught errors and console errors in the page");

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 use susurrus_whisper::Transcript;
-pub use susurrus_whisper::subtitles::{srt, txt, txt_line, vtt};
+pub use susurrus_whisper::subtitles::{CueOptions, srt, srt_with, txt, txt_line, vtt, vtt_with};
 
 /// The `--format` choices.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -93,14 +93,16 @@ pub struct Meta<'a> {
     pub timings: &'a Timings,
     /// Whether text output shows segment times (off with `--no-timestamps`).
     pub timestamps: bool,
+    /// How SRT/VTT cues are cut from words.
+    pub cues: CueOptions,
 }
 
 /// `transcript` in `format`; text formats end with a newline unless empty.
 pub fn render(format: Format, transcript: &Transcript, meta: &Meta) -> String {
     match format {
         Format::Txt => txt(&transcript.segments, meta.timestamps),
-        Format::Srt => srt(&transcript.segments),
-        Format::Vtt => vtt(&transcript.segments),
+        Format::Srt => srt_with(&transcript.segments, &meta.cues),
+        Format::Vtt => vtt_with(&transcript.segments, &meta.cues),
         Format::Json => json(transcript, meta),
     }
 }
@@ -209,7 +211,7 @@ mod tests {
     }
 
     fn meta(timings: &Timings) -> Meta<'_> {
-        Meta { file: "clips/a.wav", backend: "cpu", timings, timestamps: true }
+        Meta { file: "clips/a.wav", backend: "cpu", timings, timestamps: true, cues: CueOptions::default() }
     }
 
     #[test]

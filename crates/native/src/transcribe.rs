@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 use susurrus_whisper::options::MAX_BEAM_SIZE;
+use susurrus_whisper::subtitles::CueOptions;
 use susurrus_whisper::{Event, Task, TranscribeOptions, Whisper};
 
 use crate::audio;
@@ -99,6 +100,19 @@ pub struct TranscribeArgs {
     /// end, word, probability), and segment times follow their words.
     #[arg(long)]
     pub word_timestamps: bool,
+    /// SRT/VTT from words (needs --word-timestamps): at most N characters a line.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_line_width: Option<u32>,
+    /// SRT/VTT from words: at most N lines a cue (with --max-line-width, cues then ignore
+    /// segment boundaries and break at pauses over 3 s).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_line_count: Option<u32>,
+    /// SRT/VTT from words: at most N words a line.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_words_per_line: Option<u32>,
+    /// SRT/VTT from words: a cue per word, the word underlined in its line.
+    #[arg(long)]
+    pub highlight_words: bool,
     /// Samples drawn at each temperature above 0; the most likely is kept. Default: 5.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     pub best_of: Option<u16>,
@@ -141,6 +155,25 @@ pub enum TaskChoice {
 }
 
 impl TranscribeArgs {
+    /// How SRT/VTT cues are cut from words; an error when asked for without
+    /// `--word-timestamps` (there would be no words to cut them from).
+    pub fn cue_options(&self) -> Result<CueOptions> {
+        let cues = CueOptions {
+            max_line_width: self.max_line_width.map(|n| n as usize),
+            max_line_count: self.max_line_count.map(|n| n as usize),
+            max_words_per_line: self.max_words_per_line.map(|n| n as usize),
+            highlight_words: self.highlight_words,
+        };
+        if cues != CueOptions::default() && !self.word_timestamps {
+            return Err(Error::Usage(
+                "--max-line-width, --max-line-count, --max-words-per-line and --highlight-words cut cues from \
+                 words: add --word-timestamps"
+                    .into(),
+            ));
+        }
+        Ok(cues)
+    }
+
     /// The transcription options the flags ask for; flags left out keep the reference
     /// defaults of [`TranscribeOptions::default`].
     pub fn options(&self) -> TranscribeOptions {
@@ -221,6 +254,7 @@ fn parse_probability(s: &str) -> std::result::Result<f32, String> {
 pub fn run(args: &TranscribeArgs) -> Result<()> {
     let options = args.options();
     options.validate()?;
+    let cues = args.cue_options()?;
     check_inputs(args)?;
     let dir = model_dir::resolve(args.model.as_deref())?;
     if let Some(out) = &args.output_dir {
@@ -233,7 +267,7 @@ pub fn run(args: &TranscribeArgs) -> Result<()> {
     };
     check_model_options(&whisper, &options, &dir)?;
 
-    let mut session = Session { whisper, options, load, args };
+    let mut session = Session { whisper, options, cues, load, args };
     let mut failed = 0;
     for input in &args.files {
         match session.transcribe(input) {
@@ -344,6 +378,7 @@ fn panicked(what: &str) -> susurrus_whisper::Error {
 struct Session<'a> {
     whisper: Whisper,
     options: TranscribeOptions,
+    cues: CueOptions,
     load: Load,
     args: &'a TranscribeArgs,
 }
@@ -397,7 +432,8 @@ impl Session<'_> {
         let transcript = result.map_err(|e| Failure::Input(e.into()))?;
 
         let timings = Timings::new(&self.load, audio_time, transcribe_time, transcript.duration);
-        let meta = Meta { file: &name, backend: self.whisper.backend_name(), timings: &timings, timestamps };
+        let meta =
+            Meta { file: &name, backend: self.whisper.backend_name(), timings: &timings, timestamps, cues: self.cues };
         let text = output::render(format, &transcript, &meta);
         let written = match &self.args.output_dir {
             Some(dir) => {

@@ -244,6 +244,56 @@ fn word_timestamps_reach_the_json_segments() {
     check_json_lines(&out, &[(path_str(&wav), "short_3")], "word_timestamps", "cpu");
 }
 
+/// Word-level SubRip: cues of at most two lines of at most 24 characters (a longer word alone
+/// on its line), cut from the reference's words: together they hold every word in order, each
+/// cue from its first word's start to its last word's end.
+#[test]
+fn srt_cues_cut_from_words_keep_to_the_line_limits() {
+    let wav = golden("short_3.wav");
+    let args = ["--backend", "cpu", "-f", "srt", "--beam-size", "1", "--word-timestamps", "--max-line-width", "24"];
+    let out = transcribe(&[&args[..], &["--max-line-count", "2", path_str(&wav)]].concat(), None, &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let words: Vec<Value> = reference("short_3", "word_timestamps")["segments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| s["words"].as_array().unwrap().clone())
+        .collect();
+    let srt = text(&out.stdout);
+    let cues: Vec<&str> = srt.trim_end().split("\n\n").collect();
+    assert!(cues.len() > 2, "{srt}");
+    let mut next = 0;
+    for (i, cue) in cues.iter().enumerate() {
+        let lines: Vec<&str> = cue.lines().collect();
+        assert_eq!(lines[0], (i + 1).to_string(), "{cue}");
+        let text_lines = &lines[2..];
+        assert!((1..=2).contains(&text_lines.len()), "{cue}");
+        let mut cue_words = Vec::new();
+        for line in text_lines {
+            let n = line.split(' ').count();
+            assert!(line.chars().count() <= 24 || n == 1, "a line over 24 characters: {line:?}");
+            cue_words.extend(line.split(' ').map(str::to_string));
+        }
+        let (first, last) = (&words[next], &words[next + cue_words.len() - 1]);
+        let want: Vec<String> = words[next..next + cue_words.len()]
+            .iter()
+            .map(|w| w["word"].as_str().unwrap().trim().to_string())
+            .collect();
+        assert_eq!(cue_words, want, "{cue}");
+        let time = |s: f64| format!("00:00:{:02},{:03}", s as u64, ((s * 1000.0).round() as u64) % 1000);
+        assert_eq!(
+            lines[1],
+            format!("{} --> {}", time(first["start"].as_f64().unwrap()), time(last["end"].as_f64().unwrap()))
+        );
+        next += cue_words.len();
+    }
+    assert_eq!(next, words.len(), "every word in a cue");
+
+    let out = transcribe(&["--backend", "cpu", "-f", "srt", "--max-line-width", "24", path_str(&wav)], None, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("cut cues from words: add --word-timestamps"), "{}", text(&out.stderr));
+}
+
 #[test]
 fn txt_srt_and_vtt_files_hold_the_reference_segments() {
     let dir = scratch("formats");

@@ -12,6 +12,7 @@ import init, {
 import type {
   AudioInput,
   BenchOptions,
+  CueOptions,
   BenchResult,
   LoadOptions,
   LoadProgress,
@@ -29,6 +30,7 @@ export type {
   BackendChoice,
   BenchOptions,
   BenchResult,
+  CueOptions,
   LoadOptions,
   LoadProgress,
   ModelInfo,
@@ -38,6 +40,7 @@ export type {
   TranscribeOptions,
   TranscribeResult,
   TranscriptFormat,
+  Word,
 } from "./susurrus.js";
 
 await init();
@@ -47,9 +50,12 @@ export function decodeAudio(input: AudioInput): Promise<Float32Array> {
   return wasmDecodeAudio(input);
 }
 
-/** A result as a document: "txt" (one segment a line), "srt", "vtt" or "json". */
-export function formatTranscript(result: TranscribeResult, format: TranscriptFormat): string {
-  return wasmFormatTranscript(result, format);
+/**
+ * A result as a document: "txt" (one segment a line), "srt", "vtt" or "json"; `options` cut
+ * "srt"/"vtt" cues from words (results of `wordTimestamps: true`).
+ */
+export function formatTranscript(result: TranscribeResult, format: TranscriptFormat, options?: CueOptions): string {
+  return wasmFormatTranscript(result, format, options);
 }
 
 /** Deletes every cached model file; resolves to whether there was a cache. */

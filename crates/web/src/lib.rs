@@ -132,6 +132,16 @@ export interface TranscribeResult {
 /** 16 kHz mono samples, an AudioBuffer, or an audio file's bytes (decoded with WebAudio). */
 export type AudioInput = Float32Array | AudioBuffer | ArrayBuffer | Uint8Array | Blob;
 export type TranscriptFormat = "txt" | "srt" | "vtt" | "json";
+/** How "srt"/"vtt" cues are cut from words (results of `wordTimestamps: true`), as Whisper's CLI. */
+export interface CueOptions {
+  /** Characters a line. */
+  maxLineWidth?: number;
+  /** Lines a cue; with maxLineWidth, cues ignore segments and break at pauses over 3 s. */
+  maxLineCount?: number;
+  maxWordsPerLine?: number;
+  /** A cue per word, the word underlined (<u>). */
+  highlightWords?: boolean;
+}
 "#;
 
 /// Shows Rust panics (bugs, never expected) on the console with their message.
@@ -156,13 +166,15 @@ pub async fn decode_audio(
     Ok(js_sys::Float32Array::from(samples.as_slice()))
 }
 
-/// A transcription result as a document: `txt` (one segment a line), `srt`, `vtt` or `json`.
+/// A transcription result as a document: `txt` (one segment a line), `srt`, `vtt` or `json`;
+/// `options` cut `srt`/`vtt` cues from words (results of `wordTimestamps: true`).
 #[wasm_bindgen(js_name = formatTranscript)]
 pub fn format_transcript(
     #[wasm_bindgen(unchecked_param_type = "TranscribeResult")] result: JsValue,
     #[wasm_bindgen(unchecked_param_type = "TranscriptFormat")] format: &str,
+    #[wasm_bindgen(unchecked_optional_param_type = "CueOptions")] options: JsValue,
 ) -> Result<String, JsValue> {
-    result::format(&result, format)
+    result::format(&result, format, &options)
 }
 
 /// Deletes every cached model file; resolves to whether there was a cache.

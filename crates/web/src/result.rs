@@ -3,6 +3,7 @@
 //! files.
 
 use serde::{Deserialize, Serialize};
+use susurrus_whisper::words::Word;
 use susurrus_whisper::{Segment, Transcript, subtitles};
 use wasm_bindgen::prelude::*;
 
@@ -119,11 +120,39 @@ struct TimedSegment {
     start: f64,
     end: f64,
     text: String,
+    #[serde(default)]
+    words: Option<Vec<JsWord>>,
+}
+
+/// How `srt`/`vtt` cues are cut from words: `{ maxLineWidth, maxLineCount, maxWordsPerLine,
+/// highlightWords }`, as the `susurrus` command's flags (unknown keys are errors).
+#[derive(Default, Deserialize)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
+struct JsCueOptions {
+    max_line_width: Option<usize>,
+    max_line_count: Option<usize>,
+    max_words_per_line: Option<usize>,
+    highlight_words: bool,
 }
 
 /// `result` (what `transcribe` returned) as a `txt` (one segment a line), `srt`, `vtt` or
-/// `json` (the whole result, indented) document.
-pub fn format(result: &JsValue, format: &str) -> Result<String, JsValue> {
+/// `json` (the whole result, indented) document; `options` cut `srt`/`vtt` cues from the
+/// segments' words.
+pub fn format(result: &JsValue, format: &str, options: &JsValue) -> Result<String, JsValue> {
+    let cues: JsCueOptions = if options.is_undefined() || options.is_null() {
+        JsCueOptions::default()
+    } else {
+        serde_wasm_bindgen::from_value(options.clone()).map_err(|e| js_error(format!("format options: {e}")))?
+    };
+    if [cues.max_line_width, cues.max_line_count, cues.max_words_per_line].contains(&Some(0)) {
+        return Err(js_error("format options: line widths and counts are at least 1"));
+    }
+    let cues = subtitles::CueOptions {
+        max_line_width: cues.max_line_width,
+        max_line_count: cues.max_line_count,
+        max_words_per_line: cues.max_words_per_line,
+        highlight_words: cues.highlight_words,
+    };
     if format == "json" {
         let text = js_sys::JSON::stringify_with_replacer_and_space(result, &JsValue::NULL, &JsValue::from(2))
             .map_err(|e| js_error(format!("cannot write the result as JSON: {}", crate::error::describe(&e))))?;
@@ -144,13 +173,18 @@ pub fn format(result: &JsValue, format: &str) -> Result<String, JsValue> {
             temperature: 0.0,
             compression_ratio: 0.0,
             seek: 0,
-            words: None,
+            words: s.words.map(|words| {
+                words
+                    .into_iter()
+                    .map(|w| Word { start: w.start, end: w.end, word: w.word, probability: w.probability })
+                    .collect()
+            }),
         })
         .collect();
     match format {
         "txt" => Ok(subtitles::txt(&segments, false)),
-        "srt" => Ok(subtitles::srt(&segments)),
-        "vtt" => Ok(subtitles::vtt(&segments)),
+        "srt" => Ok(subtitles::srt_with(&segments, &cues)),
+        "vtt" => Ok(subtitles::vtt_with(&segments, &cues)),
         other => Err(js_error(format!("format '{other}' is not one of \"txt\", \"srt\", \"vtt\", \"json\""))),
     }
 }

@@ -323,21 +323,42 @@ async fn cached_files_load_without_the_network_until_the_cache_is_cleared() {
 fn results_format_as_documents() {
     let segment = object(&[("start", 0.0.into()), ("end", 1.5.into()), ("text", " Hi & bye.".into())]);
     let result: JsValue = object(&[("segments", Array::of1(&segment).into())]).into();
-    assert_eq!(format_transcript(result.clone(), "srt").unwrap(), "1\n00:00:00,000 --> 00:00:01,500\nHi & bye.\n");
     assert_eq!(
-        format_transcript(result.clone(), "vtt").unwrap(),
+        format_transcript(result.clone(), "srt", JsValue::UNDEFINED).unwrap(),
+        "1\n00:00:00,000 --> 00:00:01,500\nHi & bye.\n"
+    );
+    assert_eq!(
+        format_transcript(result.clone(), "vtt", JsValue::UNDEFINED).unwrap(),
         "WEBVTT\n\n00:00:00.000 --> 00:00:01.500\nHi &amp; bye.\n"
     );
-    assert_eq!(format_transcript(result.clone(), "txt").unwrap(), "Hi & bye.\n");
-    let json = format_transcript(result.clone(), "json").unwrap();
+    assert_eq!(format_transcript(result.clone(), "txt", JsValue::UNDEFINED).unwrap(), "Hi & bye.\n");
+    let json = format_transcript(result.clone(), "json", JsValue::UNDEFINED).unwrap();
     assert!(json.starts_with("{\n  \"segments\": [\n    {\n      \"start\": 0,"), "{json}");
     assert_eq!(
-        error_message(&format_transcript(result.clone(), "doc").unwrap_err()),
+        error_message(&format_transcript(result.clone(), "doc", JsValue::UNDEFINED).unwrap_err()),
         "format 'doc' is not one of \"txt\", \"srt\", \"vtt\", \"json\""
     );
     assert!(
-        error_message(&format_transcript(JsValue::from(3), "srt").unwrap_err())
+        error_message(&format_transcript(JsValue::from(3), "srt", JsValue::UNDEFINED).unwrap_err())
             .starts_with("not a transcription result")
+    );
+    // Cues from words, two lines of at most 6 characters: "Hi &" and "bye.".
+    let word = |start: f64, end: f64, text: &str| {
+        object(&[("start", start.into()), ("end", end.into()), ("word", text.into()), ("probability", 0.9.into())])
+    };
+    let words = Array::of3(&word(0.0, 0.5, " Hi"), &word(0.5, 0.7, " &"), &word(0.7, 1.5, " bye."));
+    let segment =
+        object(&[("start", 0.0.into()), ("end", 1.5.into()), ("text", " Hi & bye.".into()), ("words", words.into())]);
+    let result: JsValue = object(&[("segments", Array::of1(&segment).into())]).into();
+    let lines = object(&[("maxLineWidth", 6.into()), ("maxLineCount", 2.into())]);
+    assert_eq!(
+        format_transcript(result.clone(), "vtt", lines.into()).unwrap(),
+        "WEBVTT\n\n00:00:00.000 --> 00:00:01.500\nHi &amp;\nbye.\n"
+    );
+    let bad = object(&[("maxLineWidht", 6.into())]);
+    assert!(
+        error_message(&format_transcript(result, "srt", bad.into()).unwrap_err())
+            .contains("unknown field `maxLineWidht`")
     );
 }
 
