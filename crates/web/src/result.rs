@@ -142,7 +142,11 @@ pub fn format(result: &JsValue, format: &str, options: &JsValue) -> Result<Strin
     let cues: JsCueOptions = if options.is_undefined() || options.is_null() {
         JsCueOptions::default()
     } else {
-        serde_wasm_bindgen::from_value(options.clone()).map_err(|e| js_error(format!("format options: {e}")))?
+        // Through a JSON value, as the transcribe options: serde-wasm-bindgen reads only the
+        // fields a struct names, so serde_json does the struct and rejects misspelt keys.
+        let invalid = |e: &dyn std::fmt::Display| js_error(format!("format options: {e}"));
+        let json: serde_json::Value = serde_wasm_bindgen::from_value(options.clone()).map_err(|e| invalid(&e))?;
+        serde_json::from_value(json).map_err(|e| invalid(&e))?
     };
     if [cues.max_line_width, cues.max_line_count, cues.max_words_per_line].contains(&Some(0)) {
         return Err(js_error("format options: line widths and counts are at least 1"));
