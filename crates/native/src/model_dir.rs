@@ -37,6 +37,27 @@ pub fn resolve(model: Option<&Path>) -> Result<PathBuf> {
     Ok(dir)
 }
 
+/// The Silero VAD network's file below the home directory (what
+/// `./scripts/fetch-model.sh silero-vad` prints).
+pub const VAD_RELATIVE: &str = ".cache/susurrus/models/silero-vad-v6/silero_vad_v6.onnx";
+
+/// The VAD network to load for `--vad`: `file` when given, else [`VAD_RELATIVE`] in the home
+/// directory. Errors when it is not a file, saying how to fetch it.
+pub fn resolve_vad(file: Option<&Path>) -> Result<PathBuf> {
+    let hint = "run ./scripts/fetch-model.sh silero-vad to fetch it, or pass --vad-model FILE";
+    let (path, what) = match file {
+        Some(path) => (path.to_path_buf(), "VAD network"),
+        None => match std::env::home_dir() {
+            Some(home) => (home.join(VAD_RELATIVE), "default VAD network"),
+            None => return Err(Error::Usage(format!("no home directory to find the VAD network in: {hint}"))),
+        },
+    };
+    if !path.is_file() {
+        return Err(Error::Usage(format!("{what} {} not found: {hint}", path.display())));
+    }
+    Ok(path)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

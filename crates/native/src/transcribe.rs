@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressStyle};
 use susurrus_whisper::options::MAX_BEAM_SIZE;
 use susurrus_whisper::subtitles::CueOptions;
+use susurrus_whisper::vad::{VadOptions, VadPlan, VadWeights};
 use susurrus_whisper::{Event, Task, TranscribeOptions, Whisper};
 
 use crate::audio;
@@ -143,6 +144,36 @@ pub struct TranscribeArgs {
     /// whole file.
     #[arg(long, value_name = "T", value_delimiter = ',', value_parser = parse_time)]
     pub clip_timestamps: Vec<f64>,
+    /// Transcribe only speech: the Silero VAD network finds it and the silences between are
+    /// cut out (faster-whisper's vad_filter); segment times stay the file's. Not with
+    /// --clip-timestamps.
+    #[arg(long)]
+    pub vad: bool,
+    /// The Silero VAD v6 network (ONNX) for --vad. Default:
+    /// ~/.cache/susurrus/models/silero-vad-v6/silero_vad_v6.onnx, which
+    /// `./scripts/fetch-model.sh silero-vad` fetches.
+    #[arg(long, value_name = "FILE")]
+    pub vad_model: Option<PathBuf>,
+    /// --vad: a window with at least this speech probability is speech. Default: 0.5.
+    #[arg(long, value_name = "P", value_parser = parse_probability)]
+    pub vad_threshold: Option<f32>,
+    /// --vad: below this probability a window is silence; between the two it continues what
+    /// came before. Default: the threshold - 0.15.
+    #[arg(long, value_name = "P", value_parser = parse_probability)]
+    pub vad_neg_threshold: Option<f32>,
+    /// --vad: speech shorter than this is dropped. Default: 0.
+    #[arg(long, value_name = "MS")]
+    pub vad_min_speech_ms: Option<u32>,
+    /// --vad: speech longer than this is split (at a pause where there is one). Default: no
+    /// limit.
+    #[arg(long, value_name = "S", value_parser = parse_positive_time)]
+    pub vad_max_speech_s: Option<f64>,
+    /// --vad: silence shorter than this does not end speech. Default: 2000.
+    #[arg(long, value_name = "MS")]
+    pub vad_min_silence_ms: Option<u32>,
+    /// --vad: audio kept on each side of speech. Default: 400.
+    #[arg(long, value_name = "MS")]
+    pub vad_speech_pad_ms: Option<u32>,
 }
 
 /// The `--task` choices.
@@ -174,11 +205,28 @@ impl TranscribeArgs {
         Ok(cues)
     }
 
+    /// How `--vad` finds speech; an error when a VAD setting comes without `--vad`.
+    pub fn vad_options(&self) -> Result<VadOptions> {
+        let d = VadOptions::default();
+        let options = VadOptions {
+            threshold: self.vad_threshold.map_or(d.threshold, f64::from),
+            neg_threshold: self.vad_neg_threshold.map(f64::from),
+            min_speech_duration_ms: self.vad_min_speech_ms.unwrap_or(d.min_speech_duration_ms),
+            max_speech_duration_s: self.vad_max_speech_s,
+            min_silence_duration_ms: self.vad_min_silence_ms.unwrap_or(d.min_silence_duration_ms),
+            speech_pad_ms: self.vad_speech_pad_ms.unwrap_or(d.speech_pad_ms),
+        };
+        if !self.vad && (options != d || self.vad_model.is_some()) {
+            return Err(Error::Usage("--vad-model and the --vad-* settings are for --vad: add --vad".into()));
+        }
+        Ok(options)
+    }
+
     /// The transcription options the flags ask for; flags left out keep the reference
     /// defaults of [`TranscribeOptions::default`].
-    pub fn options(&self) -> TranscribeOptions {
+    pub fn options(&self) -> Result<TranscribeOptions> {
         let defaults = TranscribeOptions::default();
-        TranscribeOptions {
+        Ok(TranscribeOptions {
             language: self.language.clone(),
             task: match self.task {
                 TaskChoice::Transcribe => Task::Transcribe,
@@ -202,8 +250,10 @@ impl TranscribeArgs {
             word_timestamps: self.word_timestamps,
             seed: self.seed.unwrap_or(defaults.seed),
             clip_timestamps: self.clip_timestamps.clone(),
+            vad: self.vad,
+            vad_options: self.vad_options()?,
             ..defaults
-        }
+        })
     }
 }
 
@@ -245,6 +295,13 @@ fn parse_time(s: &str) -> std::result::Result<f64, String> {
     }
 }
 
+fn parse_positive_time(s: &str) -> std::result::Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(t) if t.is_finite() && t > 0.0 => Ok(t),
+        _ => Err("a time is a number of seconds > 0".into()),
+    }
+}
+
 fn parse_probability(s: &str) -> std::result::Result<f32, String> {
     Some(parse_number(s)?).filter(|v| (0.0..=1.0).contains(v)).ok_or_else(|| "not a probability from 0 to 1".into())
 }
@@ -252,18 +309,19 @@ fn parse_probability(s: &str) -> std::result::Result<f32, String> {
 /// Runs `susurrus transcribe`: every check that needs no audio comes first, so bad options
 /// fail before any file is read.
 pub fn run(args: &TranscribeArgs) -> Result<()> {
-    let options = args.options();
+    let options = args.options()?;
     options.validate()?;
     let cues = args.cue_options()?;
     check_inputs(args)?;
     let dir = model_dir::resolve(args.model.as_deref())?;
+    let vad = if args.vad { Some(model_dir::resolve_vad(args.vad_model.as_deref())?) } else { None };
     if let Some(out) = &args.output_dir {
         std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
     }
 
     let (whisper, load) = {
         let _spinner = Clear(spinner(format!("loading {}", dir.display())));
-        load_model(args, &dir)?
+        load_model(args, &dir, vad.as_deref())?
     };
     check_model_options(&whisper, &options, &dir)?;
 
@@ -346,9 +404,10 @@ enum Failure {
 /// Opens the backend and, on threads beside it, reads the model folder (weights and
 /// tokenizer side by side) and plans its graphs: each takes a good part of start-up and none
 /// needs another's result until the plans are compiled on the opened backend.
-fn load_model(args: &TranscribeArgs, dir: &Path) -> Result<(Whisper, Load)> {
+fn load_model(args: &TranscribeArgs, dir: &Path, vad: Option<&Path>) -> Result<(Whisper, Load)> {
     let started = Instant::now();
     let (backend, prepared, open, read) = std::thread::scope(|scope| {
+        let vad = scope.spawn(move || vad.map(|path| VadWeights::load(path).and_then(VadPlan::new)).transpose());
         let tokenizing = scope.spawn(|| susurrus_whisper::tokenizer::Tokenizer::from_model_dir(dir));
         let preparing = scope.spawn(move || {
             let weights = susurrus_whisper::weights::load_dir(dir);
@@ -360,13 +419,17 @@ fn load_model(args: &TranscribeArgs, dir: &Path) -> Result<(Whisper, Load)> {
         let open = started.elapsed();
         let (prepared, read) =
             preparing.join().unwrap_or_else(|_| (Err(panicked("reading the model")), Duration::ZERO));
-        (backend, prepared, open, read)
+        let vad = vad.join().unwrap_or_else(|_| Err(panicked("reading the VAD network")));
+        (backend, prepared.and_then(|p| Ok((p, vad?))), open, read)
     });
     // A backend that cannot open is the first thing to report, as before any model is read.
     let backend = backend?;
-    let prepared = prepared?;
+    let (prepared, vad) = prepared?;
     let compiling = Instant::now();
-    let whisper = pollster::block_on(Whisper::compile(backend, prepared))?;
+    let mut whisper = pollster::block_on(Whisper::compile(backend, prepared))?;
+    if let Some(vad) = &vad {
+        pollster::block_on(whisper.load_vad(vad))?;
+    }
     let load = Load { open, read, compile: compiling.elapsed(), total: started.elapsed() };
     Ok((whisper, load))
 }
@@ -541,7 +604,7 @@ mod tests {
     #[test]
     fn flags_left_out_keep_the_reference_defaults() {
         let args = parse(&["a.wav"]).unwrap();
-        assert_eq!(args.options(), TranscribeOptions::default());
+        assert_eq!(args.options().unwrap(), TranscribeOptions::default());
         assert_eq!((args.backend, args.format), (BackendChoice::Auto, Format::Txt));
     }
 
@@ -589,7 +652,7 @@ mod tests {
             seed: 7,
             ..TranscribeOptions::default()
         };
-        assert_eq!(args.options(), want);
+        assert_eq!(args.options().unwrap(), want);
     }
 
     #[test]

@@ -11,6 +11,7 @@ use serde_json::Value;
 use susurrus_core::exec::Backend;
 use susurrus_core::exec::cpu::CpuBackend;
 use susurrus_core::exec::wgpu::{WgpuBackend, WgpuOptions};
+use susurrus_whisper::vad::{Vad, VadOptions, VadPlan, VadWeights, speech_chunks};
 use susurrus_whisper::{Event, Task, TranscribeOptions, Whisper};
 
 pub fn root() -> PathBuf {
@@ -81,6 +82,59 @@ impl Set {
         let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         pcm16_wav(&bytes, file)
     }
+}
+
+/// The Silero VAD v6 network (`scripts/fetch-model.sh silero-vad`, fetched on first use).
+pub fn vad_model() -> PathBuf {
+    static FILE: OnceLock<PathBuf> = OnceLock::new();
+    FILE.get_or_init(|| {
+        let out = std::process::Command::new(root().join("scripts/fetch-model.sh"))
+            .arg("silero-vad")
+            .current_dir(root())
+            .output()
+            .expect("scripts/fetch-model.sh runs");
+        assert!(out.status.success(), "fetch-model.sh silero-vad failed: {}", String::from_utf8_lossy(&out.stderr));
+        let stdout = String::from_utf8(out.stdout).expect("the printed path is UTF-8");
+        PathBuf::from(stdout.lines().last().expect("fetch-model.sh prints the file").trim())
+    })
+    .clone()
+}
+
+/// The VAD network planned (read from [`vad_model`]).
+pub fn vad_plan() -> VadPlan {
+    VadPlan::new(VadWeights::load(&vad_model()).unwrap()).unwrap()
+}
+
+/// The `vad` clip's speech probabilities and speech stretches on `backend` against
+/// onnxruntime's and faster-whisper's (`get_speech_timestamps` with the default options):
+/// every probability within 1e-4, the stretches identical.
+pub fn vad_matches_reference(backend: &dyn Backend) {
+    let record = fixture("vad");
+    let pcm = read_wav(record["audio"]["file"].as_str().unwrap());
+    let reference = &record["vad"];
+    let want: Vec<f32> =
+        reference["probabilities"].as_array().unwrap().iter().map(|p| p.as_f64().unwrap() as f32).collect();
+    let mut vad = pollster::block_on(Vad::compile(backend, &vad_plan())).unwrap();
+    let started = Instant::now();
+    let got = pollster::block_on(vad.probabilities(&pcm, &mut |_| ControlFlow::Continue(()))).unwrap();
+    let (diff, at) = max_abs_diff(&got, &want);
+    println!(
+        "{}: {} VAD windows in {:.2} s, probabilities within {diff:.2e} of onnxruntime's",
+        backend.name(),
+        got.len(),
+        started.elapsed().as_secs_f64()
+    );
+    assert_eq!(got.len(), want.len(), "VAD windows");
+    assert!(diff <= 1e-4, "VAD probability of window {at}: {}, onnxruntime {}", got[at], want[at]);
+    let chunks: Vec<(u64, u64)> =
+        speech_chunks(&got, pcm.len(), &VadOptions::default()).iter().map(|c| (c.start as u64, c.end as u64)).collect();
+    let reference_chunks: Vec<(u64, u64)> = reference["speech_timestamps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["start"].as_u64().unwrap(), c["end"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(chunks, reference_chunks, "speech stretches in samples");
 }
 
 /// The tiny.en CTranslate2 folder.
@@ -163,7 +217,7 @@ pub fn backend(name: &str) -> Box<dyn Backend> {
 
 /// Every golden clip: what the CPU backends (the reference executor, the fast CPU backend)
 /// and CUDA transcribe.
-pub const CLIPS: [&str; 6] = ["short_1", "short_2", "short_3", "noisy", "silence", "long"];
+pub const CLIPS: [&str; 7] = ["short_1", "short_2", "short_3", "noisy", "silence", "long", "vad"];
 
 /// The clips of at most 8 s, every decoding path but the seek over several windows: what
 /// wgpu runs on lavapipe, a software GPU on which the 133 s clip alone took most of the
@@ -194,6 +248,7 @@ pub fn options(run: &Value) -> TranscribeOptions {
         temperatures: o["temperature"].as_f64().map_or(defaults.temperatures.clone(), |t| vec![t as f32]),
         timestamps: !o["without_timestamps"].as_bool().unwrap_or(false),
         initial_prompt: o["initial_prompt"].as_str().map(str::to_string),
+        vad: o["vad_filter"].as_bool().unwrap_or(false),
         clip_timestamps: match &o["clip_timestamps"] {
             Value::Null => Vec::new(),
             Value::String(s) => s.split(',').map(|t| t.trim().parse().unwrap()).collect(),
@@ -206,6 +261,9 @@ pub fn options(run: &Value) -> TranscribeOptions {
 /// Compares one run; returns the differences found.
 pub fn check_run(whisper: &mut Whisper, clip: &str, run: &Value, pcm: &[f32]) -> Vec<String> {
     let name = format!("{clip}/{}", run["name"].as_str().unwrap());
+    if options(run).vad && !whisper.has_vad() {
+        pollster::block_on(whisper.load_vad(&vad_plan())).unwrap();
+    }
     let started = Instant::now();
     let mut streamed = 0;
     let mut on_event = |e: Event| {
@@ -353,7 +411,8 @@ pub fn model_matches_reference(mut whisper: Whisper, set: Set, clips: &[&str]) {
 /// products on matrix units (CUDA's tensor cores, wgpu's cooperative matrices flip it on an
 /// H200; f32 products do not); the CPU backends check it token for token, and the GPU suites
 /// with [`beam_run_matches_up_to_a_near_tie`].
-pub const GPU_RUNS: [&str; 8] = [
+pub const GPU_RUNS: [&str; 9] = [
+    "vad",
     "short_1",
     "short_2",
     "short_3",

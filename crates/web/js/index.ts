@@ -109,7 +109,13 @@ export class Transcriber {
     const resolved = typeof source === "string" ? new URL(source, location.href).href : Array.from(source);
     try {
       const info = await transcriber.#request(
-        { type: "load", source: resolved, backend: options.backend, cache: options.cache },
+        {
+          type: "load",
+          source: resolved,
+          backend: options.backend,
+          cache: options.cache,
+          vad: options.vad === undefined ? undefined : new URL(options.vad, location.href).href,
+        },
         { onLoadProgress: options.onProgress },
       );
       transcriber.#info = info as ModelInfo;

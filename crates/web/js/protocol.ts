@@ -8,7 +8,7 @@ import type { BackendChoice, BenchOptions, BenchResult, LoadProgress, ModelInfo,
 export type DecodingOptions = Record<string, unknown>;
 
 export type Request =
-  | { id: number; type: "load"; source: string | File[]; backend?: BackendChoice; cache?: boolean }
+  | { id: number; type: "load"; source: string | File[]; backend?: BackendChoice; cache?: boolean; vad?: string }
   | { id: number; type: "transcribe"; audio: Float32Array; options: DecodingOptions }
   | { id: number; type: "bench"; audio: Float32Array; options: BenchOptions }
   | { id: number; type: "abort"; target: number };

@@ -25,10 +25,11 @@ async function handle(request: Request): Promise<void> {
   await ready;
   switch (request.type) {
     case "load": {
-      const { id, source, backend, cache } = request;
+      const { id, source, backend, cache, vad } = request;
       const loaded = await Model.load(source, {
         backend,
         cache,
+        vad,
         onProgress: (progress) => scope.postMessage({ id, type: "load-progress", progress }),
       });
       model?.free();

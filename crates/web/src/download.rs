@@ -91,6 +91,20 @@ pub async fn fetch_folder(
     Ok(ModelBytes { files, from_cache })
 }
 
+/// Fetches the one file at `url` (made absolute), through the model cache when `use_cache`;
+/// the flag says whether it came from the cache.
+pub async fn fetch_single(
+    url: &str,
+    use_cache: bool,
+    on_progress: Option<&Function>,
+) -> Result<(Vec<u8>, bool), JsValue> {
+    let url = global::absolute_url(url)?;
+    let name = url.rsplit('/').next().unwrap_or(&url).to_string();
+    let cache = if use_cache { open_cache().await } else { None };
+    let fetched = fetch_file(&url, &name, true, cache.as_ref(), &Reporter(on_progress)).await?;
+    fetched.ok_or_else(|| js_error(format!("{url} is missing")))
+}
+
 /// The Cache API cache, or `None` where this context has none (an insecure origin): loading
 /// then works without caching.
 async fn open_cache() -> Option<Cache> {

@@ -35,6 +35,8 @@ export interface LoadOptions {
   /** Keep downloaded files in the Cache API, keyed by URL (default true). */
   cache?: boolean;
   onProgress?: (progress: LoadProgress) => void;
+  /** The URL of the Silero VAD v6 network (silero_vad_v6.onnx, from faster-whisper's wheel), for `vad: true`. */
+  vad?: string;
 }
 export interface ModelInfo {
   backend: "webgpu" | "cpu";
@@ -48,6 +50,8 @@ export interface ModelInfo {
   multilingual: boolean;
   /** The language codes it knows ("en", "zh", "de", ...; ["en"] when English-only). */
   languages: string[];
+  /** Whether the VAD network is loaded (`vad: true` transcriptions). */
+  vad: boolean;
 }
 export interface BenchOptions {
   /** Timed runs of each measure after one to warm up (default 5). */
@@ -117,12 +121,30 @@ export interface TranscribeOptions {
   seed?: number;
   /** Only these stretches, as [start, end, start, end, ...] seconds (a last start runs to the end). */
   clipTimestamps?: number[];
+  /** Transcribe only speech (faster-whisper's vad_filter): silences are cut out, times stay the audio's. Needs load's `vad`. */
+  vad?: boolean;
+  vadOptions?: VadOptions;
   /** Each segment as soon as it is decoded. */
   onSegment?: (segment: Segment) => void;
   /** Seconds of audio done, after each 30 s window. */
   onProgress?: (progress: { done: number; total: number }) => void;
   /** Aborting rejects with an Error named "AbortError"; the model stays usable. */
   signal?: AbortSignal;
+}
+/** How the VAD tells speech from silence (faster-whisper's VadOptions and defaults). */
+export interface VadOptions {
+  /** A window with at least this speech probability is speech (default 0.5). */
+  threshold?: number;
+  /** Below this a window is silence; between the two it continues what came before (default threshold - 0.15). */
+  negThreshold?: number | null;
+  /** Shorter speech is dropped (default 0). */
+  minSpeechDurationMs?: number;
+  /** Longer speech is split, at a pause where there is one (default null: no limit). */
+  maxSpeechDurationS?: number | null;
+  /** Shorter silence does not end speech (default 2000). */
+  minSilenceDurationMs?: number;
+  /** Audio kept on each side of speech (default 400). */
+  speechPadMs?: number;
 }
 export interface Timings { decodeMs: number; transcribeMs: number; audioDurationS: number; rtf: number | null }
 export interface TranscribeResult {

@@ -9,6 +9,7 @@ use serde::Serialize;
 use susurrus_whisper::bench::{time_pieces, time_transcriptions};
 use susurrus_whisper::files::load_files;
 use susurrus_whisper::tokenizer::Tokenizer;
+use susurrus_whisper::vad::{VadPlan, VadWeights};
 use susurrus_whisper::weights::WhisperWeights;
 use susurrus_whisper::{Event, Whisper};
 use wasm_bindgen::prelude::*;
@@ -39,6 +40,8 @@ struct ModelInfo {
     /// The language codes the model knows, in its vocabulary's order (`["en"]` for an
     /// English-only model).
     languages: Vec<String>,
+    /// Whether the VAD network is loaded (`vad: true` transcriptions).
+    vad: bool,
 }
 
 struct Loaded {
@@ -71,7 +74,17 @@ impl Model {
         let bytes = model.bytes();
         let (weights, tokenizer) = load_files(&model.files).map_err(from_core)?;
         drop(model.files);
-        let (whisper, placed) = compile(options.backend, &weights, tokenizer).await?;
+        let vad = match &options.vad {
+            Some(url) => {
+                let (bytes, _) = download::fetch_single(url, options.cache, options.on_progress.as_ref()).await?;
+                Some(VadWeights::from_onnx(&bytes, url).and_then(VadPlan::new).map_err(from_core)?)
+            }
+            None => None,
+        };
+        let (mut whisper, placed) = compile(options.backend, &weights, tokenizer).await?;
+        if let Some(vad) = &vad {
+            whisper.load_vad(vad).await.map_err(from_core)?;
+        }
         let multilingual = whisper.config().is_multilingual();
         let languages = if multilingual {
             whisper.tokenizer().languages().iter().map(|(code, _)| code.clone()).collect()
@@ -87,6 +100,7 @@ impl Model {
             bytes: bytes as f64,
             multilingual,
             languages,
+            vad: whisper.has_vad(),
         };
         Ok(Model { loaded: Rc::new(RefCell::new(Loaded { whisper, pace: placed.pace })), info })
     }

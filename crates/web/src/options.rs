@@ -19,11 +19,13 @@ pub struct Callbacks {
     pub signal: Option<AbortSignal>,
 }
 
-/// `load`'s options: `{ backend, cache, onProgress }`.
+/// `load`'s options: `{ backend, cache, onProgress, vad }`.
 pub struct LoadOptions {
     pub backend: BackendChoice,
     pub cache: bool,
     pub on_progress: Option<Function>,
+    /// The URL of the Silero VAD network (`silero_vad_v6.onnx`), for `vad: true`.
+    pub vad: Option<String>,
 }
 
 /// The own enumerable properties of an options object (`undefined`/`null`: none), without
@@ -78,7 +80,7 @@ pub fn transcribe_options(value: &JsValue) -> Result<(TranscribeOptions, Callbac
 
 /// Parses `load`'s options; an unknown key is an error.
 pub fn load_options(value: &JsValue) -> Result<LoadOptions, JsValue> {
-    let mut out = LoadOptions { backend: BackendChoice::Auto, cache: true, on_progress: None };
+    let mut out = LoadOptions { backend: BackendChoice::Auto, cache: true, on_progress: None, vad: None };
     for (key, value) in entries(value, "the load options")? {
         match key.as_str() {
             "backend" => {
@@ -87,9 +89,13 @@ pub fn load_options(value: &JsValue) -> Result<LoadOptions, JsValue> {
             }
             "cache" => out.cache = value.as_bool().ok_or_else(|| js_error("cache must be true or false"))?,
             "onProgress" => out.on_progress = Some(function("onProgress", value)?),
+            "vad" => {
+                let url = value.as_string().ok_or_else(|| js_error("vad must be the URL of silero_vad_v6.onnx"))?;
+                out.vad = Some(url);
+            }
             other => {
                 return Err(js_error(format!(
-                    "unknown load option '{other}'; the options are backend, cache, onProgress"
+                    "unknown load option '{other}'; the options are backend, cache, onProgress, vad"
                 )));
             }
         }

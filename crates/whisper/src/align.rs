@@ -12,9 +12,9 @@
 
 use crate::decoder::{OFFSET, TOKENS, decoder_block, output_projection, position_mask};
 use crate::error::{Error, Result};
-use crate::layers::{Builder, MASKED, ModelWeights};
+use crate::layers::{Builder, MASKED, ModelWeights, concat_few_at_a_time};
 use crate::weights::EMBED_TOKENS;
-use susurrus_core::ir::{DType, Graph, NodeId, TensorType};
+use susurrus_core::ir::{DType, Graph, TensorType};
 use susurrus_core::ops::CmpKind;
 use susurrus_core::tensor::Tensor;
 
@@ -67,7 +67,7 @@ pub fn alignment_graph(model: &ModelWeights, positions: usize, text_vocab: usize
     }
     // By layer, as the reference collects them (the heads are averaged in the end, so
     // their order does not matter).
-    let scores = concat_few_at_a_time(&mut b, &scores)?;
+    let scores = concat_few_at_a_time(&mut b.g, &scores)?;
     let audio = c.n_audio_ctx;
     let frame_ids = b.g.constant(Tensor::f32([1, 1, audio], (0..audio).map(|f| f as f32).collect())?);
     let frames = b.g.scalar(FRAMES);
@@ -90,21 +90,3 @@ pub fn alignment_graph(model: &ModelWeights, positions: usize, text_vocab: usize
     b.g.output(TOKEN_PROBS, chosen)?;
     Ok(b.g)
 }
-
-/// `parts` concatenated along axis 0 in concats of at most [`CONCAT_GROUP`] inputs, then
-/// those concatenated the same way: a kernel binds a bounded number of inputs (tiny.en lists
-/// 8 alignment heads, large-v3 10).
-fn concat_few_at_a_time(b: &mut Builder, parts: &[NodeId]) -> Result<NodeId> {
-    let mut level = parts.to_vec();
-    while level.len() > 1 {
-        let mut next = Vec::with_capacity(level.len().div_ceil(CONCAT_GROUP));
-        for group in level.chunks(CONCAT_GROUP) {
-            next.push(if group.len() == 1 { group[0] } else { b.g.concat(group, 0)? });
-        }
-        level = next;
-    }
-    level.first().copied().ok_or_else(|| Error::bad_argument("no alignment heads to concatenate"))
-}
-
-/// Inputs of one concat of alignment scores.
-const CONCAT_GROUP: usize = 4;

@@ -201,3 +201,21 @@ impl<'m> Builder<'m> {
         if self.g.ty(x).dtype == DType::F32 { Ok(x) } else { Ok(self.g.cast(x, DType::F32)?) }
     }
 }
+
+/// `parts` (at least one) concatenated along axis 0 in concats of at most [`CONCAT_GROUP`]
+/// inputs, then those concatenated the same way: a kernel binds a bounded number of inputs
+/// (tiny.en lists 8 alignment heads, large-v3 10; the VAD network's block has 32 steps).
+pub(crate) fn concat_few_at_a_time(g: &mut Graph, parts: &[NodeId]) -> Result<NodeId> {
+    let mut level = parts.to_vec();
+    while level.len() > 1 {
+        let mut next = Vec::with_capacity(level.len().div_ceil(CONCAT_GROUP));
+        for group in level.chunks(CONCAT_GROUP) {
+            next.push(if group.len() == 1 { group[0] } else { g.concat(group, 0)? });
+        }
+        level = next;
+    }
+    level.first().copied().ok_or_else(|| Error::bad_argument("nothing to concatenate"))
+}
+
+/// Inputs of one concat.
+const CONCAT_GROUP: usize = 4;

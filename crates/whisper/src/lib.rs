@@ -25,6 +25,7 @@ pub mod select;
 pub mod subtitles;
 pub mod tokenizer;
 pub mod transcribe;
+pub mod vad;
 pub mod weights;
 pub mod words;
 

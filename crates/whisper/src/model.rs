@@ -11,6 +11,7 @@ use crate::options::TranscribeOptions;
 use crate::program::{Program, ProgramPlans, ProgramSpec, Sampling};
 use crate::select::{Rules, Selection};
 use crate::tokenizer::Tokenizer;
+use crate::vad::{Vad, VadPlan};
 use crate::weights::{WhisperWeights, load_dir};
 use susurrus_core::exec::Backend;
 
@@ -23,6 +24,8 @@ pub struct Whisper {
     model: ModelWeights,
     backend: Box<dyn Backend>,
     spec: ProgramSpec,
+    /// The VAD network, once loaded.
+    pub(crate) vad: Option<Vad>,
 }
 
 /// A model made ready on the host to compile on a backend: its weights as the graphs use
@@ -73,7 +76,7 @@ impl Whisper {
         let config = model.config.clone();
         let mel = LogMel::new(config.n_mels)?;
         let spec = plans.spec().clone();
-        Ok(Whisper { program, tokenizer, config, mel, model, backend, spec })
+        Ok(Whisper { program, tokenizer, config, mel, model, backend, spec, vad: None })
     }
 
     /// Loads a model folder (CTranslate2 or Hugging Face layout) and compiles it.
@@ -81,6 +84,18 @@ impl Whisper {
         let weights = load_dir(dir)?;
         let tokenizer = Tokenizer::from_model_dir(dir)?;
         Whisper::new(backend, &weights, tokenizer).await
+    }
+
+    /// Compiles the VAD network (planned with [`VadPlan::new`]) on this model's backend, for
+    /// transcriptions with `vad`.
+    pub async fn load_vad(&mut self, plan: &VadPlan) -> Result<()> {
+        self.vad = Some(Vad::compile(self.backend.as_ref(), plan).await?);
+        Ok(())
+    }
+
+    /// True once [`Whisper::load_vad`] has run.
+    pub fn has_vad(&self) -> bool {
+        self.vad.is_some()
     }
 
     pub fn config(&self) -> &WhisperConfig {

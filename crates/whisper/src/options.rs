@@ -4,6 +4,7 @@
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
+use crate::vad::VadOptions;
 
 /// The most beams a beam search runs (each beam keeps a self-attention cache as large as
 /// greedy decoding's whole one).
@@ -80,6 +81,12 @@ pub struct TranscribeOptions {
     /// audio), as faster-whisper's `clip_timestamps`. Empty transcribes everything. Segments
     /// keep their times in the whole recording.
     pub clip_timestamps: Vec<f64>,
+    /// Transcribe only the speech the Silero VAD network finds (faster-whisper's
+    /// `vad_filter`); the silences between are cut out, times stay the recording's. The
+    /// network must be loaded; not with `clip_timestamps`.
+    pub vad: bool,
+    /// How the VAD tells speech from silence.
+    pub vad_options: VadOptions,
 }
 
 impl Default for TranscribeOptions {
@@ -105,6 +112,8 @@ impl Default for TranscribeOptions {
             word_timestamps: false,
             seed: 0,
             clip_timestamps: Vec::new(),
+            vad: false,
+            vad_options: VadOptions::default(),
         }
     }
 }
@@ -147,6 +156,10 @@ impl TranscribeOptions {
         if let Some(t) = self.clip_timestamps.iter().find(|t| !(t.is_finite() && **t >= 0.0)) {
             return Err(Error::bad_option(format!("clip_timestamps: {t} is not a time in seconds >= 0")));
         }
+        if self.vad && !self.clip_timestamps.is_empty() {
+            return Err(Error::bad_option("vad and clip_timestamps exclude each other: give one or the other"));
+        }
+        self.vad_options.validate()?;
         let thresholds = [
             ("compression_ratio_threshold", self.compression_ratio_threshold),
             ("log_prob_threshold", self.log_prob_threshold),

@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::mel::HOP_LENGTH;
 use crate::options::{Task, TranscribeOptions};
 use crate::tokenizer::SpecialTokens;
+use crate::vad::{TimeMap, collect, speech_chunks};
 use crate::words::{Draft, Weights, Word, add_word_timestamps, find_alignment};
 use susurrus_core::tensor::Tensor;
 
@@ -104,6 +105,11 @@ impl Whisper {
     /// Transcribes 16 kHz mono samples. `on_event` sees each segment as soon as it is decoded
     /// and the progress after every window; returning `ControlFlow::Break` from it stops the
     /// work with [`Error::CANCELLED`] (the model stays usable).
+    ///
+    /// With `options.vad` only the speech the VAD network finds is transcribed, as
+    /// faster-whisper's `vad_filter`: the speech stretches joined, transcribed as one
+    /// recording, and every time mapped back to the recording (rounded to 0.01 s, as the
+    /// reference). The network must be loaded ([`Whisper::load_vad`]).
     pub async fn transcribe(
         &mut self,
         pcm: &[f32],
@@ -112,6 +118,33 @@ impl Whisper {
     ) -> Result<Transcript> {
         options.validate()?;
         check_audio(pcm)?;
+        let duration = pcm.len() as f64 / SAMPLE_RATE as f64;
+        if !options.vad {
+            return self.transcribe_speech(pcm, options, None, on_event).await;
+        }
+        let vad = self.vad.as_mut().ok_or_else(|| {
+            Error::bad_option("vad: the Silero VAD network is not loaded (load it before transcribing with vad)")
+        })?;
+        // Cancellation points while the network runs; no audio is transcribed yet.
+        let mut on_block = |_: usize| on_event(Event::Progress { done: 0.0, total: duration });
+        let probabilities = vad.probabilities(pcm, &mut on_block).await?;
+        let chunks = speech_chunks(&probabilities, pcm.len(), &options.vad_options);
+        let speech = collect(pcm, &chunks);
+        let map = (!chunks.is_empty()).then(|| TimeMap::new(&chunks));
+        let mut transcript = self.transcribe_speech(&speech, options, map.as_ref(), on_event).await?;
+        transcript.duration = duration;
+        Ok(transcript)
+    }
+
+    /// Transcribes `pcm` (checked); `map`, when given, maps segment and word times from
+    /// `pcm` (the joined speech) back to the recording before they are reported.
+    async fn transcribe_speech(
+        &mut self,
+        pcm: &[f32],
+        options: &TranscribeOptions,
+        map: Option<&TimeMap>,
+        on_event: &mut dyn FnMut(Event) -> ControlFlow<()>,
+    ) -> Result<Transcript> {
         let duration = pcm.len() as f64 / SAMPLE_RATE as f64;
         let ids = self.tokenizer.special_ids().clone();
         self.prepare_selection(options).await?;
@@ -239,7 +272,10 @@ impl Whisper {
                 }
                 all_tokens.extend_from_slice(&tokens);
                 let words = options.word_timestamps.then(|| draft.words.clone());
-                let segment = segment_of(&result, &draft, text, tokens, window_seek, words);
+                let mut segment = segment_of(&result, &draft, text, tokens, window_seek, words);
+                if let Some(map) = map {
+                    restore_times(&mut segment, map);
+                }
                 if on_event(Event::Segment(&segment)).is_break() {
                     return Err(Error::CANCELLED);
                 }
@@ -301,6 +337,27 @@ fn seek_clips(clip_timestamps: &[f64], content_frames: usize) -> Vec<(usize, usi
         points.push(content_frames);
     }
     points.chunks_exact(2).map(|p| (p[0], p[1])).collect()
+}
+
+/// Moves a segment of the joined speech to its times in the recording, as faster-whisper's
+/// `restore_speech_timestamps`: each word within the chunk its middle falls in, the segment
+/// from its first to its last word; a segment without words by its own start and end.
+fn restore_times(segment: &mut Segment, map: &TimeMap) {
+    match segment.words.as_mut().filter(|words| !words.is_empty()) {
+        Some(words) => {
+            for word in words.iter_mut() {
+                let chunk = map.chunk_index((word.start + word.end) / 2.0, false);
+                word.start = map.original_time(word.start, Some(chunk), false);
+                word.end = map.original_time(word.end, Some(chunk), false);
+            }
+            segment.start = words.first().map_or(segment.start, |w| w.start);
+            segment.end = words.last().map_or(segment.end, |w| w.end);
+        }
+        None => {
+            segment.start = map.original_time(segment.start, None, false);
+            segment.end = map.original_time(segment.end, None, true);
+        }
+    }
 }
 
 /// Where a window's speech ends: its last word's end, else its last segment's.

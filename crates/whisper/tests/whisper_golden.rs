@@ -24,6 +24,23 @@ fn wgpu_transcripts_match_reference() {
     transcripts_match_reference(Box::new(golden::wgpu()), Set::TinyEn, &golden::SHORT_CLIPS);
 }
 
+/// On lavapipe the VAD clip's VAD run (41.6 s of speech out of 68 s: two windows); the CPU
+/// runs every run of it.
+#[test]
+fn wgpu_vad_transcript_matches_reference() {
+    transcripts_match_reference(Box::new(golden::wgpu()), Set::TinyEn, &["vad/vad"]);
+}
+
+#[test]
+fn cpu_vad_matches_onnxruntime() {
+    golden::vad_matches_reference(&golden::cpu());
+}
+
+#[test]
+fn wgpu_vad_matches_onnxruntime() {
+    golden::vad_matches_reference(&golden::wgpu());
+}
+
 #[test]
 fn cpu_multilingual_transcripts_match_reference() {
     transcripts_match_reference(Box::new(golden::cpu()), Set::Base, &golden::MULTILINGUAL_CLIPS);
@@ -59,6 +76,7 @@ fn gpu_every_kernel_family_matches_reference() {
         println!("{name} on {}", backend.adapter());
         transcripts_match_reference(Box::new(backend), Set::TinyEn, &golden::GPU_RUNS);
         let backend = pollster::block_on(WgpuBackend::with_options(&options)).unwrap();
+        golden::vad_matches_reference(&backend);
         golden::beam_run_matches_up_to_a_near_tie(Box::new(backend), 0.001);
     }
 }

@@ -1,0 +1,89 @@
+//! Voice activity detection with the Silero VAD v6 network, as faster-whisper's
+//! `vad_filter`: the network's weights read from its ONNX file ([`weights`], [`onnx`]),
+//! built as a graph of the core's ops ([`network`]) so it runs on every backend, and the
+//! speech stretches found from its probabilities and mapped back ([`speech`]).
+
+pub mod network;
+pub mod onnx;
+pub mod speech;
+pub mod weights;
+
+use std::collections::HashMap;
+
+use crate::error::{Error, Result};
+use network::{AUDIO, BLOCK, CARRY, CONTEXT, PROBABILITIES, ROW, WINDOW, block_graph};
+use susurrus_core::exec::{Backend, Executable};
+use susurrus_core::passes::optimize;
+use susurrus_core::plan::{Plan, plan};
+use susurrus_core::tensor::Tensor;
+
+pub use speech::{SpeechChunk, TimeMap, VadOptions, collect, speech_chunks};
+pub use weights::VadWeights;
+
+/// The network planned on the host (no backend needed).
+pub struct VadPlan {
+    plan: Plan,
+    weights: VadWeights,
+}
+
+impl VadPlan {
+    pub fn new(weights: VadWeights) -> Result<VadPlan> {
+        let mut g = block_graph(&weights.weights)?;
+        optimize(&mut g)?;
+        Ok(VadPlan { plan: plan(g)?, weights })
+    }
+}
+
+/// The network compiled on a backend.
+pub struct Vad {
+    exe: Box<dyn Executable>,
+}
+
+impl Vad {
+    pub async fn compile(backend: &dyn Backend, plan: &VadPlan) -> Result<Vad> {
+        Ok(Vad { exe: backend.compile(&plan.plan, &plan.weights.weights).await? })
+    }
+
+    /// The speech probability of every [`WINDOW`] samples of `pcm` (16 kHz), as faster-whisper
+    /// computes them: the audio zero-padded to whole windows (a whole window of zeros
+    /// added when it already is), each window seen after the last [`CONTEXT`] samples of the
+    /// one before (zeros for the first), the LSTM's state carried from window to window.
+    /// `on_block` sees the samples done after each block; breaking stops with
+    /// [`Error::CANCELLED`].
+    pub async fn probabilities(
+        &mut self,
+        pcm: &[f32],
+        on_block: &mut dyn FnMut(usize) -> std::ops::ControlFlow<()>,
+    ) -> Result<Vec<f32>> {
+        let windows = pcm.len() / WINDOW + 1;
+        let sample = |i: usize| pcm.get(i).copied().unwrap_or(0.0);
+        let mut out = Vec::with_capacity(windows);
+        let mut rows = vec![0.0f32; BLOCK * ROW];
+        for first in (0..windows).step_by(BLOCK) {
+            rows.fill(0.0);
+            for (k, row) in rows.chunks_exact_mut(ROW).enumerate().take(windows - first) {
+                let start = (first + k) * WINDOW;
+                if start >= WINDOW {
+                    for (j, v) in row[..CONTEXT].iter_mut().enumerate() {
+                        *v = sample(start - CONTEXT + j);
+                    }
+                }
+                for (j, v) in row[CONTEXT..].iter_mut().enumerate() {
+                    *v = sample(start + j);
+                }
+            }
+            let inputs = HashMap::from([(AUDIO.to_string(), Tensor::f32([BLOCK, ROW], rows.clone())?)]);
+            let scalars = HashMap::from([(CARRY.to_string(), u32::from(first > 0))]);
+            let mut result = self.exe.run(&inputs, &scalars, &[PROBABILITIES]).await?;
+            let probabilities = result
+                .remove(PROBABILITIES)
+                .ok_or_else(|| Error::backend("the VAD network returned no probabilities"))?;
+            let probabilities = probabilities.to_f32_cow();
+            out.extend_from_slice(&probabilities[..BLOCK.min(windows - first)]);
+            if on_block(((first + BLOCK) * WINDOW).min(pcm.len())).is_break() {
+                return Err(Error::CANCELLED);
+            }
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,241 @@
+//! From speech probabilities to the stretches of audio to transcribe, and back from times in
+//! the cut audio to times in the recording: faster-whisper's `get_speech_timestamps`,
+//! `collect_chunks` and `SpeechTimestampsMap`, with Python's arithmetic kept (sample counts
+//! compared with float limits, `int()` truncation, floor division, probabilities compared
+//! with the thresholds as float32 numbers, as numpy does).
+
+use serde::Deserialize;
+
+use super::network::WINDOW;
+use crate::error::{Error, Result};
+use crate::transcribe::SAMPLE_RATE;
+
+/// How speech is told from silence, as faster-whisper's `VadOptions` (its defaults).
+///
+/// As JSON (the package's `vadOptions`) the fields are camelCase; a missing field keeps its
+/// default and an unknown one is an error.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
+pub struct VadOptions {
+    /// A window whose speech probability is at least this starts (or continues) speech.
+    pub threshold: f64,
+    /// Below this a window is silence; between it and `threshold` it continues what came
+    /// before. `None`: `max(threshold - 0.15, 0.01)`.
+    pub neg_threshold: Option<f64>,
+    /// Speech shorter than this is dropped.
+    pub min_speech_duration_ms: u32,
+    /// Speech longer than this is split, at the last silence of more than 98 ms if there
+    /// is one; `None`: no limit.
+    pub max_speech_duration_s: Option<f64>,
+    /// Silence shorter than this does not end speech.
+    pub min_silence_duration_ms: u32,
+    /// Audio kept on each side of speech.
+    pub speech_pad_ms: u32,
+}
+
+impl Default for VadOptions {
+    fn default() -> Self {
+        VadOptions {
+            threshold: 0.5,
+            neg_threshold: None,
+            min_speech_duration_ms: 0,
+            max_speech_duration_s: None,
+            min_silence_duration_ms: 2000,
+            speech_pad_ms: 400,
+        }
+    }
+}
+
+impl VadOptions {
+    /// Checks the values (the thresholds are probabilities, the limit a positive time).
+    pub fn validate(&self) -> Result<()> {
+        let probability = |name: &str, v: f64| match v.is_finite() && (0.0..=1.0).contains(&v) {
+            true => Ok(()),
+            false => Err(Error::bad_option(format!("vad_options.{name}: {v} is not a probability from 0 to 1"))),
+        };
+        probability("threshold", self.threshold)?;
+        if let Some(v) = self.neg_threshold {
+            probability("neg_threshold", v)?;
+        }
+        if let Some(v) = self.max_speech_duration_s.filter(|v| !(v.is_finite() && *v > 0.0)) {
+            return Err(Error::bad_option(format!(
+                "vad_options.max_speech_duration_s: {v} is not a time in seconds > 0"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// A stretch of speech, in samples of the recording (`start..end`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SpeechChunk {
+    pub start: usize,
+    pub end: usize,
+}
+
+/// The speech in a recording of `samples` samples whose windows have the speech
+/// `probabilities` (one per [`WINDOW`] samples), as `get_speech_timestamps`.
+pub fn speech_chunks(probabilities: &[f32], samples: usize, options: &VadOptions) -> Vec<SpeechChunk> {
+    let rate = SAMPLE_RATE as f64;
+    let window = WINDOW as i64;
+    let min_speech_samples = rate * options.min_speech_duration_ms as f64 / 1000.0;
+    let speech_pad_samples = rate * options.speech_pad_ms as f64 / 1000.0;
+    let max_speech_samples =
+        options.max_speech_duration_s.map_or(f64::INFINITY, |s| rate * s) - window as f64 - 2.0 * speech_pad_samples;
+    let min_silence_samples = rate * options.min_silence_duration_ms as f64 / 1000.0;
+    let min_silence_samples_at_max_speech = rate * 98.0 / 1000.0;
+    let length = samples as i64;
+    // numpy compares float32 probabilities with Python floats in float32.
+    let threshold = options.threshold as f32;
+    let neg_threshold = options.neg_threshold.unwrap_or((options.threshold - 0.15).max(0.01)) as f32;
+
+    let mut triggered = false;
+    let mut speeches: Vec<(i64, i64)> = Vec::new();
+    // The speech being followed: its start once one is set.
+    let mut current: Option<i64> = None;
+    let (mut temp_end, mut prev_end, mut next_start) = (0i64, 0i64, 0i64);
+    for (i, &p) in probabilities.iter().enumerate() {
+        let at = window * i as i64;
+        if p >= threshold && temp_end != 0 {
+            temp_end = 0;
+            if next_start < prev_end {
+                next_start = at;
+            }
+        }
+        if p >= threshold && !triggered {
+            triggered = true;
+            current = Some(at);
+            continue;
+        }
+        if let Some(start) = current.filter(|&s| triggered && (at - s) as f64 > max_speech_samples) {
+            if prev_end != 0 {
+                speeches.push((start, prev_end));
+                current = None;
+                if next_start < prev_end {
+                    triggered = false;
+                } else {
+                    current = Some(next_start);
+                }
+                (prev_end, next_start, temp_end) = (0, 0, 0);
+            } else {
+                speeches.push((start, at));
+                current = None;
+                (prev_end, next_start, temp_end) = (0, 0, 0);
+                triggered = false;
+                continue;
+            }
+        }
+        if p < neg_threshold && triggered {
+            if temp_end == 0 {
+                temp_end = at;
+            }
+            if (at - temp_end) as f64 > min_silence_samples_at_max_speech {
+                prev_end = temp_end;
+            }
+            if ((at - temp_end) as f64) < min_silence_samples {
+                continue;
+            }
+            if let Some(start) = current.take().filter(|&s| (temp_end - s) as f64 > min_speech_samples) {
+                speeches.push((start, temp_end));
+            }
+            (prev_end, next_start, temp_end) = (0, 0, 0);
+            triggered = false;
+            continue;
+        }
+    }
+    if let Some(start) = current.filter(|&s| (length - s) as f64 > min_speech_samples) {
+        speeches.push((start, length));
+    }
+
+    // Padding: shared halves of short silences, `speech_pad` elsewhere.
+    let count = speeches.len();
+    for i in 0..count {
+        if i == 0 {
+            speeches[0].0 = (speeches[0].0 as f64 - speech_pad_samples).max(0.0) as i64;
+        }
+        if i + 1 < count {
+            let silence = speeches[i + 1].0 - speeches[i].1;
+            if (silence as f64) < 2.0 * speech_pad_samples {
+                speeches[i].1 += silence.div_euclid(2);
+                speeches[i + 1].0 = (speeches[i + 1].0 - silence.div_euclid(2)).max(0);
+            } else {
+                speeches[i].1 = (length as f64).min(speeches[i].1 as f64 + speech_pad_samples) as i64;
+                speeches[i + 1].0 = (speeches[i + 1].0 as f64 - speech_pad_samples).max(0.0) as i64;
+            }
+        } else {
+            speeches[i].1 = (length as f64).min(speeches[i].1 as f64 + speech_pad_samples) as i64;
+        }
+    }
+    speeches.into_iter().map(|(s, e)| SpeechChunk { start: s.max(0) as usize, end: e.max(0) as usize }).collect()
+}
+
+/// The recording's speech joined into one stretch of audio (`collect_chunks`).
+pub fn collect(pcm: &[f32], chunks: &[SpeechChunk]) -> Vec<f32> {
+    let mut out = Vec::with_capacity(chunks.iter().map(|c| c.end.saturating_sub(c.start)).sum());
+    for c in chunks {
+        out.extend_from_slice(pcm.get(c.start..c.end.min(pcm.len())).unwrap_or_default());
+    }
+    out
+}
+
+/// Maps times in the joined speech back to the recording (`SpeechTimestampsMap`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TimeMap {
+    /// Where each chunk ends in the joined speech, in samples.
+    chunk_end_sample: Vec<i64>,
+    /// Seconds cut out before each chunk.
+    total_silence_before: Vec<f64>,
+}
+
+impl TimeMap {
+    /// The map of `chunks` (at least one).
+    pub fn new(chunks: &[SpeechChunk]) -> TimeMap {
+        let (mut previous_end, mut silent) = (0i64, 0i64);
+        let mut map = TimeMap { chunk_end_sample: Vec::new(), total_silence_before: Vec::new() };
+        for c in chunks {
+            silent += c.start as i64 - previous_end;
+            previous_end = c.end as i64;
+            map.chunk_end_sample.push(c.end as i64 - silent);
+            map.total_silence_before.push(silent as f64 / SAMPLE_RATE as f64);
+        }
+        map
+    }
+
+    /// The chunk a time in the joined speech falls in; an end exactly at a chunk's end
+    /// belongs to that chunk.
+    pub fn chunk_index(&self, time: f64, is_end: bool) -> usize {
+        let sample = (time * SAMPLE_RATE as f64) as i64;
+        if is_end && let Some(i) = self.chunk_end_sample.iter().position(|&e| e == sample) {
+            return i;
+        }
+        let after = self.chunk_end_sample.partition_point(|&e| e <= sample);
+        after.min(self.chunk_end_sample.len().saturating_sub(1))
+    }
+
+    /// `time` in the recording, rounded to 0.01 s, in chunk `chunk` (or the one `time`
+    /// falls in).
+    pub fn original_time(&self, time: f64, chunk: Option<usize>, is_end: bool) -> f64 {
+        let chunk = chunk.unwrap_or_else(|| self.chunk_index(time, is_end));
+        let before = self.total_silence_before.get(chunk).copied().unwrap_or(0.0);
+        round2(before + time)
+    }
+}
+
+/// Python's `round(x, 2)`: to the nearest hundredth of `x`'s exact value, ties to even.
+pub(crate) fn round2(x: f64) -> f64 {
+    let y = x * 100.0;
+    // The exact product is y + residual.
+    let residual = x.mul_add(100.0, -y);
+    let floor = y.floor();
+    let rounded = if y - floor == 0.5 {
+        match residual.partial_cmp(&0.0) {
+            Some(std::cmp::Ordering::Greater) => floor + 1.0,
+            Some(std::cmp::Ordering::Less) => floor,
+            _ if floor % 2.0 == 0.0 => floor,
+            _ => floor + 1.0,
+        }
+    } else {
+        y.round()
+    };
+    rounded / 100.0
+}
