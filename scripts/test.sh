@@ -40,6 +40,7 @@ trap report EXIT
 downloads_log="${HOME}/.cache/susurrus/downloads.log"
 mkdir -p "$(dirname "$downloads_log")"
 (./scripts/setup.sh system node nvrtc && ./scripts/fetch-model.sh && ./scripts/fetch-model.sh base &&
+  ./scripts/fetch-model.sh silero-vad &&
   ./scripts/fetch-model.sh tiny.en-int8) \
   >"$downloads_log" 2>&1 &
 downloads=$!

@@ -45,6 +45,7 @@ fn every_op_case_matches_the_reference() {
 fn golden_transcripts_match_reference_with_f16_products() {
     golden::transcripts_match_reference(Box::new(backend(Precision::F16)), Set::TinyEn, &golden::GPU_RUNS);
     golden::beam_run_matches_up_to_a_near_tie(Box::new(backend(Precision::F16)), 0.001);
+    golden::vad_matches_reference(&backend(Precision::F16));
     golden::transcripts_match_reference(Box::new(backend(Precision::F16)), Set::Base, &golden::MULTILINGUAL_CLIPS);
 }
 
@@ -63,6 +64,7 @@ fn int8_transcripts_match_the_reference_executor() {
 fn golden_transcripts_match_reference_with_f32_products() {
     golden::transcripts_match_reference(Box::new(backend(Precision::F32)), Set::TinyEn, &golden::GPU_RUNS);
     golden::beam_run_matches_up_to_a_near_tie(Box::new(backend(Precision::F32)), 0.001);
+    golden::vad_matches_reference(&backend(Precision::F32));
     golden::transcripts_match_reference(Box::new(backend(Precision::F32)), Set::Base, &golden::MULTILINGUAL_CLIPS);
 }
 

@@ -45,6 +45,11 @@ fn golden_transcripts_match_reference() {
 }
 
 #[test]
+fn vad_matches_onnxruntime() {
+    golden::vad_matches_reference(&FastCpuBackend::new(None).unwrap());
+}
+
+#[test]
 fn multilingual_golden_transcripts_match_reference() {
     let backend = Box::new(FastCpuBackend::new(None).unwrap());
     golden::transcripts_match_reference(backend, Set::Base, &golden::MULTILINGUAL_CLIPS);

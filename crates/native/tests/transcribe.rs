@@ -244,6 +244,47 @@ fn word_timestamps_reach_the_json_segments() {
     check_json_lines(&out, &[(path_str(&wav), "short_3")], "word_timestamps", "cpu");
 }
 
+/// `--vad` with the network where the fetch script puts it: the speech of the VAD clip
+/// (three passages between long noisy pauses) is faster-whisper's `vad_filter=True` run,
+/// token for token, at the file's times.
+#[test]
+fn vad_transcribes_the_speech_at_the_files_times() {
+    let out = Command::new(root().join("scripts/fetch-model.sh")).arg("silero-vad").output().unwrap();
+    assert!(out.status.success(), "fetch-model.sh silero-vad: {}", text(&out.stderr));
+    let wav = golden("vad.wav");
+    let args = ["--backend", "cpu", "-f", "json", "--beam-size", "1", "--vad", path_str(&wav)];
+    let out = transcribe(&args, None, &[]);
+    check_json_lines(&out, &[(path_str(&wav), "vad")], "vad", "cpu");
+}
+
+#[test]
+fn vad_settings_and_a_missing_network_fail_before_any_file_is_read() {
+    let input = audio_fixture("no_such_file.wav");
+    let fails = |args: &[&str], want: &str| {
+        let out = transcribe(&[args, &[path_str(&input)]].concat(), None, &[]);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert_eq!(text(&out.stderr), format!("susurrus: error: {want}\n"), "{args:?}");
+    };
+    fails(&["--vad-min-silence-ms", "500"], "--vad-model and the --vad-* settings are for --vad: add --vad");
+    fails(
+        &["--vad", "--vad-model", "/nonexistent/silero.onnx"],
+        "VAD network /nonexistent/silero.onnx not found: run ./scripts/fetch-model.sh silero-vad to fetch it, or \
+         pass --vad-model FILE",
+    );
+    fails(
+        &["--vad", "--clip-timestamps", "1"],
+        "invalid option: vad and clip_timestamps exclude each other: give one or the other",
+    );
+    let out = transcribe(&["--vad", "--vad-threshold", "2", path_str(&input)], None, &[]);
+    assert_eq!(out.status.code(), Some(2), "a command-line error");
+    assert!(
+        text(&out.stderr)
+            .starts_with("error: invalid value '2' for '--vad-threshold <P>': not a probability from 0 to 1"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
 /// Word-level SubRip: cues of at most two lines of at most 24 characters (a longer word alone
 /// on its line), cut from the reference's words: together they hold every word in order, each
 /// cue from its first word's start to its last word's end.

@@ -239,3 +239,106 @@ pub(crate) fn round2(x: f64) -> f64 {
     };
     rounded / 100.0
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunks(pairs: &[(usize, usize)]) -> Vec<SpeechChunk> {
+        pairs.iter().map(|&(start, end)| SpeechChunk { start, end }).collect()
+    }
+
+    /// faster-whisper's own `get_speech_timestamps` on made-up probabilities over options
+    /// reaching every branch (tests/golden/vad_cases.py).
+    #[test]
+    fn speech_chunks_are_faster_whispers_on_every_case() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/golden/vad_cases.json");
+        let cases: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let cases = cases["cases"].as_array().unwrap();
+        assert_eq!(cases.len(), 24);
+        for (i, case) in cases.iter().enumerate() {
+            // The generator names the options as faster-whisper does (snake case).
+            let (o, d) = (&case["options"], VadOptions::default());
+            let ms = |name: &str, default: u32| o[name].as_u64().map_or(default, |v| v as u32);
+            let options = VadOptions {
+                threshold: o["threshold"].as_f64().unwrap_or(d.threshold),
+                neg_threshold: o["neg_threshold"].as_f64(),
+                min_speech_duration_ms: ms("min_speech_duration_ms", d.min_speech_duration_ms),
+                max_speech_duration_s: o["max_speech_duration_s"].as_f64(),
+                min_silence_duration_ms: ms("min_silence_duration_ms", d.min_silence_duration_ms),
+                speech_pad_ms: ms("speech_pad_ms", d.speech_pad_ms),
+            };
+            let probabilities: Vec<f32> =
+                case["probabilities"].as_array().unwrap().iter().map(|p| p.as_f64().unwrap() as f32).collect();
+            let samples = case["samples"].as_u64().unwrap() as usize;
+            let want: Vec<SpeechChunk> = case["speech_timestamps"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| SpeechChunk {
+                    start: c["start"].as_u64().unwrap() as usize,
+                    end: c["end"].as_u64().unwrap() as usize,
+                })
+                .collect();
+            assert_eq!(speech_chunks(&probabilities, samples, &options), want, "case {i}: {}", case["options"]);
+        }
+    }
+
+    #[test]
+    fn no_speech_gives_no_chunks_and_nothing_to_transcribe() {
+        assert_eq!(speech_chunks(&[0.1; 40], 40 * WINDOW - 7, &VadOptions::default()), vec![]);
+        assert_eq!(collect(&[1.0; 100], &[]), Vec::<f32>::new());
+    }
+
+    #[test]
+    fn collected_speech_is_the_chunks_in_order() {
+        let pcm: Vec<f32> = (0..20).map(|i| i as f32).collect();
+        assert_eq!(collect(&pcm, &chunks(&[(2, 5), (10, 12), (18, 25)])), [2.0, 3.0, 4.0, 10.0, 11.0, 18.0, 19.0]);
+    }
+
+    /// Chunks at 1-2 s and 5-6 s: the second starts 1 s into the joined speech, after 4 s cut.
+    #[test]
+    fn times_map_back_past_the_cut_silences() {
+        let map = TimeMap::new(&chunks(&[(16000, 32000), (80000, 96000)]));
+        assert_eq!(map.original_time(0.5, None, false), 1.5);
+        assert_eq!(map.original_time(1.25, None, false), 5.25);
+        // 1.0 s is where the first chunk ends: an end there stays in it, a start moves on.
+        assert_eq!(map.original_time(1.0, None, true), 2.0);
+        assert_eq!(map.original_time(1.0, None, false), 5.0);
+        // Past the last chunk's end: the last chunk.
+        assert_eq!(map.original_time(3.0, None, false), 7.0);
+        assert_eq!(map.original_time(0.3, Some(1), false), 4.3);
+    }
+
+    #[test]
+    fn round2_rounds_the_exact_value_ties_to_even() {
+        // Exact binary ties (k/8) round to even, as Python's round(x, 2).
+        assert_eq!(round2(0.125), 0.12);
+        assert_eq!(round2(0.375), 0.38);
+        assert_eq!(round2(12.625), 12.62);
+        assert_eq!(round2(-0.125), -0.12);
+        // Decimal "ties" that are not exact in binary go the way their exact value does:
+        // 1.005 is 1.00499999999999989..., 2.675 is 2.67499999999999982...
+        assert_eq!(round2(1.005), 1.0);
+        assert_eq!(round2(2.675), 2.67);
+        assert_eq!(round2(0.285), 0.28);
+        assert_eq!(round2(3.14159), 3.14);
+    }
+
+    #[test]
+    fn options_out_of_range_are_errors_naming_them() {
+        let check = |o: VadOptions| o.validate().map_err(|e| e.to_string());
+        let d = VadOptions::default;
+        assert_eq!(check(d()), Ok(()));
+        let err = check(VadOptions { threshold: 1.5, ..d() }).unwrap_err();
+        assert!(err.contains("vad_options.threshold: 1.5 is not a probability from 0 to 1"), "{err}");
+        let err = check(VadOptions { neg_threshold: Some(f64::NAN), ..d() }).unwrap_err();
+        assert!(err.contains("vad_options.neg_threshold: NaN"), "{err}");
+        let err = check(VadOptions { max_speech_duration_s: Some(0.0), ..d() }).unwrap_err();
+        assert!(err.contains("vad_options.max_speech_duration_s: 0 is not a time in seconds > 0"), "{err}");
+        let parsed: VadOptions = serde_json::from_str(r#"{"minSilenceDurationMs": 500, "negThreshold": 0.2}"#).unwrap();
+        assert_eq!(parsed, VadOptions { min_silence_duration_ms: 500, neg_threshold: Some(0.2), ..d() });
+        let err = serde_json::from_str::<VadOptions>(r#"{"threshhold": 0.2}"#).unwrap_err().to_string();
+        assert!(err.starts_with("unknown field `threshhold`"), "{err}");
+    }
+}
