@@ -123,6 +123,22 @@ pub struct TranscribeArgs {
     /// Text that prompts the first window: names, spelling, style.
     #[arg(long, value_name = "TEXT")]
     pub initial_prompt: Option<String>,
+    /// Text the transcript starts with: the first window goes on from it.
+    #[arg(long, value_name = "TEXT")]
+    pub prefix: Option<String>,
+    /// Words or phrases to expect (names, terms), given to every window before the previous
+    /// text. Not with --prefix.
+    #[arg(long, value_name = "TEXT")]
+    pub hotwords: Option<String>,
+    /// Token ids never to produce, separated by commas; -1 stands for the model's list of
+    /// non-speech symbols. Default: -1.
+    #[arg(long, value_name = "IDS", value_delimiter = ',', allow_negative_numbers = true,
+          value_parser = clap::value_parser!(i64).range(-1..))]
+    pub suppress_tokens: Option<Vec<i64>>,
+    /// With --word-timestamps: skip silences longer than S seconds around segments that look
+    /// hallucinated (improbable, very short or very long words).
+    #[arg(long, value_name = "S", value_parser = parse_time)]
+    pub hallucination_silence_threshold: Option<f64>,
     /// Do not prompt each window with the text decoded before it (less repetition, less
     /// consistency).
     #[arg(long)]
@@ -243,6 +259,10 @@ impl TranscribeArgs {
             no_speech_threshold: self.no_speech_threshold.or(defaults.no_speech_threshold),
             condition_on_previous_text: !self.no_condition_on_previous_text,
             initial_prompt: self.initial_prompt.clone(),
+            prefix: self.prefix.clone(),
+            hotwords: self.hotwords.clone(),
+            suppress_tokens: self.suppress_tokens.clone(),
+            hallucination_silence_threshold: self.hallucination_silence_threshold,
             beam_size: self.beam_size.map_or(defaults.beam_size, usize::from),
             patience: self.patience.unwrap_or(defaults.patience),
             length_penalty: self.length_penalty.unwrap_or(defaults.length_penalty),

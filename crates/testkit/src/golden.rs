@@ -249,6 +249,10 @@ pub fn options(run: &Value) -> TranscribeOptions {
         timestamps: !o["without_timestamps"].as_bool().unwrap_or(false),
         initial_prompt: o["initial_prompt"].as_str().map(str::to_string),
         vad: o["vad_filter"].as_bool().unwrap_or(false),
+        prefix: o["prefix"].as_str().map(str::to_string),
+        hotwords: o["hotwords"].as_str().map(str::to_string),
+        suppress_tokens: o["suppress_tokens"].as_array().map(|ids| ids.iter().map(|t| t.as_i64().unwrap()).collect()),
+        hallucination_silence_threshold: o["hallucination_silence_threshold"].as_f64(),
         clip_timestamps: match &o["clip_timestamps"] {
             Value::Null => Vec::new(),
             Value::String(s) => s.split(',').map(|t| t.trim().parse().unwrap()).collect(),

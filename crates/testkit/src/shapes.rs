@@ -48,6 +48,7 @@ async fn run(backend: &dyn Backend, model: &ModelWeights, name: &str) -> Result<
         no_speech: no_timestamps - 1,
         beams: 0,
         alignment: false,
+        long_prompts: false,
     };
     let mut program = Program::compile(backend, model, &spec).await.map_err(fail)?;
     let frames = c.n_frames();

@@ -105,7 +105,12 @@ export interface TranscribeOptions {
   conditionOnPreviousText?: boolean;
   promptResetOnTemperature?: number;
   initialPrompt?: string | null;
+  /** Text the transcript starts with: the first window goes on from it. */
+  prefix?: string | null;
+  /** Words or phrases to expect, given to every window before the previous text (not with prefix). */
+  hotwords?: string | null;
   suppressBlank?: boolean;
+  /** Token ids never produced; -1 stands for the model's list of non-speech symbols (default [-1]). */
   suppressTokens?: number[] | null;
   maxInitialTimestamp?: number;
   /** Beams of the beam search at temperature 0 (default 5, as the reference; 1 is greedy). */
@@ -118,6 +123,8 @@ export interface TranscribeOptions {
   bestOf?: number;
   /** Time every word (segments' `words`), as the reference's word_timestamps. */
   wordTimestamps?: boolean;
+  /** With wordTimestamps: skip silences longer than this (seconds) around segments that look hallucinated. */
+  hallucinationSilenceThreshold?: number | null;
   seed?: number;
   /** Only these stretches, as [start, end, start, end, ...] seconds (a last start runs to the end). */
   clipTimestamps?: number[];

@@ -43,12 +43,30 @@ pub(crate) struct WindowDecoder<'a> {
     pub tokenizer: &'a Tokenizer,
     pub options: &'a TranscribeOptions,
     pub vocab: u32,
+    /// The prompt's last tokens, which the transcript starts with (`<|0.00|>` and a prefix's
+    /// text): decoding goes on after them as after tokens it chose itself, but the rules
+    /// look at what it chooses only (the reference's `sample_begin`), their log-probabilities
+    /// count as 0, and they count in the length.
+    pub forced: &'a [u32],
 }
 
 impl WindowDecoder<'_> {
-    /// The first step's bans.
+    /// The first chosen step's bans: after forced tokens only the blank ones (the
+    /// reference applies its first-step timestamp rules at the window's very first step
+    /// alone).
     pub fn first_rules(&self) -> Rules {
-        first_rules(self.ids, self.options, self.vocab)
+        match self.forced.is_empty() {
+            true => first_rules(self.ids, self.options, self.vocab),
+            false => Rules { banned: vec![], blank: self.options.suppress_blank },
+        }
+    }
+
+    /// The most tokens to choose after `prompt`: the reference decodes at most half the
+    /// context, never past its end, forced tokens included.
+    fn max_steps(&self, program: &Program, prompt: &[u32]) -> usize {
+        let ctx = program.n_text_ctx();
+        let forced = self.forced.len();
+        (ctx / 2).min((ctx + 1).saturating_sub(prompt.len() - forced)).saturating_sub(forced)
     }
 
     /// Decodes one window at `temperature` from `prompt` (whose `<|startoftranscript|>` is at
@@ -87,9 +105,7 @@ impl WindowDecoder<'_> {
         temperature: Option<f32>,
         rng: &mut StdRng,
     ) -> Result<Decoded> {
-        let ctx = program.n_text_ctx();
-        // The reference decodes at most half the context, and never past its end.
-        let max_steps = (ctx / 2).min(ctx + 1 - prompt.len());
+        let max_steps = self.max_steps(program, prompt);
         let mut noise = vec![0.0f32; if temperature.is_some() { self.vocab as usize } else { 0 }];
         let mut seq = Vec::new();
         gumbel(&mut noise, rng);
@@ -119,12 +135,13 @@ impl WindowDecoder<'_> {
             }
             seq.push(choice.token);
         }
-        let n = seq.len() as f64;
+        let tokens = [self.forced, &seq].concat();
+        let n = tokens.len() as f64;
         Ok(Decoded {
             avg_logprob: sum / (n + 1.0),
-            score: if seq.is_empty() { sum } else { sum / n },
-            compression_ratio: self.compression_ratio(&seq)?,
-            tokens: seq,
+            score: if tokens.is_empty() { sum } else { sum / n },
+            compression_ratio: self.compression_ratio(&tokens)?,
+            tokens,
             no_speech_prob,
             temperature: temperature.unwrap_or(0.0),
         })
@@ -135,12 +152,13 @@ impl WindowDecoder<'_> {
     /// candidates.
     async fn decode_beams(&self, program: &mut Program, prompt: &[u32], sot: usize) -> Result<Decoded> {
         let o = self.options;
-        let ctx = program.n_text_ctx();
-        let max_steps = (ctx / 2).min(ctx + 1 - prompt.len());
+        let max_steps = self.max_steps(program, prompt);
         let beams = o.beam_size;
         let mut search = BeamSearch::new(beams, o.finished_hypotheses(), o.length_penalty, self.ids.end_of_text);
         let (no_speech_prob, mut candidates) = program.beam_prefill(prompt, sot, &self.first_rules(), beams).await?;
-        let mut alive: Vec<Vec<u32>> = vec![Vec::new()];
+        // Hypotheses start with the forced tokens (their length counts); the rules see the
+        // chosen ones.
+        let mut alive: Vec<Vec<u32>> = vec![self.forced.to_vec()];
         for step in 0..max_steps {
             let Some(next) = search.advance(&candidates, &alive, step + 1 == max_steps)? else { break };
             let mut inputs = Vec::with_capacity(beams);
@@ -152,7 +170,7 @@ impl WindowDecoder<'_> {
                     .clone();
                 seq.push(c.token);
                 inputs.push(BeamInput {
-                    history: program.history(&seq, o.timestamps)?,
+                    history: program.history(&seq[self.forced.len()..], o.timestamps)?,
                     parent: c.beam,
                     score: c.score,
                 });

@@ -15,6 +15,7 @@ pub mod demo;
 pub mod encoder;
 pub mod error;
 pub mod files;
+pub mod hallucination;
 pub mod hf;
 pub mod layers;
 pub mod mel;

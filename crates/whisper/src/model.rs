@@ -64,6 +64,7 @@ impl Whisper {
             no_speech: tokenizer.special_ids().no_speech,
             beams: defaults.beam_size,
             alignment: defaults.word_timestamps,
+            long_prompts: false,
         };
         let plans = ProgramPlans::new(&model, &spec)?;
         Ok(PreparedModel { model, tokenizer, plans })
@@ -129,8 +130,11 @@ impl Whisper {
         let selection = default_selection(&self.config, &self.tokenizer, options)?;
         let beams = self.spec.beams.max(options.beam_size);
         let alignment = self.spec.alignment || options.word_timestamps;
-        if selection != self.spec.selection || beams != self.spec.beams || alignment != self.spec.alignment {
-            let spec = ProgramSpec { selection, no_speech: self.spec.no_speech, beams, alignment };
+        let long_prompts = self.spec.long_prompts || options.hotwords.as_ref().is_some_and(|h| !h.is_empty());
+        let changed = (&selection, beams, alignment, long_prompts)
+            != (&self.spec.selection, self.spec.beams, self.spec.alignment, self.spec.long_prompts);
+        if changed {
+            let spec = ProgramSpec { selection, no_speech: self.spec.no_speech, beams, alignment, long_prompts };
             self.program = Program::compile(self.backend.as_ref(), &self.model, &spec).await?;
             self.spec = spec;
         }
@@ -177,10 +181,19 @@ impl Whisper {
 /// The tokens a transcription never produces and those it never starts with.
 fn default_selection(config: &WhisperConfig, tokenizer: &Tokenizer, options: &TranscribeOptions) -> Result<Selection> {
     let ids = tokenizer.special_ids();
-    let mut suppress = match &options.suppress_tokens {
-        Some(list) => list.clone(),
-        None => config.generation.suppress_ids.clone(),
-    };
+    let list = options.suppress_tokens.as_deref().unwrap_or(&[-1]);
+    let mut suppress = Vec::with_capacity(list.len() + config.generation.suppress_ids.len());
+    for &id in list {
+        match u32::try_from(id) {
+            Ok(id) => suppress.push(id),
+            Err(_) if id == -1 => suppress.extend(&config.generation.suppress_ids),
+            Err(_) => {
+                return Err(Error::bad_option(format!(
+                    "suppress_tokens: {id} is not a token id (-1 stands for the model's list)"
+                )));
+            }
+        }
+    }
     suppress.extend([ids.transcribe, ids.translate, ids.start_of_transcript, ids.start_of_prev, ids.no_speech]);
     suppress.extend(ids.start_of_lm);
     suppress.sort_unstable();

@@ -53,11 +53,18 @@ pub struct TranscribeOptions {
     pub prompt_reset_on_temperature: f32,
     /// Text that prompts the first window (spelling, names, style).
     pub initial_prompt: Option<String>,
+    /// Text the first window's transcript starts with, as faster-whisper's `prefix`: its
+    /// tokens are given (after `<|0.00|>` with timestamps) and decoding goes on from them.
+    pub prefix: Option<String>,
+    /// Words or phrases to expect, as faster-whisper's `hotwords`: given before the previous
+    /// text in every window's prompt (not with `prefix`).
+    pub hotwords: Option<String>,
     /// Never start a window's text with a blank or end of text.
     pub suppress_blank: bool,
-    /// Token ids never to produce; `None` uses the model's list (non-speech symbols and the
-    /// control tokens).
-    pub suppress_tokens: Option<Vec<u32>>,
+    /// Token ids never to produce, as faster-whisper's `suppress_tokens`: -1 stands for the
+    /// model's list (non-speech symbols); `None` is `[-1]`, `Some(vec![])` suppresses only
+    /// the control tokens (which are always suppressed).
+    pub suppress_tokens: Option<Vec<i64>>,
     /// The latest time the first timestamp of a window may have, in seconds.
     pub max_initial_timestamp: f32,
     /// Beams of the beam search at temperature 0; 1 decodes greedily.
@@ -74,6 +81,10 @@ pub struct TranscribeOptions {
     /// Time every word from the decoder's cross-attention (segments' `words`); segment
     /// boundaries then follow their words, as the reference's `word_timestamps=True`.
     pub word_timestamps: bool,
+    /// With word timestamps, skip silences longer than this (seconds) around segments that
+    /// look hallucinated (improbable, very short or very long words), as faster-whisper's
+    /// `hallucination_silence_threshold`.
+    pub hallucination_silence_threshold: Option<f64>,
     /// Seed of the sampling noise, so fallback results are reproducible.
     pub seed: u64,
     /// Only these stretches of the audio are transcribed, as start and end times in seconds
@@ -102,6 +113,8 @@ impl Default for TranscribeOptions {
             condition_on_previous_text: true,
             prompt_reset_on_temperature: 0.5,
             initial_prompt: None,
+            prefix: None,
+            hotwords: None,
             suppress_blank: true,
             suppress_tokens: None,
             max_initial_timestamp: 1.0,
@@ -110,6 +123,7 @@ impl Default for TranscribeOptions {
             length_penalty: 1.0,
             best_of: 5,
             word_timestamps: false,
+            hallucination_silence_threshold: None,
             seed: 0,
             clip_timestamps: Vec::new(),
             vad: false,
@@ -155,6 +169,18 @@ impl TranscribeOptions {
         }
         if let Some(t) = self.clip_timestamps.iter().find(|t| !(t.is_finite() && **t >= 0.0)) {
             return Err(Error::bad_option(format!("clip_timestamps: {t} is not a time in seconds >= 0")));
+        }
+        if let Some(t) = self.hallucination_silence_threshold {
+            if !(t.is_finite() && t >= 0.0) {
+                return Err(Error::bad_option(format!(
+                    "hallucination_silence_threshold: {t} is not a time in seconds >= 0"
+                )));
+            }
+            if !self.word_timestamps {
+                return Err(Error::bad_option(
+                    "hallucination_silence_threshold needs word_timestamps (it judges words)",
+                ));
+            }
         }
         if self.vad && !self.clip_timestamps.is_empty() {
             return Err(Error::bad_option("vad and clip_timestamps exclude each other: give one or the other"));

@@ -81,6 +81,9 @@ pub struct ProgramSpec {
     pub beams: usize,
     /// Build the alignment graphs (word timestamps).
     pub alignment: bool,
+    /// Build a prefill graph for prompts up to the whole context: hotwords come before up
+    /// to half a context of previous text.
+    pub long_prompts: bool,
 }
 
 /// What [`Program::align`] returns for a sequence of `L` tokens.
@@ -156,6 +159,15 @@ fn prefill_sizes(n_text_ctx: usize) -> Vec<usize> {
     sizes
 }
 
+/// The prefill sizes of `spec`: [`prefill_sizes`], and the whole context for long prompts.
+fn spec_prefill_sizes(n_text_ctx: usize, spec: &ProgramSpec) -> Vec<usize> {
+    let mut sizes = prefill_sizes(n_text_ctx);
+    if spec.long_prompts && sizes.last().is_some_and(|&s| s < n_text_ctx) {
+        sizes.push(n_text_ctx);
+    }
+    sizes
+}
+
 fn optimized(mut g: Graph) -> Result<Plan> {
     optimize(&mut g)?;
     Ok(plan(g)?)
@@ -185,7 +197,7 @@ impl ProgramPlans {
         let beams = spec.beams >= 2;
         let candidates = if beams { 2 * spec.beams } else { 0 };
         let mut prefills = Vec::new();
-        for positions in prefill_sizes(model.config.n_text_ctx) {
+        for positions in spec_prefill_sizes(model.config.n_text_ctx, spec) {
             let no_speech = Some(spec.no_speech);
             let prefill = DecoderSpec { positions, no_speech, selection: selection.clone(), candidates };
             prefills.push((positions, optimized(decoder_graph(model, &prefill)?)?));
@@ -677,6 +689,7 @@ mod tests {
             no_speech: 12,
             beams: 3,
             alignment: true,
+            long_prompts: false,
         }
     }
 
@@ -897,6 +910,7 @@ mod tests {
             no_speech: 50363,
             beams: 0,
             alignment: false,
+            long_prompts: false,
         };
         let mel =
             Tensor::f32([128, c.n_frames()], (0..128 * c.n_frames()).map(|i| (i % 7) as f32 / 7.0).collect()).unwrap();

@@ -11,6 +11,7 @@ use std::ops::ControlFlow;
 use crate::Whisper;
 use crate::decode::{Decoded, WindowDecoder, noise_rng};
 use crate::error::{Error, Result};
+use crate::hallucination::{Guard, WindowTimes, guard};
 use crate::mel::HOP_LENGTH;
 use crate::options::{Task, TranscribeOptions};
 use crate::tokenizer::SpecialTokens;
@@ -163,6 +164,22 @@ impl Whisper {
             let ids = self.tokenizer.encode(&format!(" {}", prompt.trim()));
             all_tokens.extend(ids.map_err(|e| Error::bad_option(format!("initial_prompt: {e}")))?);
         }
+        // Empty texts are none, as the reference's truth tests make them; hotwords go
+        // unused with a prefix.
+        let encode = |text: &Option<String>, what: &str| -> Result<Option<Vec<u32>>> {
+            let Some(text) = text.as_deref().filter(|t| !t.is_empty()) else { return Ok(None) };
+            let mut ids = self
+                .tokenizer
+                .encode(&format!(" {}", text.trim()))
+                .map_err(|e| Error::bad_option(format!("{what}: {e}")))?;
+            // At most half the context, as the reference cuts them.
+            if ids.len() >= self.config.n_text_ctx / 2 {
+                ids.truncate(self.config.n_text_ctx / 2 - 1);
+            }
+            Ok(Some(ids))
+        };
+        let prefix = encode(&options.prefix, "prefix")?;
+        let hotwords = if prefix.is_some() { None } else { encode(&options.hotwords, "hotwords")? };
         let mut prompt_reset_since = 0;
         let mut segments: Vec<Segment> = Vec::new();
         let mut rng = noise_rng(options.seed);
@@ -212,8 +229,9 @@ impl Whisper {
 
             let previous = &all_tokens[prompt_reset_since..];
             let mut prompt = Vec::new();
-            if !previous.is_empty() {
+            if !previous.is_empty() || hotwords.is_some() {
                 prompt.push(ids.start_of_prev);
+                prompt.extend(hotwords.iter().flatten());
                 let keep = self.config.n_text_ctx / 2 - 1;
                 prompt.extend_from_slice(&previous[previous.len().saturating_sub(keep)..]);
             }
@@ -222,8 +240,17 @@ impl Whisper {
             if !options.timestamps {
                 prompt.push(ids.no_timestamps);
             }
+            // The first window's transcript starts with the prefix (the reference's `seek == 0`).
+            let mut forced = Vec::new();
+            if let Some(prefix) = prefix.as_ref().filter(|_| seek == 0) {
+                if options.timestamps {
+                    forced.push(ids.timestamp_begin);
+                }
+                forced.extend_from_slice(prefix);
+            }
+            prompt.extend_from_slice(&forced);
 
-            let decoder = WindowDecoder { ids: &ids, tokenizer: &self.tokenizer, options, vocab };
+            let decoder = WindowDecoder { ids: &ids, tokenizer: &self.tokenizer, options, vocab, forced: &forced };
             let result = decoder.decode_with_fallback(&mut self.program, &prompt, sot, &mut rng).await?;
             let skip = options.no_speech_threshold.is_some_and(|th| result.no_speech_prob > th)
                 && !options.log_prob_threshold.is_some_and(|th| result.avg_logprob > th as f64);
@@ -234,7 +261,7 @@ impl Whisper {
             }
 
             let window_seek = seek;
-            let (pieces, mut next_seek) = split_segments(
+            let (mut pieces, mut next_seek) = split_segments(
                 &result.tokens,
                 ids.timestamp_begin,
                 seek,
@@ -258,11 +285,32 @@ impl Whisper {
                 let n = result.tokens.len();
                 let single_ending =
                     n >= 2 && result.tokens[n - 2] < ids.timestamp_begin && result.tokens[n - 1] >= ids.timestamp_begin;
-                let last_word_end = last_end(&drafts);
-                if let Some(end) = last_word_end.filter(|&end| !single_ending && end > time_offset) {
+                if let Some(end) = last_end(&drafts).filter(|&end| !single_ending && end > time_offset) {
                     next_seek = (end * FRAMES_PER_SECOND).round_ties_even() as usize;
                 }
-                last_speech = last_word_end.unwrap_or(last_speech);
+                if let Some(threshold) = options.hallucination_silence_threshold {
+                    let times = WindowTimes {
+                        offset: time_offset,
+                        duration: segment_duration,
+                        full_end: (seek + n_frames) as f64 * frame_seconds,
+                        content: content_frames as f64 * frame_seconds,
+                        last_speech,
+                    };
+                    match guard(&drafts, threshold, &times, content_frames) {
+                        Guard::Keep => {}
+                        Guard::SkipLeading { gap } => {
+                            seek = window_seek + (gap * FRAMES_PER_SECOND).round_ties_even() as usize;
+                            self.progress(on_event, seek, content_frames, frame_seconds)?;
+                            continue;
+                        }
+                        Guard::Cut { index, seek } => {
+                            drafts.truncate(index);
+                            pieces.truncate(index);
+                            next_seek = seek;
+                        }
+                    }
+                }
+                last_speech = last_end(&drafts).unwrap_or(last_speech);
             }
             seek = next_seek;
             for ((_, _, tokens), draft) in pieces.into_iter().zip(drafts) {

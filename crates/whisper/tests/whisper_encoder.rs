@@ -34,6 +34,7 @@ fn encoder_matches_reference(backend: &dyn Backend) {
         no_speech: 50361,
         beams: 0,
         alignment: false,
+        long_prompts: false,
     };
     let mut program = pollster::block_on(Program::compile(backend, &model, &spec)).unwrap();
     let got = pollster::block_on(program.encode(&mel, true)).unwrap().unwrap();
