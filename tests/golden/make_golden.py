@@ -22,6 +22,11 @@ null for an unlimited max_speech_duration_s and an unset neg_threshold), `probab
 Silero network's speech probability per 512-sample window of the decoded audio zero-padded as
 `get_speech_timestamps` pads it, float32 values) and `speech_timestamps` (its {start, end}
 sample ranges, the stretches the VAD runs transcribe).
+tiny.en's runs end with faster-whisper's decoding guards, greedy like the rest (GUARD_RUNS):
+`suppress_tokens` and `repetition_penalty` on `short_1`, `prefix` on `short_2`, `hotwords` on
+`short_3`, `no_repeat_ngram_size` on `long` and `hallucination_silence_threshold` (with word
+timestamps, no VAD filter) on `vad` and (without the no-speech skip, where it changes the
+result) on `silence`.
 `manifest.json` lists the clips and versions; `timing.json` holds the reference's CPU wall
 times, the one file that differs between runs (everything else is byte-identical).
 
@@ -185,10 +190,43 @@ VAD_RUNS = [
 ]
 
 
+# faster-whisper's decoding guards and steering options, greedy, after each clip's other runs
+# (they were added to the committed files alone, the earlier runs left byte for byte). Each
+# changes its clip's transcript but two: prefix (the first words of the clip: the same tokens
+# as the default, the prompt differs) and hallucination_silence_threshold on the VAD clip (no
+# VAD filter), which needs word timestamps and finds no anomalous segment to skip, so it gives
+# what word_timestamps=True alone gives (which itself differs from the default: the next
+# window starts at the last word's end). suppress_tokens adds " train" (4512) and " platform"
+# (3859) to -1 (the default non-speech symbols); no_repeat_ngram_size leaves short_1 as it is,
+# so it runs on the long clip.
+GUARD_RUNS = {
+    "short_1": [
+        ("suppress_tokens", {"suppress_tokens": [-1, 4512, 3859]}),
+        ("repetition_penalty", {"repetition_penalty": 1.5}),
+    ],
+    "short_2": [("prefix", {"prefix": "Please close the"})],
+    "short_3": [("hotwords", {"hotwords": "lanterns harbour fishermen"})],
+    "long": [("no_repeat_ngram_size", {"no_repeat_ngram_size": 2})],
+    VAD_CLIP: [
+        ("hallucination_silence_threshold",
+         {"word_timestamps": True, "hallucination_silence_threshold": 2.0}),
+    ],
+    # Without the no-speech skip, Whisper invents text over silence; the guard moves past the
+    # silence before it (this run's segments differ from the same run without the guard).
+    "silence": [
+        ("hallucination_silence_threshold",
+         {"word_timestamps": True, "no_speech_threshold": None, "temperature": 0.0,
+          "hallucination_silence_threshold": 1.0}),
+    ],
+}
+
+
 def tiny_en_runs(clip):
     if clip == VAD_CLIP:
-        return VAD_RUNS
-    return [("default", {})] + EXTRA_RUNS.get(clip, []) + [BEAM_RUN, WORDS_RUN]
+        runs = VAD_RUNS
+    else:
+        runs = [("default", {})] + EXTRA_RUNS.get(clip, []) + [BEAM_RUN, WORDS_RUN]
+    return runs + GUARD_RUNS.get(clip, [])
 
 # The multilingual set: one sentence per language, spoken by espeak-ng's voice for it (voices
 # and speeds chosen so that the base model understands them). The reference decodes at

@@ -114,6 +114,13 @@ pub struct TranscribeArgs {
     /// SRT/VTT from words: a cue per word, the word underlined in its line.
     #[arg(long)]
     pub highlight_words: bool,
+    /// Divide the logit of every token already chosen in a window by P (multiply it when
+    /// negative): P above 1 discourages repetition. Default: 1.
+    #[arg(long, value_name = "P", value_parser = parse_positive)]
+    pub repetition_penalty: Option<f32>,
+    /// Never repeat a sequence of N tokens within a window. Default: 0 (no limit).
+    #[arg(long, value_name = "N")]
+    pub no_repeat_ngram_size: Option<u16>,
     /// Samples drawn at each temperature above 0; the most likely is kept. Default: 5.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     pub best_of: Option<u16>,
@@ -267,6 +274,8 @@ impl TranscribeArgs {
             patience: self.patience.unwrap_or(defaults.patience),
             length_penalty: self.length_penalty.unwrap_or(defaults.length_penalty),
             best_of: self.best_of.map_or(defaults.best_of, usize::from),
+            repetition_penalty: self.repetition_penalty.unwrap_or(defaults.repetition_penalty),
+            no_repeat_ngram_size: self.no_repeat_ngram_size.map_or(defaults.no_repeat_ngram_size, usize::from),
             word_timestamps: self.word_timestamps,
             seed: self.seed.unwrap_or(defaults.seed),
             clip_timestamps: self.clip_timestamps.clone(),

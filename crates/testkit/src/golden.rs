@@ -253,6 +253,13 @@ pub fn options(run: &Value) -> TranscribeOptions {
         hotwords: o["hotwords"].as_str().map(str::to_string),
         suppress_tokens: o["suppress_tokens"].as_array().map(|ids| ids.iter().map(|t| t.as_i64().unwrap()).collect()),
         hallucination_silence_threshold: o["hallucination_silence_threshold"].as_f64(),
+        // A null threshold turns the no-speech skip off.
+        no_speech_threshold: match o.get("no_speech_threshold") {
+            Some(t) => t.as_f64().map(|t| t as f32),
+            None => defaults.no_speech_threshold,
+        },
+        repetition_penalty: o["repetition_penalty"].as_f64().map_or(defaults.repetition_penalty, |p| p as f32),
+        no_repeat_ngram_size: o["no_repeat_ngram_size"].as_u64().map_or(defaults.no_repeat_ngram_size, |n| n as usize),
         clip_timestamps: match &o["clip_timestamps"] {
             Value::Null => Vec::new(),
             Value::String(s) => s.split(',').map(|t| t.trim().parse().unwrap()).collect(),

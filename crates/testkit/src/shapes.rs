@@ -44,6 +44,7 @@ async fn run(backend: &dyn Backend, model: &ModelWeights, name: &str) -> Result<
             timestamp_begin: no_timestamps + 1,
             end_of_text: 50257,
             no_timestamps,
+            penalties: false,
         },
         no_speech: no_timestamps - 1,
         beams: 0,

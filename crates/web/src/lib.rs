@@ -119,6 +119,10 @@ export interface TranscribeOptions {
   patience?: number;
   /** Hypotheses rank by log-probability over length ** lengthPenalty (default 1). */
   lengthPenalty?: number;
+  /** Divides the logit of every token already chosen in a window (multiplies it when negative); above 1 discourages repetition (default 1). */
+  repetitionPenalty?: number;
+  /** Never repeat a sequence of this many tokens within a window (default 0: no limit). */
+  noRepeatNgramSize?: number;
   /** Samples drawn at each temperature above 0 (default 5). */
   bestOf?: number;
   /** Time every word (segments' `words`), as the reference's word_timestamps. */

@@ -61,6 +61,26 @@ impl WindowDecoder<'_> {
         }
     }
 
+    /// Whether the options penalise repetition (the graphs then take each sequence's token
+    /// penalties, so steps run one at a time).
+    fn penalized(&self) -> bool {
+        self.options.repetition_penalty != 1.0 || self.options.no_repeat_ngram_size > 0
+    }
+
+    /// Sets the token penalties of `sequences` (the tokens of each so far, forced ones
+    /// included) for the next run, when the options ask for them.
+    fn set_penalties(&self, program: &mut Program, sequences: &[&[u32]]) -> Result<()> {
+        if !self.penalized() {
+            return Ok(());
+        }
+        let vocab = self.vocab as usize;
+        let mut codes = vec![0.0f32; sequences.len() * vocab];
+        for (row, seq) in codes.chunks_exact_mut(vocab).zip(sequences) {
+            penalty_codes(seq, self.options.repetition_penalty != 1.0, self.options.no_repeat_ngram_size, row);
+        }
+        program.set_token_penalties(self.options.repetition_penalty, codes)
+    }
+
     /// The most tokens to choose after `prompt`: the reference decodes at most half the
     /// context, never past its end, forced tokens included.
     fn max_steps(&self, program: &Program, prompt: &[u32]) -> usize {
@@ -109,6 +129,7 @@ impl WindowDecoder<'_> {
         let mut noise = vec![0.0f32; if temperature.is_some() { self.vocab as usize } else { 0 }];
         let mut seq = Vec::new();
         gumbel(&mut noise, rng);
+        self.set_penalties(program, &[self.forced])?;
         let first = program.prefill(prompt, sot, &self.first_rules(), mode(temperature, &noise)).await?;
         let no_speech_prob = first.no_speech_prob.unwrap_or(0.0);
         let mut pending: VecDeque<Choice> = VecDeque::from([first]);
@@ -120,8 +141,10 @@ impl WindowDecoder<'_> {
                     // The step of seq's last token, at its position.
                     let history = program.history(&seq, self.options.timestamps)?;
                     let position = prompt.len() + step - 1;
-                    if temperature.is_some() {
+                    if temperature.is_some() || self.penalized() {
+                        // One step at a time: a draw needs its noise, a penalty the tokens so far.
                         gumbel(&mut noise, rng);
+                        self.set_penalties(program, &[&[self.forced, &seq].concat()])?;
                         program.step(&history, position, mode(temperature, &noise)).await?
                     } else {
                         pending.extend(program.steps(&history, position, max_steps - step).await?);
@@ -155,6 +178,7 @@ impl WindowDecoder<'_> {
         let max_steps = self.max_steps(program, prompt);
         let beams = o.beam_size;
         let mut search = BeamSearch::new(beams, o.finished_hypotheses(), o.length_penalty, self.ids.end_of_text);
+        self.set_penalties(program, &[self.forced])?;
         let (no_speech_prob, mut candidates) = program.beam_prefill(prompt, sot, &self.first_rules(), beams).await?;
         // Hypotheses start with the forced tokens (their length counts); the rules see the
         // chosen ones.
@@ -177,6 +201,9 @@ impl WindowDecoder<'_> {
                 grown.push(seq);
             }
             alive = grown;
+            let mut rows: Vec<&[u32]> = alive.iter().map(Vec::as_slice).collect();
+            rows.resize(program.max_beams().max(rows.len()), &[]);
+            self.set_penalties(program, &rows)?;
             candidates = program.beam_step(&inputs, prompt.len() + step, o.timestamps).await?;
         }
         let (best, score) = search.best().ok_or_else(|| Error::backend("beam search finished no hypothesis"))?;
@@ -257,6 +284,31 @@ pub(crate) fn first_rules(ids: &SpecialIds, options: &TranscribeOptions, vocab: 
     Rules { banned: vec![(0, tb), (after, vocab)], blank }
 }
 
+/// One sequence's row of token penalties ([`crate::select::TOKEN_PENALTIES`]), as
+/// CTranslate2 finds them in the tokens chosen so far: with `repetition`, 1 at every token
+/// in `seq`; with `ngram` n > 0, 2 at every token that follows an earlier occurrence of the
+/// sequence's last n - 1 tokens (choosing it would repeat an n-gram).
+fn penalty_codes(seq: &[u32], repetition: bool, ngram: usize, row: &mut [f32]) {
+    if repetition {
+        for &t in seq {
+            if let Some(slot) = row.get_mut(t as usize) {
+                *slot = 1.0;
+            }
+        }
+    }
+    if ngram == 0 || seq.len() < ngram {
+        return;
+    }
+    let tail = &seq[seq.len() + 1 - ngram..];
+    for start in 0..=seq.len() - ngram {
+        if seq[start..start + ngram - 1] == *tail {
+            if let Some(slot) = row.get_mut(seq[start + ngram - 1] as usize) {
+                *slot = 2.0;
+            }
+        }
+    }
+}
+
 /// Greedy without a temperature, else a draw at it with `noise`.
 fn mode(temperature: Option<f32>, noise: &[f32]) -> Sampling<'_> {
     match temperature {
@@ -309,6 +361,27 @@ mod tests {
         assert_eq!(first_rules(&ids(), &o, 51864).banned, [(0, 50363), (50364, 51864)]);
         let o = TranscribeOptions { max_initial_timestamp: 100.0, ..TranscribeOptions::default() };
         assert_eq!(first_rules(&ids(), &o, 51864).banned, [(0, 50363), (51864, 51864)]);
+    }
+
+    fn codes(seq: &[u32], repetition: bool, ngram: usize) -> Vec<f32> {
+        let mut row = vec![0.0; 10];
+        penalty_codes(seq, repetition, ngram, &mut row);
+        row
+    }
+
+    #[test]
+    fn repeated_tokens_and_ngrams_are_marked_as_ctranslate2_finds_them() {
+        // Every token so far is penalised.
+        assert_eq!(codes(&[3, 5, 3], true, 0), [0., 0., 0., 1., 0., 1., 0., 0., 0., 0.]);
+        // Bigrams: the last token 3 came before 5 and before 7, so 5 and 7 are banned.
+        assert_eq!(codes(&[3, 5, 3, 7, 3], false, 2), [0., 0., 0., 0., 0., 2., 0., 2., 0., 0.]);
+        // Trigrams: (3, 5) came before 3 only.
+        assert_eq!(codes(&[3, 5, 3, 5], false, 3), [0., 0., 0., 2., 0., 0., 0., 0., 0., 0.]);
+        // Too short for a trigram; unigrams ban everything chosen.
+        assert_eq!(codes(&[3, 5], false, 3), [0.0; 10]);
+        assert_eq!(codes(&[4, 8], false, 1), [0., 0., 0., 0., 2., 0., 0., 0., 2., 0.]);
+        // Both: a ban outranks the penalty.
+        assert_eq!(codes(&[1, 2, 1], true, 2), [0., 1., 2., 0., 0., 0., 0., 0., 0., 0.]);
     }
 
     #[test]

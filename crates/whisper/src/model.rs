@@ -217,5 +217,6 @@ fn default_selection(config: &WhisperConfig, tokenizer: &Tokenizer, options: &Tr
         timestamp_begin: ids.timestamp_begin,
         end_of_text: ids.end_of_text,
         no_timestamps: ids.no_timestamps,
+        penalties: options.repetition_penalty != 1.0 || options.no_repeat_ngram_size > 0,
     })
 }

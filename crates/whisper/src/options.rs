@@ -76,6 +76,12 @@ pub struct TranscribeOptions {
     /// (1: the mean per token; 0: the plain sum, and the search may end when the best beam
     /// finishes).
     pub length_penalty: f32,
+    /// Divides the logit of every token already chosen in the window (multiplies it when
+    /// negative) by this, as CTranslate2's `repetition_penalty`; 1 leaves them.
+    pub repetition_penalty: f32,
+    /// Never repeat an n-gram of this many tokens within a window (0: no limit), as
+    /// CTranslate2's `no_repeat_ngram_size`.
+    pub no_repeat_ngram_size: usize,
     /// Samples drawn at each temperature above 0; the most likely is kept.
     pub best_of: usize,
     /// Time every word from the decoder's cross-attention (segments' `words`); segment
@@ -121,6 +127,8 @@ impl Default for TranscribeOptions {
             beam_size: 5,
             patience: 1.0,
             length_penalty: 1.0,
+            repetition_penalty: 1.0,
+            no_repeat_ngram_size: 0,
             best_of: 5,
             word_timestamps: false,
             hallucination_silence_threshold: None,
@@ -159,6 +167,12 @@ impl TranscribeOptions {
             return Err(Error::bad_option(format!(
                 "length_penalty: {} is not a finite value >= 0",
                 self.length_penalty
+            )));
+        }
+        if !(self.repetition_penalty.is_finite() && self.repetition_penalty > 0.0) {
+            return Err(Error::bad_option(format!(
+                "repetition_penalty: {} is not a finite value > 0",
+                self.repetition_penalty
             )));
         }
         if !(self.max_initial_timestamp.is_finite() && self.max_initial_timestamp >= 0.0) {

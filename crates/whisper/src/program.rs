@@ -21,8 +21,8 @@ use crate::encoder::{ENCODER_OUT, MEL, encoder_graph};
 use crate::error::{Error, Result};
 use crate::layers::ModelWeights;
 use crate::select::{
-    CANDIDATE_SCORES, CANDIDATES, INV_TEMPERATURE, LATEST, LATEST_NEXT, LOGPROB, NOISE, PREVIOUS, Rules, SCORES,
-    Selection, TIMESTAMPS, TOKEN,
+    CANDIDATE_SCORES, CANDIDATES, INV_TEMPERATURE, LATEST, LATEST_NEXT, LOGPROB, NOISE, PREVIOUS, REPETITION_PENALTY,
+    Rules, SCORES, Selection, TIMESTAMPS, TOKEN, TOKEN_PENALTIES,
 };
 use susurrus_core::exec::{Backend, Chain, Executable};
 use susurrus_core::ir::Graph;
@@ -316,6 +316,24 @@ impl Program {
         Ok(self.encoder.run_repeatedly(&inputs, &HashMap::new(), times).await?)
     }
 
+    /// Sets the token penalties of the next runs (a program whose selection has
+    /// [`Selection::penalties`]): `codes` holds a row of [`TOKEN_PENALTIES`] per sequence,
+    /// one for a prefill or step, [`Program::max_beams`] for a beam step (rows past the
+    /// beams given are not read).
+    pub fn set_token_penalties(&mut self, repetition_penalty: f32, codes: Vec<f32>) -> Result<()> {
+        if codes.is_empty() || codes.len() % self.vocab != 0 {
+            return Err(Error::bad_argument(format!(
+                "{} token penalties for a vocabulary of {}",
+                codes.len(),
+                self.vocab
+            )));
+        }
+        let rows = codes.len() / self.vocab;
+        self.inputs.insert(TOKEN_PENALTIES.into(), Tensor::f32([rows, self.vocab], codes)?);
+        self.inputs.insert(REPETITION_PENALTY.into(), Tensor::f32([1, 1], vec![repetition_penalty])?);
+        Ok(())
+    }
+
     /// Sets the sampling inputs of the next run. Greedy runs reuse the zero noise already in
     /// place, so a greedy step allocates nothing vocabulary-sized.
     fn set_sampling(&mut self, sampling: Sampling) -> Result<()> {
@@ -475,13 +493,18 @@ impl Program {
             scores.push(score);
             parent_rows.extend((0..heads).map(|r| (parent * heads + r) as u32));
         }
-        let inputs = HashMap::from([
+        let mut inputs = HashMap::from([
             (TOKENS.to_string(), Tensor::u32([count], tokens)?),
             (PREVIOUS.to_string(), Tensor::u32([count], previous)?),
             (LATEST.to_string(), Tensor::f32([count], latest)?),
             (SCORES.to_string(), Tensor::f32([count, 1], scores)?),
             (PARENT_ROWS.to_string(), Tensor::u32([count * heads], parent_rows)?),
         ]);
+        for name in [TOKEN_PENALTIES, REPETITION_PENALTY] {
+            if let Some(t) = self.inputs.get(name) {
+                inputs.insert(name.to_string(), t.clone());
+            }
+        }
         let scalars =
             HashMap::from([(OFFSET.to_string(), position as u32), (TIMESTAMPS.to_string(), timestamps as u32)]);
         let step = &mut self.beams.as_mut().ok_or_else(|| Error::backend("no beam graphs"))?.step;
@@ -685,6 +708,7 @@ mod tests {
                 timestamp_begin: 15,
                 end_of_text: 11,
                 no_timestamps: 14,
+                penalties: false,
             },
             no_speech: 12,
             beams: 3,
@@ -906,6 +930,7 @@ mod tests {
                 timestamp_begin: 50365,
                 end_of_text: 50257,
                 no_timestamps: 50364,
+                penalties: false,
             },
             no_speech: 50363,
             beams: 0,

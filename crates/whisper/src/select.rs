@@ -54,6 +54,12 @@ pub const CANDIDATES: &str = "candidates";
 pub const CANDIDATE_SCORES: &str = "candidate_scores";
 /// The beam step's input: each beam's cumulative log-probability `[B, 1]`.
 pub const SCORES: &str = "scores";
+/// Input of graphs built with [`Selection::penalties`], `[R, V]`: per row and token, 1
+/// where the token is in the row's sequence so far (the repetition penalty applies), 2
+/// where choosing it would repeat an n-gram (banned), else 0.
+pub const TOKEN_PENALTIES: &str = "token_penalties";
+/// Input of graphs built with [`Selection::penalties`]: the repetition penalty `[1, 1]`.
+pub const REPETITION_PENALTY: &str = "repetition_penalty";
 
 /// What a graph's token selection knows when it is built.
 #[derive(Clone, Debug, PartialEq)]
@@ -68,6 +74,9 @@ pub struct Selection {
     pub end_of_text: u32,
     /// `<|notimestamps|>`, the id just before the timestamps' range the rules ban from.
     pub no_timestamps: u32,
+    /// The graphs take [`TOKEN_PENALTIES`] and [`REPETITION_PENALTY`] (the reference's
+    /// `repetition_penalty` and `no_repeat_ngram_size`, which depend on each sequence so far).
+    pub penalties: bool,
 }
 
 /// The first step's rules, passed as runtime scalars.
@@ -224,6 +233,27 @@ fn history_bans(
     Ok((x, rule))
 }
 
+/// CTranslate2's `RepetitionPenalty` and `NoRepeatNgram`, first of the rules: the logit of a
+/// token already in the sequence divided by the penalty (multiplied when negative), a token
+/// that would repeat an n-gram banned; which tokens, per row, the host says
+/// ([`TOKEN_PENALTIES`]).
+fn penalize(b: &mut Builder, logits: NodeId) -> Result<NodeId> {
+    let dims = b.g.ty(logits).shape.dims().to_vec();
+    let codes = b.g.input(TOKEN_PENALTIES, f32_type(&dims))?;
+    let penalty = b.g.input(REPETITION_PENALTY, f32_type(&[1, 1]))?;
+    let zero = b.f32_const(0.0);
+    let negative = b.g.compare(CmpKind::Lt, logits, zero)?;
+    let (up, down) = (b.g.mul(logits, penalty)?, b.g.div(logits, penalty)?);
+    let penalized = b.g.select(negative, up, down)?;
+    let half = b.f32_const(0.5);
+    let seen = b.g.compare(CmpKind::Gt, codes, half)?;
+    let x = b.g.select(seen, penalized, logits)?;
+    let one_and_half = b.f32_const(1.5);
+    let banned = b.g.compare(CmpKind::Gt, codes, one_and_half)?;
+    let masked = b.f32_const(MASKED);
+    Ok(b.g.select(banned, masked, x)?)
+}
+
 /// The logits `[R, V]` (one row per sequence) with every ban applied: the suppress list, the
 /// first step's rules or the history's, and the timestamp-probability rule. With
 /// [`Bans::History`] the history values are `[R, 1]` (or `[1]` for one row).
@@ -244,6 +274,7 @@ pub(crate) fn masked_logits(b: &mut Builder, logits: NodeId, sel: &Selection, ba
     }
     let float_ids = b.g.constant(Tensor::f32([1, vocab], (0..vocab).map(|i| i as f32).collect())?);
     let masked = b.f32_const(MASKED);
+    let logits = if sel.penalties { penalize(b, logits)? } else { logits };
     let suppress = id_mask(b, vocab, &sel.suppress)?;
     let x = b.g.select(suppress, masked, logits)?;
     let (x, rule) = match bans {
@@ -368,7 +399,14 @@ mod tests {
     const TB: u32 = 30;
 
     fn selection() -> Selection {
-        Selection { suppress: vec![1, 5], blank: vec![3, 29], timestamp_begin: TB, end_of_text: EOT, no_timestamps: NT }
+        Selection {
+            suppress: vec![1, 5],
+            blank: vec![3, 29],
+            timestamp_begin: TB,
+            end_of_text: EOT,
+            no_timestamps: NT,
+            penalties: false,
+        }
     }
 
     /// The reference's rules for a step after the window's first token, written out as the

@@ -30,6 +30,7 @@ fn encoder_matches_reference(backend: &dyn Backend) {
             timestamp_begin: 50363,
             end_of_text: 50256,
             no_timestamps: 50362,
+            penalties: false,
         },
         no_speech: 50361,
         beams: 0,
