@@ -25,7 +25,9 @@
  *   #load-status           data-state idle | loading | loaded | error; data-from-cache; the text
  *                          says "from cache" when the model came from the Cache API
  *   #model-info            <dl>: #model-backend, #model-adapter, #model-load-time, #model-bytes,
- *                          #model-fallback (why "auto" chose the CPU; hidden when it did not)
+ *                          #model-vad (data-loaded "true" | "false": whether the Silero VAD
+ *                          network came with the model), #model-fallback (why "auto" chose the
+ *                          CPU; hidden when it did not)
  * Audio
  *   #drop-zone, #audio-file        drop target and file input
  *   #record, #stop-record, #record-status   microphone recording
@@ -39,6 +41,9 @@
  *                          <span class="word" data-start data-end>, the one being spoken while
  *                          #audio-player plays has class "spoken" (aria-current), and clicking
  *                          a word plays from it
+ *   #vad                   checkbox: skip silence (the Silero VAD network finds the speech);
+ *                          enabled only while the loaded model has the network, which the page
+ *                          loads with it when the server has vad/silero_vad_v6.onnx
  *   #transcribe, #abort    buttons
  *   #transcribe-progress   seconds of audio done / total
  *   #transcribe-status     data-state idle | running | done | cancelled | error; data-elapsed-ms
@@ -60,14 +65,17 @@ const el = Object.fromEntries(
     "error", "clock", "clock-gap", "version",
     "model-source-url", "model-source-files", "model-url", "model-files", "backend", "load",
     "clear-cache", "load-progress", "load-files", "load-status", "model-info", "model-backend",
-    "model-adapter", "model-load-time", "model-bytes", "model-fallback-label", "model-fallback",
+    "model-adapter", "model-load-time", "model-bytes", "model-vad", "model-fallback-label", "model-fallback",
     "drop-zone", "audio-file", "record", "stop-record", "record-status", "audio-name",
     "audio-duration", "audio-player",
-    "language", "task", "word-timestamps", "transcribe", "abort", "transcribe-progress", "transcribe-status", "transcribe-elapsed", "segments", "text",
+    "language", "task", "word-timestamps", "vad", "transcribe", "abort", "transcribe-progress", "transcribe-status", "transcribe-elapsed", "segments", "text",
     "result-language", "result-backend", "timings", "download-srt", "download-vtt", "download-json", "download-txt",
   ].map((id) => [id.replace(/-(.)/g, (_, c) => c.toUpperCase()), document.getElementById(id)]),
 );
 const downloadButtons = [el.downloadSrt, el.downloadVtt, el.downloadJson, el.downloadTxt];
+
+/** Where `susurrus serve` puts the Silero VAD network (beside model/, relative to the page). */
+const VAD_URL = "vad/silero_vad_v6.onnx";
 
 /** Media types of the downloads, so the browser and the saved file agree on what they hold. */
 const MEDIA_TYPES = {
@@ -184,6 +192,7 @@ function render() {
   const multilingual = transcriber?.info.multilingual ?? false;
   el.language.disabled = el.task.disabled = !multilingual || running;
   el.wordTimestamps.disabled = running;
+  el.vad.disabled = running || !transcriber?.info.vad;
   el.abort.disabled = !running;
   el.record.disabled = recording !== null;
   el.stopRecord.disabled = recording === null;
@@ -237,6 +246,20 @@ function modelSource() {
   return url;
 }
 
+/**
+ * The VAD network's URL when the server has it, else undefined. Asked before every load: a
+ * `vad` URL that 404s fails the whole load, and the page must keep working from a server
+ * without the network (the checkbox then stays off).
+ */
+async function vadUrl() {
+  try {
+    const response = await fetch(VAD_URL, { method: "HEAD", cache: "no-store" });
+    return response.ok ? VAD_URL : undefined;
+  } catch {
+    return undefined; // no answer: load without it rather than fail
+  }
+}
+
 async function loadModel() {
   const source = modelSource();
   const backend = el.backend.value;
@@ -246,7 +269,8 @@ async function loadModel() {
   setStatus(el.loadStatus, "loading", "Loading the model…");
   delete el.loadStatus.dataset.fromCache;
   try {
-    const transcriber = await state.pkg.Transcriber.load(source, { backend, onProgress: onLoadProgress });
+    const vad = await vadUrl();
+    const transcriber = await state.pkg.Transcriber.load(source, { backend, vad, onProgress: onLoadProgress });
     // The new model replaces the old only once it loaded, so a failed load keeps the old one.
     state.transcriber?.dispose();
     state.transcriber = transcriber;
@@ -256,6 +280,9 @@ async function loadModel() {
     el.modelAdapter.textContent = info.adapter;
     el.modelLoadTime.textContent = formatMs(info.loadMs);
     el.modelBytes.textContent = formatBytes(info.bytes);
+    el.modelVad.dataset.loaded = String(info.vad);
+    el.modelVad.textContent = info.vad ? "Silero VAD v6 (skip silence)" : `none (the server has no ${VAD_URL})`;
+    if (!info.vad) el.vad.checked = false;
     // The package says why "auto" fell back to the CPU (no navigator.gpu, no adapter, ...).
     const fallback = info.fallbackReason ?? "";
     el.modelFallback.textContent = fallback;
@@ -478,6 +505,7 @@ async function transcribe() {
       language: detected ? null : el.language.value,
       task: el.task.value,
       wordTimestamps: el.wordTimestamps.checked,
+      vad: el.vad.checked,
       signal: controller.signal,
       onSegment: (segment) => {
         streamed += 1;

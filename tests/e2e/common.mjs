@@ -15,6 +15,9 @@ export const npmTools = join(homedir(), ".cache/susurrus/npm");
 export const susurrusBin = process.env.SUSURRUS_BIN ?? join(repoRoot, "target/debug/susurrus");
 /** The real model folder (scripts/fetch-model.sh prints it; run.sh passes it on). */
 export const modelDir = process.env.SUSURRUS_MODEL ?? join(homedir(), ".cache/susurrus/models/whisper-tiny.en-ct2");
+/** The Silero VAD network (scripts/fetch-model.sh silero-vad prints it; run.sh passes it on). */
+export const vadModel =
+  process.env.SUSURRUS_VAD_MODEL ?? join(homedir(), ".cache/susurrus/models/silero-vad-v6/silero_vad_v6.onnx");
 export const clipWav = join(repoRoot, "tests/fixtures/golden/short_2.wav");
 
 /**
@@ -34,6 +37,91 @@ export function wordsReference() {
   const run = golden.runs.find((r) => r.name === "word_timestamps");
   if (!run) throw new Error("tests/fixtures/golden/short_2.json has no run named \"word_timestamps\"");
   return run.segments.flatMap((s) => s.words);
+}
+
+/** A 16 kHz mono 16-bit PCM WAV fixture as samples in [-1, 1) (`int16 / 32768`, as the reference reads it). */
+export function readWav(path) {
+  const bytes = readFileSync(path);
+  assertEqual(bytes.toString("latin1", 0, 4) + bytes.toString("latin1", 8, 12), "RIFFWAVE", `${path} header`);
+  let at = 12;
+  let format = null;
+  while (at + 8 <= bytes.length) {
+    const id = bytes.toString("latin1", at, at + 4);
+    const len = bytes.readUInt32LE(at + 4);
+    if (id === "fmt ") {
+      format = [bytes.readUInt16LE(at + 10), bytes.readUInt32LE(at + 12), bytes.readUInt16LE(at + 22)];
+    } else if (id === "data") {
+      assertEqual(format, [1, 16000, 16], `${path}: fixtures are 16 kHz mono 16-bit`);
+      const samples = [];
+      for (let i = 0; i < len; i += 2) samples.push(bytes.readInt16LE(at + 8 + i) / 32768);
+      return samples;
+    }
+    at += 8 + len + (len & 1);
+  }
+  throw new Error(`${path}: no data chunk`);
+}
+
+/**
+ * The package's options for a golden run's `transcribe()` keyword arguments. Runs without a
+ * temperature keep the package's default fallback list, as faster-whisper's default.
+ */
+export function packageOptions(options) {
+  return {
+    beamSize: options.beam_size,
+    language: options.language ?? null,
+    task: options.task ?? "transcribe",
+    ...(options.temperature === undefined ? {} : { temperatures: [options.temperature] }),
+    wordTimestamps: options.word_timestamps ?? false,
+    vad: options.vad_filter ?? false,
+  };
+}
+
+/**
+ * Every difference between the package's result and a golden run: language and its
+ * probability, text, and the segments (`compareSegments`).
+ */
+export function compareWithRun(result, run, label) {
+  const problems = [];
+  if (result.language !== run.info.language) problems.push(`${label}: language ${result.language}, reference ${run.info.language}`);
+  if (Math.abs(result.languageProbability - run.info.language_probability) > 1e-3) {
+    problems.push(`${label}: language probability ${result.languageProbability}, reference ${run.info.language_probability}`);
+  }
+  if (result.segments.length !== run.segments.length) {
+    problems.push(`${label}: ${result.segments.length} segments, reference ${run.segments.length}`);
+  }
+  problems.push(...compareSegments(result.segments, run.segments, label));
+  if (result.text !== run.text) problems.push(`${label}: text ${JSON.stringify(result.text)}, reference ${JSON.stringify(run.text)}`);
+  return problems;
+}
+
+/**
+ * Every difference between segments and a golden run's, pairwise as far as both go: token ids,
+ * text, times and words (times within 0.02 s).
+ */
+export function compareSegments(segments, reference, label) {
+  const problems = [];
+  reference.forEach((want, i) => {
+    const got = segments[i];
+    if (!got) return;
+    if (JSON.stringify(got.tokens) !== JSON.stringify(want.tokens)) {
+      problems.push(`${label} segment ${i}: tokens ${JSON.stringify(got.tokens)}\n  reference ${JSON.stringify(want.tokens)}`);
+    }
+    if (got.text !== want.text) problems.push(`${label} segment ${i}: text ${JSON.stringify(got.text)}, reference ${JSON.stringify(want.text)}`);
+    for (const key of ["start", "end"]) {
+      if (Math.abs(got[key] - want[key]) > 0.02) problems.push(`${label} segment ${i}: ${key} ${got[key]}, reference ${want[key]}`);
+    }
+    if ((got.words === undefined) !== (want.words === undefined) || (want.words && got.words.length !== want.words.length)) {
+      problems.push(`${label} segment ${i}: words ${JSON.stringify(got.words)}\n  reference ${JSON.stringify(want.words)}`);
+    } else if (want.words) {
+      want.words.forEach((w, k) => {
+        const g = got.words[k];
+        if (g.word !== w.word || Math.abs(g.start - w.start) > 0.02 + 1e-9 || Math.abs(g.end - w.end) > 0.02 + 1e-9) {
+          problems.push(`${label} segment ${i} word ${k}: ${JSON.stringify(g)}\n  reference ${JSON.stringify(w)}`);
+        }
+      });
+    }
+  });
+  return problems;
 }
 
 export class AssertionError extends Error {}
@@ -198,13 +286,13 @@ export async function waitForState(page, selector, states, what, timeoutMs) {
 }
 
 /**
- * The demo page (`www/`) served by `susurrus serve` with the model folder `model`, open in a
- * fresh headless Chromium with `timeoutMs` as the page's default timeout; the server and the
+ * The demo page (`www/`) served by `susurrus serve` with the model folder `model` and the VAD
+ * network, open in a fresh headless Chromium with `timeoutMs` as the page's default timeout; the server and the
  * browser close through `onCleanup`. Returns the page and the problems `watchPage` collects
  * (its lines logged under `name`).
  */
 export async function openDemoPage(name, model, onCleanup, timeoutMs) {
-  const server = await startServer(["--root", join(repoRoot, "www"), "--model", model]);
+  const server = await startServer(["--root", join(repoRoot, "www"), "--model", model, "--vad-model", vadModel]);
   onCleanup(() => server.stop());
   const browser = await launchBrowser();
   onCleanup(() => browser.close());

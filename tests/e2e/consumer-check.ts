@@ -18,6 +18,7 @@ import {
   type Segment,
   type TranscribeOptions,
   type TranscribeResult,
+  type VadOptions,
 } from "susurrus";
 
 export async function useEverything(files: FileList, chosen: File[], blob: Blob): Promise<string> {
@@ -31,6 +32,7 @@ export async function useEverything(files: FileList, chosen: File[], blob: Blob)
       const fromCache: boolean = p.fromCache;
       lines.push(`${p.file} ${p.loaded} of ${total ?? "?"} ${fromCache}`);
     },
+    vad: "/vad/silero_vad_v6.onnx",
   };
   const transcriber: Transcriber = await Transcriber.load("/model/", loadOptions);
   const sources: ModelSource[] = [files, chosen, "model/"];
@@ -42,7 +44,8 @@ export async function useEverything(files: FileList, chosen: File[], blob: Blob)
   lines.push(`${ran} ${info.adapter} ${info.fromCache} ${info.loadMs.toFixed(0)} ${info.bytes}`);
   const languages: string[] = info.languages;
   const multilingual: boolean = info.multilingual;
-  lines.push(`${multilingual} ${languages.join(" ")}`);
+  const vadLoaded: boolean = info.vad;
+  lines.push(`${multilingual} ${languages.join(" ")} ${vadLoaded}`);
 
   const pcm: Float32Array = await decodeAudio(blob);
   const inputs: AudioInput[] = [pcm, blob, new ArrayBuffer(8), new Uint8Array(8)];
@@ -71,12 +74,24 @@ export async function useEverything(files: FileList, chosen: File[], blob: Blob)
   const languageProbability: number = result.languageProbability;
   lines.push(`${result.language} ${languageProbability.toFixed(3)} ${result.adapter} ${backendRan} ${decodeMs + transcribeMs + audioDurationS} ${rtf ?? "n/a"} ${first?.text ?? ""}`);
   for (const format of ["txt", "srt", "vtt", "json"] as const) lines.push(formatTranscript(result, format));
+  const vadOptions: VadOptions = {
+    threshold: 0.5,
+    negThreshold: null,
+    minSpeechDurationMs: 0,
+    maxSpeechDurationS: null,
+    minSilenceDurationMs: 2000,
+    speechPadMs: 400,
+  };
+  const speech = await transcriber.transcribe(pcm, { vad: true, vadOptions });
+  lines.push(speech.text);
   const cleared: boolean = await clearModelCache();
   const packageVersion: string = version();
   lines.push(`${cleared} ${packageVersion}`);
 
   // @ts-expect-error: "metal" is no backend choice
   await Transcriber.load("/model/", { backend: "metal" });
+  // @ts-expect-error: load's vad is the network's URL, not a flag
+  await Transcriber.load("/model/", { vad: true });
   // @ts-expect-error: "docx" is no transcript format
   formatTranscript(result, "docx");
   // @ts-expect-error: a segment's text is a string

@@ -14,7 +14,9 @@
 
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { assert, assertEqual, openDemoPage, repoRoot, runTest, seconds, waitForState } from "./common.mjs";
+import {
+  assert, assertEqual, compareWithRun, openDemoPage, packageOptions, readWav, repoRoot, runTest, seconds, waitForState,
+} from "./common.mjs";
 
 const baseModel = process.env.SUSURRUS_BASE_MODEL;
 const fixtures = join(repoRoot, "tests/fixtures/golden/base");
@@ -25,74 +27,6 @@ const fixtures = join(repoRoot, "tests/fixtures/golden/base");
 const RUNS = [["de", "detect"], ["fr", "translate"], ["ja", "language"], ["de", "beam_5"], ["ja", "word_timestamps"]];
 const LOAD_TIMEOUT_MS = 5 * 60_000;
 const TRANSCRIBE_TIMEOUT_MS = 10 * 60_000;
-
-/** A 16 kHz mono 16-bit PCM WAV fixture as samples in [-1, 1) (`int16 / 32768`, as the reference reads it). */
-function readWav(path) {
-  const bytes = readFileSync(path);
-  assertEqual(bytes.toString("latin1", 0, 4) + bytes.toString("latin1", 8, 12), "RIFFWAVE", `${path} header`);
-  let at = 12;
-  let format = null;
-  while (at + 8 <= bytes.length) {
-    const id = bytes.toString("latin1", at, at + 4);
-    const len = bytes.readUInt32LE(at + 4);
-    if (id === "fmt ") {
-      format = [bytes.readUInt16LE(at + 10), bytes.readUInt32LE(at + 12), bytes.readUInt16LE(at + 22)];
-    } else if (id === "data") {
-      assertEqual(format, [1, 16000, 16], `${path}: fixtures are 16 kHz mono 16-bit`);
-      const samples = [];
-      for (let i = 0; i < len; i += 2) samples.push(bytes.readInt16LE(at + 8 + i) / 32768);
-      return samples;
-    }
-    at += 8 + len + (len & 1);
-  }
-  throw new Error(`${path}: no data chunk`);
-}
-
-/** The package's options for a reference run's `transcribe()` keyword arguments. */
-function packageOptions(options) {
-  return {
-    beamSize: options.beam_size,
-    language: options.language ?? null,
-    task: options.task ?? "transcribe",
-    temperatures: [options.temperature],
-    wordTimestamps: options.word_timestamps ?? false,
-  };
-}
-
-/** Every difference between the package's result and the reference run. */
-function compare(result, run, label) {
-  const problems = [];
-  if (result.language !== run.info.language) problems.push(`${label}: language ${result.language}, reference ${run.info.language}`);
-  if (Math.abs(result.languageProbability - run.info.language_probability) > 1e-3) {
-    problems.push(`${label}: language probability ${result.languageProbability}, reference ${run.info.language_probability}`);
-  }
-  if (result.segments.length !== run.segments.length) {
-    problems.push(`${label}: ${result.segments.length} segments, reference ${run.segments.length}`);
-  }
-  run.segments.forEach((want, i) => {
-    const got = result.segments[i];
-    if (!got) return;
-    if (JSON.stringify(got.tokens) !== JSON.stringify(want.tokens)) {
-      problems.push(`${label} segment ${i}: tokens ${JSON.stringify(got.tokens)}\n  reference ${JSON.stringify(want.tokens)}`);
-    }
-    if (got.text !== want.text) problems.push(`${label} segment ${i}: text ${JSON.stringify(got.text)}, reference ${JSON.stringify(want.text)}`);
-    for (const key of ["start", "end"]) {
-      if (Math.abs(got[key] - want[key]) > 0.02) problems.push(`${label} segment ${i}: ${key} ${got[key]}, reference ${want[key]}`);
-    }
-    if ((got.words === undefined) !== (want.words === undefined) || (want.words && got.words.length !== want.words.length)) {
-      problems.push(`${label} segment ${i}: words ${JSON.stringify(got.words)}\n  reference ${JSON.stringify(want.words)}`);
-    } else if (want.words) {
-      want.words.forEach((w, k) => {
-        const g = got.words[k];
-        if (g.word !== w.word || Math.abs(g.start - w.start) > 0.02 + 1e-9 || Math.abs(g.end - w.end) > 0.02 + 1e-9) {
-          problems.push(`${label} segment ${i} word ${k}: ${JSON.stringify(g)}\n  reference ${JSON.stringify(w)}`);
-        }
-      });
-    }
-  });
-  if (result.text !== run.text) problems.push(`${label}: text ${JSON.stringify(result.text)}, reference ${JSON.stringify(run.text)}`);
-  return problems;
-}
 
 await runTest("multilingual", async (onCleanup) => {
   assert(baseModel, "SUSURRUS_BASE_MODEL is not set (tests/e2e/run.sh sets it from scripts/fetch-model.sh base)");
@@ -123,7 +57,7 @@ await runTest("multilingual", async (onCleanup) => {
     }, { samples, options: packageOptions(run.options) });
     console.log(`multilingual: ${clip}/${name}: ${seconds(result.ms)} for ${record.audio.duration.toFixed(1)} s of audio, ` +
       `${result.language} (${result.languageProbability.toFixed(4)}): ${result.text}`);
-    problems.push(...compare(result, run, `${clip}/${name}`));
+    problems.push(...compareWithRun(result, run, `${clip}/${name}`));
   }
   assertEqual(problems, [], "differences from the reference");
 

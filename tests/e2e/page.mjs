@@ -7,14 +7,17 @@
 // from the browser's cache without asking the server for the model again, and pick the backend
 // the package promises (the CPU when the only adapter is a software fallback, as SwiftShader
 // is); there a transcription is aborted and the next one still gives the reference text: abort
-// leaves the model usable, and the cached model is intact.
+// leaves the model usable, and the cached model is intact; with word timestamps the words have
+// the reference's times. Last, "Skip silence (VAD)" (the page loads the Silero VAD network with
+// the model, from the server's /vad/ like the model from /model/) on the golden clip vad.wav:
+// the segments on screen are faster-whisper's with vad_filter=True and beam search.
 // Run by tests/e2e/run.sh; needs target/debug/susurrus, www/pkg and the model.
 
 import { mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import {
-  assert, assertEqual, clipWav, launchBrowser, modelDir, reference, repoRoot, runTest, seconds, startServer, watchPage,
-  wordsReference,
+  assert, assertEqual, clipWav, launchBrowser, modelDir, reference, repoRoot, runTest, seconds, startServer, vadModel,
+  watchPage, wordsReference,
 } from "./common.mjs";
 
 /** How long the real model may take on SwiftShader (a CPU pretending to be a GPU). */
@@ -24,6 +27,8 @@ const TRANSCRIBE_TIMEOUT_MS = 30 * 60_000;
 const MAX_GAP_MS = 2000;
 
 const screenshot = join(repoRoot, "target/e2e/page.png");
+/** The golden clip with long pauses, for "Skip silence (VAD)". */
+const vadClipWav = join(repoRoot, "tests/fixtures/golden/vad.wav");
 
 /** `mm:ss.mmm` as the page writes segment times. */
 function formatTime(seconds) {
@@ -77,9 +82,9 @@ async function openPage(page, url) {
   assert(error === null, `the page did not start: ${error}`);
 }
 
-/** Successful GETs of a model file in the server's request log. */
+/** GETs of a model file or the VAD network in the server's request log. */
 function modelRequests(server) {
-  return server.requests().filter((r) => r.method === "GET" && r.path.startsWith("/model/"));
+  return server.requests().filter((r) => r.method === "GET" && (r.path.startsWith("/model/") || r.path.startsWith("/vad/")));
 }
 
 /** The server logs a request after answering it: give the log line a moment to arrive. */
@@ -114,9 +119,17 @@ async function download(page, format) {
   return { name: file.suggestedFilename(), text: readFileSync(await file.path(), "utf8") };
 }
 
+/** The VAD clip's run with faster-whisper's vad_filter and beam search (the page's defaults). */
+function vadReference() {
+  const golden = JSON.parse(readFileSync(join(repoRoot, "tests/fixtures/golden/vad.json"), "utf8"));
+  const run = golden.runs.find((r) => r.name === "vad_beam_5");
+  assert(run, "tests/fixtures/golden/vad.json has no run named \"vad_beam_5\"");
+  return run;
+}
+
 await runTest("page", async (onCleanup) => {
   const ref = reference();
-  const server = await startServer(["--root", "www", "--model", modelDir]);
+  const server = await startServer(["--root", "www", "--model", modelDir, "--vad-model", vadModel]);
   onCleanup(() => server.stop());
   console.log(`page: serving www/ and ${modelDir} at ${server.url}`);
 
@@ -128,6 +141,7 @@ await runTest("page", async (onCleanup) => {
   const problems = watchPage(page, (line) => console.log(`page:${line}`));
   await openPage(page, server.url);
   console.log(`page: package ${await page.textContent("#version")}`);
+  assertEqual(await page.isDisabled("#vad"), true, "#vad before a model is loaded");
 
   // First load, from the network: the cache is emptied first.
   await page.click("#clear-cache");
@@ -139,6 +153,9 @@ await runTest("page", async (onCleanup) => {
   const firstRequests = await settledRequests(server);
   assertEqual(firstRequests.filter((r) => r.path === "/model/model.bin").map((r) => r.status), [200],
     "statuses of the GET /model/model.bin requests of the first load");
+  assertEqual(firstRequests.filter((r) => r.path.startsWith("/vad/")).map((r) => `${r.path} ${r.status}`),
+    ["/vad/silero_vad_v6.onnx 200"], "GETs of the VAD network in the first load");
+  assertEqual(await page.getAttribute("#model-vad", "data-loaded"), "true", "#model-vad data-loaded");
 
   // The golden clip through the UI.
   await page.setInputFiles("#audio-file", clipWav);
@@ -301,6 +318,26 @@ await runTest("page", async (onCleanup) => {
   assertEqual(spoken, [words[k].word], `the word marked as spoken at ${((words[k].start + words[k].end) / 2).toFixed(2)} s`);
   console.log(`page: ${words.length} words with the reference's times; "${words[k].word}" marked while the player is inside it`);
   assert(retry.maxGapMs < MAX_GAP_MS, `the page froze during the transcription after the abort: largest clock gap ${retry.maxGapMs} ms`);
+
+  // Skip silence, on the golden VAD clip: the page's options (beam search, "en") are the run
+  // vad_beam_5's.
+  const vadRun = vadReference();
+  await page.uncheck("#word-timestamps");
+  await page.check("#vad");
+  await page.setInputFiles("#audio-file", vadClipWav);
+  await page.waitForFunction(() =>
+    (document.getElementById("audio-name").textContent === "vad.wav" && document.getElementById("audio-duration").dataset.seconds) ||
+    !document.getElementById("error").hidden);
+  await page.click("#transcribe");
+  const skipped = await waitForState(page, "#transcribe-status", ["done", "cancelled", "error"], TRANSCRIBE_TIMEOUT_MS, "transcription with VAD");
+  assertEqual(skipped.state, "done", `state of #transcribe-status after transcribing with VAD (${skipped.text})`);
+  const speech = await page.evaluate(() =>
+    [...document.querySelectorAll("#segments li")].map((li) => ({ start: Number(li.dataset.start), end: Number(li.dataset.end), line: li.textContent })));
+  assertEqual(speech.map((s) => s.line.replace(/^\[.*?\] /, "")), vadRun.segments.map((s) => s.text.trim()),
+    "segment texts on the page with VAD vs the reference's vad_beam_5 run");
+  const offTimes = speech.filter((s, i) => Math.abs(s.start - vadRun.segments[i].start) > 0.02 || Math.abs(s.end - vadRun.segments[i].end) > 0.02);
+  assertEqual(offTimes, [], "segments with VAD whose times are more than 0.02 s from the reference's");
+  console.log(`page: with VAD (${retry.backend}): ${seconds(skipped.ms)}; ${speech.length} segments as the reference's vad_beam_5`);
 
   assertEqual(problems, [], "uncaught errors and console errors in the page");
   console.log(

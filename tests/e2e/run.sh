@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The end-to-end browser tests: the demo page (tests/e2e/page.mjs) and the npm package
 # (tests/e2e/npm-package.mjs) with the real whisper-tiny.en model, and the multilingual base
-# model's golden runs in the package (tests/e2e/multilingual.mjs), the int8 tiny.en in the demo
+# model's golden runs in the package (tests/e2e/multilingual.mjs), the Silero VAD golden run in
+# the package (tests/e2e/vad.mjs), the int8 tiny.en in the demo
 # page (tests/e2e/int8.mjs) and a large-v3-shaped model loading in the demo page on WebGPU
 # (tests/e2e/large.mjs) and the benchmark page (tests/e2e/bench-page.mjs), in headless Debian Chromium
 # through playwright-core. Run from anywhere after ./scripts/setup.sh; builds what it needs.
@@ -18,6 +19,7 @@ cargo build -p susurrus-native
 model=$(./scripts/fetch-model.sh | tail -n 1)
 base_model=$(./scripts/fetch-model.sh base | tail -n 1)
 int8_model=$(./scripts/fetch-model.sh tiny.en-int8 | tail -n 1)
+vad_model=$(./scripts/fetch-model.sh silero-vad | tail -n 1)
 # large-v3's widths, one layer each side, random weights; its tokenizer from the base model's.
 large_model="$PWD/target/e2e/large-v3"
 cargo run -q -p susurrus-testkit --example random_model -- large-v3 1 "$large_model" "${base_model}/tokenizer.json"
@@ -26,12 +28,14 @@ export SUSURRUS_BIN="$PWD/target/debug/susurrus"
 export SUSURRUS_MODEL="$model"
 export SUSURRUS_BASE_MODEL="$base_model"
 export SUSURRUS_INT8_MODEL="$int8_model"
+export SUSURRUS_VAD_MODEL="$vad_model"
 export SUSURRUS_LARGE_MODEL="$large_model"
 # Both suites run even when the first fails, so one run reports every failure.
 failed=()
 node tests/e2e/page.mjs || failed+=(page)
 node tests/e2e/npm-package.mjs || failed+=(npm-package)
 node tests/e2e/multilingual.mjs || failed+=(multilingual)
+node tests/e2e/vad.mjs || failed+=(vad)
 node tests/e2e/int8.mjs || failed+=(int8)
 node tests/e2e/large.mjs || failed+=(large)
 node tests/e2e/bench-page.mjs || failed+=(bench-page)

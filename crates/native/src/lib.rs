@@ -36,7 +36,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Transcribe audio files (WAV, FLAC, MP3, OGG Vorbis; `-` reads standard input).
-    Transcribe(transcribe::TranscribeArgs),
+    Transcribe(Box<transcribe::TranscribeArgs>),
     /// Time the encoder, a decoder step and a whole transcription on a backend.
     Bench(bench::BenchArgs),
     /// Convert a CTranslate2 model folder to a Hugging Face folder with f16 safetensors.

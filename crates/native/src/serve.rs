@@ -2,8 +2,9 @@
 //! modules, a `.wasm` file and the model with `fetch`, which browsers allow only from an HTTP
 //! origin that sends the right MIME types (not from `file://`); the Cache API and WebGPU need a
 //! secure context, which `http://127.0.0.1` and `http://localhost` are. So it serves a folder at
-//! `/` and the model folder at `/model/`, GET and HEAD only, never a file outside either, and
-//! logs every request on stderr as `METHOD PATH STATUS BYTES`.
+//! `/`, the model folder at `/model/` and the Silero VAD network at `/vad/silero_vad_v6.onnx`,
+//! GET and HEAD only, never a file outside those, and logs every request on stderr as `METHOD
+//! PATH STATUS BYTES`.
 
 use std::fs::File;
 use std::io::{self, Read, Write};
@@ -18,6 +19,10 @@ use tiny_http::{Header, Method, Request, Response, Server};
 use crate::error::{Error, Result};
 use crate::model_dir;
 
+/// Where the VAD network is served: one fixed URL, so the demo page can ask for it without
+/// knowing the file's name on disk.
+const VAD_PATH: &str = "/vad/silero_vad_v6.onnx";
+
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
     /// Folder served at `/` (a folder's URL gives its index.html).
@@ -27,6 +32,11 @@ pub struct ServeArgs {
     /// left out (with a note on stderr) when it is missing.
     #[arg(long, value_name = "DIR")]
     pub model: Option<PathBuf>,
+    /// The Silero VAD v6 network (ONNX) served at /vad/silero_vad_v6.onnx, for the page's
+    /// "skip silence" option. Default: the file `./scripts/fetch-model.sh silero-vad` fetches,
+    /// left out (with a note on stderr) when it is missing.
+    #[arg(long, value_name = "FILE")]
+    pub vad_model: Option<PathBuf>,
     /// Address to listen on. Browsers treat 127.0.0.1 and localhost as secure contexts (Cache
     /// API, WebGPU); other addresses are not.
     #[arg(long, default_value = "127.0.0.1")]
@@ -37,18 +47,24 @@ pub struct ServeArgs {
 }
 
 /// The folders requests may reach, canonical, so that a resolved file can be checked to lie
-/// inside one.
+/// inside one, and the one VAD file, canonical.
 struct Mounts {
     root: PathBuf,
     model: Option<PathBuf>,
+    vad: Option<PathBuf>,
 }
 
-/// Serves until killed: prints `serving DIR at URL` (and `model DIR at URL/model/`) on stdout,
-/// then answers every request on a thread of its own, so a slow or vanished client holds up
-/// no other. Returns only with an error: the folders or the address are unusable, or the
-/// server stopped accepting connections.
+/// Serves until killed: prints `serving DIR at URL` (then `model DIR at URL/model/` and `vad
+/// FILE at URL/vad/silero_vad_v6.onnx` for what is served) on stdout, then answers every
+/// request on a thread of its own, so a slow or vanished client holds up no other. Returns
+/// only with an error: the folders, the VAD file or the address are unusable, or the server
+/// stopped accepting connections.
 pub fn run(args: &ServeArgs) -> Result<()> {
-    let mounts = Arc::new(Mounts { root: served_root(&args.root)?, model: served_model(args.model.as_deref())? });
+    let mounts = Arc::new(Mounts {
+        root: served_root(&args.root)?,
+        model: served_model(args.model.as_deref())?,
+        vad: served_vad(args.vad_model.as_deref())?,
+    });
     let host = url_host(&args.host);
     let listener = TcpListener::bind((args.host.as_str(), args.port)).map_err(|e| listen_error(&host, args.port, e))?;
     let port = listener.local_addr().map_err(|e| listen_error(&host, args.port, e))?.port();
@@ -57,6 +73,9 @@ pub fn run(args: &ServeArgs) -> Result<()> {
     let mut banner = format!("serving {} at http://{host}:{port}/\n", mounts.root.display());
     if let Some(model) = &mounts.model {
         banner += &format!("model {} at http://{host}:{port}/model/\n", model.display());
+    }
+    if let Some(vad) = &mounts.vad {
+        banner += &format!("vad {} at http://{host}:{port}{VAD_PATH}\n", vad.display());
     }
     let mut stdout = io::stdout().lock();
     stdout
@@ -97,6 +116,19 @@ fn served_model(dir: Option<&Path>) -> Result<Option<PathBuf>> {
         Ok(dir) => dir.canonicalize().map(Some).map_err(|e| Error::io(&dir, e)),
         Err(e) if dir.is_none() => {
             log(format_args!("susurrus: serving without /model/: {e}"));
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// `--vad-model`, canonical: a given file must exist; the default one is left out, with a
+/// note, when it does not.
+fn served_vad(file: Option<&Path>) -> Result<Option<PathBuf>> {
+    match model_dir::resolve_vad(file) {
+        Ok(path) => path.canonicalize().map(Some).map_err(|e| Error::io(&path, e)),
+        Err(e) if file.is_none() => {
+            log(format_args!("susurrus: serving without {VAD_PATH}: {e}"));
             Ok(None)
         }
         Err(e) => Err(e),
@@ -145,13 +177,18 @@ fn answer(mounts: &Mounts, request: Request) {
 
 /// The file a GET or HEAD of `target` names, or the reply that refuses it: 400 for a path that
 /// is not plain, 403 for a link out of its folder, 404 for nothing there, 301 to add the `/`
-/// a folder's URL needs (so the links in its index.html resolve inside it).
+/// a folder's URL needs (so the links in its index.html resolve inside it). With a VAD file,
+/// `/vad/` holds that one file and nothing else.
 fn locate(mounts: &Mounts, target: &str) -> Result<PathBuf, Reply> {
     let path = target.split_once('?').map_or(target, |(path, _query)| path);
     let (segments, folder_url) =
         segments(path).ok_or_else(|| Reply::text(400, "bad request: not a plain path below /\n"))?;
-    let (base, rest) = match (&mounts.model, segments.first()) {
-        (Some(model), Some(first)) if first == "model" => (model, &segments[1..]),
+    let (base, rest) = match (segments.first().map(String::as_str), &mounts.model, &mounts.vad) {
+        (Some("vad"), _, Some(vad)) => {
+            let exact = !folder_url && format!("/{}", segments.join("/")) == VAD_PATH;
+            return if exact { Ok(vad.clone()) } else { Err(Reply::not_found()) };
+        }
+        (Some("model"), Some(model), _) => (model, &segments[1..]),
         _ => (&mounts.root, &segments[..]),
     };
     let found = inside(base, &rest.iter().fold(base.clone(), |dir, name| dir.join(name)))?;

@@ -139,8 +139,13 @@ pub struct TranscribeArgs {
     pub hotwords: Option<String>,
     /// Token ids never to produce, separated by commas; -1 stands for the model's list of
     /// non-speech symbols. Default: -1.
-    #[arg(long, value_name = "IDS", value_delimiter = ',', allow_negative_numbers = true,
-          value_parser = clap::value_parser!(i64).range(-1..))]
+    #[arg(
+        long,
+        value_name = "IDS",
+        value_delimiter = ',',
+        allow_hyphen_values = true,
+        value_parser = clap::value_parser!(i64).range(-1..)
+    )]
     pub suppress_tokens: Option<Vec<i64>>,
     /// With --word-timestamps: skip silences longer than S seconds around segments that look
     /// hallucinated (improbable, very short or very long words).
@@ -625,7 +630,7 @@ mod tests {
     fn parse(args: &[&str]) -> std::result::Result<TranscribeArgs, String> {
         let argv = ["susurrus", "transcribe"].iter().chain(args);
         match Cli::try_parse_from(argv).map_err(|e| e.to_string())?.command {
-            Command::Transcribe(args) => Ok(args),
+            Command::Transcribe(args) => Ok(*args),
             other => Err(format!("parsed as {other:?}")),
         }
     }

@@ -45,8 +45,18 @@ fn every_op_case_matches_the_reference() {
 fn golden_transcripts_match_reference_with_f16_products() {
     golden::transcripts_match_reference(Box::new(backend(Precision::F16)), Set::TinyEn, &golden::GPU_RUNS);
     golden::beam_run_matches_up_to_a_near_tie(Box::new(backend(Precision::F16)), 0.001);
-    golden::vad_matches_reference(&backend(Precision::F16));
     golden::transcripts_match_reference(Box::new(backend(Precision::F16)), Set::Base, &golden::MULTILINGUAL_CLIPS);
+}
+
+/// The VAD network's probabilities within 1e-4 of onnxruntime's with either precision: with
+/// f16 products the network compiles on the f32 variant (`Backend::with_f32_products`), as
+/// tensor-core rounding moved them by up to 2e-3.
+#[test]
+#[ignore = "needs an NVIDIA GPU: scripts/test-cuda.sh runs it"]
+fn vad_matches_onnxruntime() {
+    for precision in [Precision::F16, Precision::F32] {
+        golden::vad_matches_reference(&backend(precision));
+    }
 }
 
 /// int8 tiny.en: q8 weights dequantized into scratch before each product, gather and
@@ -64,7 +74,6 @@ fn int8_transcripts_match_the_reference_executor() {
 fn golden_transcripts_match_reference_with_f32_products() {
     golden::transcripts_match_reference(Box::new(backend(Precision::F32)), Set::TinyEn, &golden::GPU_RUNS);
     golden::beam_run_matches_up_to_a_near_tie(Box::new(backend(Precision::F32)), 0.001);
-    golden::vad_matches_reference(&backend(Precision::F32));
     golden::transcripts_match_reference(Box::new(backend(Precision::F32)), Set::Base, &golden::MULTILINGUAL_CLIPS);
 }
 

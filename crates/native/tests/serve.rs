@@ -1,6 +1,7 @@
 //! Runs `susurrus serve` on a free port over folders made here and talks HTTP/1.1 to it over
-//! plain TCP: types, lengths and bytes, folders, errors, methods, the request log, clients that
-//! hang up, and that nothing outside the served folders ever comes back.
+//! plain TCP: types, lengths and bytes, folders, the VAD network's one URL, errors, methods, the
+//! request log, clients that hang up, and that nothing outside the served folders ever comes
+//! back.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -14,6 +15,8 @@ const SECRET: &[u8] = b"[package]\nname = \"the-secret-outside-the-root\"\n";
 const INDEX: &[u8] = b"<!doctype html><title>top</title>\n";
 const SUB_INDEX: &[u8] = b"<!doctype html><title>sub</title>\n";
 const BIG_LEN: usize = 3 << 20;
+/// Stands in for silero_vad_v6.onnx; its name on disk differs from the URL's on purpose.
+const VAD: &[u8] = b"\x08\x09onnx-bytes";
 
 /// Deterministic bytes that are not all alike, so a shifted or truncated body cannot pass.
 fn pattern(len: usize) -> Vec<u8> {
@@ -28,8 +31,8 @@ fn pattern(len: usize) -> Vec<u8> {
         .collect()
 }
 
-/// A temporary folder, removed on drop: `root/` (served at `/`), `model/` (at `/model/`) and
-/// the secret `Cargo.toml` beside them.
+/// A temporary folder, removed on drop: `root/` (served at `/`), `model/` (at `/model/`),
+/// `vad/net.onnx` (at `/vad/silero_vad_v6.onnx`) and the secret `Cargo.toml` beside them.
 struct Site {
     dir: PathBuf,
 }
@@ -38,7 +41,7 @@ impl Site {
     fn new(name: &str) -> Site {
         let dir = std::env::temp_dir().join(format!("susurrus-serve-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        let files: [(&str, &[u8]); 12] = [
+        let files: [(&str, &[u8]); 14] = [
             ("Cargo.toml", SECRET),
             ("root/index.html", INDEX),
             ("root/app.js", b"export const answer = 42;\n"),
@@ -51,6 +54,8 @@ impl Site {
             ("root/sub/index.html", SUB_INDEX),
             ("model/model.bin", b"weights"),
             ("model/config.json", b"{\"d_model\":4}"),
+            ("vad/net.onnx", VAD),
+            ("vad/other.onnx", b"not served"),
         ];
         for (path, bytes) in files {
             let path = dir.join(path);
@@ -86,10 +91,13 @@ struct Server {
 }
 
 impl Server {
-    /// Serves `site`'s root and model folder on a free port.
+    /// Serves `site`'s root, model folder and VAD file on a free port.
     fn start(site: &Site) -> Server {
-        let (root, model) = (site.path("root"), site.path("model"));
-        Server::start_with(&["--root", path_str(&root), "--model", path_str(&model)], &[])
+        let (root, model, vad) = (site.path("root"), site.path("model"), site.path("vad/net.onnx"));
+        Server::start_with(
+            &["--root", path_str(&root), "--model", path_str(&model), "--vad-model", path_str(&vad)],
+            &[],
+        )
     }
 
     fn start_with(args: &[&str], env: &[(&str, &Path)]) -> Server {
@@ -327,6 +335,9 @@ fn nothing_outside_the_served_folders_comes_back() {
         "/sub\\..\\..\\Cargo.toml",
         "/model/../Cargo.toml",
         "/model/%2e%2e/Cargo.toml",
+        "/vad/../Cargo.toml",
+        "/vad/%2e%2e/Cargo.toml",
+        "/vad/silero_vad_v6.onnx/../../Cargo.toml",
         "/./../Cargo.toml",
         "/%00/../Cargo.toml",
         absolute.as_str(),
@@ -372,6 +383,33 @@ fn the_model_folder_is_served_under_model() {
 }
 
 #[test]
+fn the_vad_network_is_served_at_one_url_and_nothing_else_under_vad() {
+    let site = Site::new("vad");
+    let mut server = Server::start(&site);
+    let (mut model, mut vad) = (String::new(), String::new());
+    server.stdout.read_line(&mut model).unwrap();
+    server.stdout.read_line(&mut vad).unwrap();
+    assert!(model.starts_with("model "), "{model}");
+    let file = site.path("vad/net.onnx").canonicalize().unwrap();
+    assert_eq!(vad, format!("vad {} at http://{}/vad/silero_vad_v6.onnx\n", file.display(), server.addr));
+    for target in ["/vad/silero_vad_v6.onnx", "/vad/silero_vad_v6.onnx?v=6"] {
+        let reply = server.request("GET", target);
+        assert_eq!(reply.status, 200, "{target}");
+        assert_eq!(reply.header("Content-Type"), Some("application/octet-stream"), "{target}");
+        assert_eq!((reply.content_length(), reply.body.as_slice()), (VAD.len(), VAD), "{target}");
+    }
+    let head = server.request("HEAD", "/vad/silero_vad_v6.onnx");
+    assert_eq!((head.status, head.content_length(), head.body.len()), (200, VAD.len(), 0));
+    // The folder beside the file is not served: only the one name is.
+    for target in
+        ["/vad/net.onnx", "/vad/other.onnx", "/vad/", "/vad", "/vad/silero_vad_v6.onnx/", "/vad/x/silero_vad_v6.onnx"]
+    {
+        assert_eq!(server.request("GET", target).status, 404, "{target}");
+    }
+    assert_eq!(server.request("POST", "/vad/silero_vad_v6.onnx").status, 405);
+}
+
+#[test]
 fn every_request_is_logged_on_stderr() {
     let site = Site::new("log");
     let server = Server::start(&site);
@@ -381,6 +419,7 @@ fn every_request_is_logged_on_stderr() {
     let post = server.request("POST", "/index.html");
     let bad = server.request("GET", "/%2e%2e/Cargo.toml");
     server.request("GET", "/model/model.bin?cache=1");
+    server.request("HEAD", "/vad/silero_vad_v6.onnx");
     for line in [
         format!("GET /index.html 200 {}", index.body.len()),
         "HEAD /app.js 200 0".to_owned(),
@@ -388,10 +427,11 @@ fn every_request_is_logged_on_stderr() {
         format!("POST /index.html 405 {}", post.body.len()),
         format!("GET /%2e%2e/Cargo.toml 400 {}", bad.body.len()),
         "GET /model/model.bin?cache=1 200 7".to_owned(),
+        "HEAD /vad/silero_vad_v6.onnx 200 0".to_owned(),
     ] {
         server.wait_for_log(&line);
     }
-    assert_eq!(server.stderr().lines().count(), 6, "one line per request:\n{}", server.stderr());
+    assert_eq!(server.stderr().lines().count(), 7, "one line per request:\n{}", server.stderr());
 }
 
 #[test]
@@ -437,6 +477,26 @@ fn an_explicit_missing_model_is_an_error() {
 }
 
 #[test]
+fn an_explicit_missing_vad_network_is_an_error() {
+    let site = Site::new("novad");
+    let missing = site.path("no-such.onnx");
+    let (root, model) = (site.path("root"), site.path("model"));
+    let args =
+        ["--port", "0", "--root", path_str(&root), "--model", path_str(&model), "--vad-model", path_str(&missing)];
+    let out = run_to_exit(&args, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8(out.stderr).unwrap(),
+        format!(
+            "susurrus: error: VAD network {} not found: run ./scripts/fetch-model.sh silero-vad to fetch it, or \
+             pass --vad-model FILE\n",
+            missing.display()
+        )
+    );
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
 fn without_the_default_model_it_serves_the_root_and_says_so() {
     let site = Site::new("nodefault");
     let home = site.path("home");
@@ -449,9 +509,16 @@ fn without_the_default_model_it_serves_the_root_and_says_so() {
         default.display()
     );
     server.wait_for_log(&note);
+    let default_vad = home.join(".cache/susurrus/models/silero-vad-v6/silero_vad_v6.onnx");
+    server.wait_for_log(&format!(
+        "susurrus: serving without /vad/silero_vad_v6.onnx: default VAD network {} not found: run \
+         ./scripts/fetch-model.sh silero-vad to fetch it, or pass --vad-model FILE",
+        default_vad.display()
+    ));
     assert_eq!(server.request("GET", "/app.js").status, 200);
     assert_eq!(server.request("GET", "/model/model.bin").status, 404);
-    assert_eq!(server.stop(), "", "no `model ... at` line");
+    assert_eq!(server.request("GET", "/vad/silero_vad_v6.onnx").status, 404);
+    assert_eq!(server.stop(), "", "no `model ... at` or `vad ... at` line");
 }
 
 #[test]
@@ -459,8 +526,9 @@ fn a_port_in_use_is_a_clear_error() {
     let site = Site::new("inuse");
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = taken.local_addr().unwrap().port().to_string();
-    let root = site.path("root");
-    let out = run_to_exit(&["--port", &port, "--root", path_str(&root), "--model", path_str(&site.path("model"))], &[]);
+    let (root, model, vad) = (site.path("root"), site.path("model"), site.path("vad/net.onnx"));
+    let args = ["--port", &port, "--root", path_str(&root), "--model", path_str(&model), "--vad-model", path_str(&vad)];
+    let out = run_to_exit(&args, &[]);
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
         String::from_utf8(out.stderr).unwrap(),

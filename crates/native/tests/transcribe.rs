@@ -257,6 +257,35 @@ fn vad_transcribes_the_speech_at_the_files_times() {
     check_json_lines(&out, &[(path_str(&wav), "vad")], "vad", "cpu");
 }
 
+/// The guard flags reach the decoder: hotwords, and a repetition penalty with the model's
+/// suppress list and two more ids, each token for token the reference's run.
+#[test]
+fn guard_flags_reach_the_decoder() {
+    let wav = golden("short_3.wav");
+    let args = ["--backend", "cpu", "-f", "json", "--beam-size", "1", "--hotwords", "lanterns harbour fishermen"];
+    let out = transcribe(&[&args[..], &[path_str(&wav)]].concat(), None, &[]);
+    check_json_lines(&out, &[(path_str(&wav), "short_3")], "hotwords", "cpu");
+    let wav = golden("short_1.wav");
+    let args = ["--backend", "cpu", "-f", "json", "--beam-size", "1", "--suppress-tokens", "-1,4512,3859"];
+    let out = transcribe(&[&args[..], &[path_str(&wav)]].concat(), None, &[]);
+    check_json_lines(&out, &[(path_str(&wav), "short_1")], "suppress_tokens", "cpu");
+
+    let input = audio_fixture("no_such_file.wav");
+    let out = transcribe(&["--hallucination-silence-threshold", "2", path_str(&input)], None, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stderr),
+        "susurrus: error: invalid option: hallucination_silence_threshold needs word_timestamps (it judges words)\n"
+    );
+    let out = transcribe(&["--suppress-tokens", "-2", path_str(&input)], None, &[]);
+    assert_eq!(out.status.code(), Some(2), "a command-line error");
+    assert!(
+        text(&out.stderr).starts_with("error: invalid value '-2' for '--suppress-tokens <IDS>'"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
 #[test]
 fn vad_settings_and_a_missing_network_fail_before_any_file_is_read() {
     let input = audio_fixture("no_such_file.wav");

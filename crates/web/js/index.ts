@@ -40,6 +40,7 @@ export type {
   TranscribeOptions,
   TranscribeResult,
   TranscriptFormat,
+  VadOptions,
   Word,
 } from "./susurrus.js";
 

@@ -187,7 +187,7 @@ async fn load_failures_are_errors_that_say_what_was_wrong() {
         "model files: no model.bin (CTranslate2) or model.safetensors (Hugging Face) among config.json"
     );
 
-    let cases: [(JsValue, Option<js_sys::Object>, &str); 3] = [
+    let cases: [(JsValue, Option<js_sys::Object>, &str); 4] = [
         (
             small_model(),
             Some(object(&[("backend", "tpu".into())])),
@@ -196,8 +196,9 @@ async fn load_failures_are_errors_that_say_what_was_wrong() {
         (
             small_model(),
             Some(object(&[("backnd", "cpu".into())])),
-            "unknown load option 'backnd'; the options are backend, cache, onProgress",
+            "unknown load option 'backnd'; the options are backend, cache, onProgress, vad",
         ),
+        (small_model(), Some(object(&[("vad", true.into())])), "vad must be the URL of silero_vad_v6.onnx"),
         (42.into(), None, "a model is a folder URL (a string) or its files (a FileList or an array of File)"),
     ];
     for (source, options, want) in cases {
@@ -229,6 +230,12 @@ async fn bad_audio_and_options_are_errors_and_the_model_stays_usable() {
         "invalid option: best_of must be at least 1"
     );
     assert_eq!(fails(test_audio().into(), object(&[("onSegment", 3.into())])).await, "onSegment must be a function");
+    // Loaded without `vad`: asking for it names what is missing.
+    assert_eq!(get(&model.info().unwrap(), "vad"), false);
+    assert_eq!(
+        fails(test_audio().into(), greedy(&[("vad", true.into())])).await,
+        "invalid option: vad: the Silero VAD network is not loaded (load it before transcribing with vad)"
+    );
     assert!(fails(7.into(), greedy(&[])).await.starts_with("audio must be a Float32Array of 16 kHz mono samples"));
 
     let empty = transcribe(&model, &Float32Array::new_with_length(0).into(), greedy(&[])).await.unwrap();

@@ -87,7 +87,7 @@ impl Whisper {
         Whisper::new(backend, &weights, tokenizer).await
     }
 
-    /// Compiles the VAD network (planned with [`VadPlan::new`]) on this model's backend, for
+    /// Compiles the VAD network (planned with [`VadPlan::new`]) on this model's device, for
     /// transcriptions with `vad`.
     pub async fn load_vad(&mut self, plan: &VadPlan) -> Result<()> {
         self.vad = Some(Vad::compile(self.backend.as_ref(), plan).await?);

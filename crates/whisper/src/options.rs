@@ -267,6 +267,37 @@ mod tests {
     }
 
     #[test]
+    fn guard_options_out_of_range_are_errors_naming_them() {
+        let check = |o: TranscribeOptions| o.validate().map_err(|e| e.to_string());
+        let d = TranscribeOptions::default;
+        let err = check(TranscribeOptions { repetition_penalty: 0.0, ..d() }).unwrap_err();
+        assert!(err.contains("repetition_penalty: 0 is not a finite value > 0"), "{err}");
+        let err = check(TranscribeOptions { hallucination_silence_threshold: Some(2.0), ..d() }).unwrap_err();
+        assert!(err.contains("hallucination_silence_threshold needs word_timestamps"), "{err}");
+        let err =
+            check(TranscribeOptions { hallucination_silence_threshold: Some(-1.0), word_timestamps: true, ..d() })
+                .unwrap_err();
+        assert!(err.contains("hallucination_silence_threshold: -1 is not a time in seconds >= 0"), "{err}");
+        let parsed: TranscribeOptions = serde_json::from_str(
+            r#"{"prefix": "So", "hotwords": "Grafana", "suppressTokens": [-1, 13], "repetitionPenalty": 1.2,
+                "noRepeatNgramSize": 3, "wordTimestamps": true, "hallucinationSilenceThreshold": 2}"#,
+        )
+        .unwrap();
+        let want = TranscribeOptions {
+            prefix: Some("So".into()),
+            hotwords: Some("Grafana".into()),
+            suppress_tokens: Some(vec![-1, 13]),
+            repetition_penalty: 1.2,
+            no_repeat_ngram_size: 3,
+            word_timestamps: true,
+            hallucination_silence_threshold: Some(2.0),
+            ..d()
+        };
+        assert_eq!(parsed, want);
+        assert_eq!(check(want), Ok(()));
+    }
+
+    #[test]
     fn unknown_json_options_and_tasks_are_errors() {
         let err = serde_json::from_str::<TranscribeOptions>(r#"{"langauge": "en"}"#).unwrap_err().to_string();
         assert!(err.starts_with("unknown field `langauge`, expected one of `language`, `task`"), "{err}");

@@ -321,7 +321,7 @@ impl Program {
     /// one for a prefill or step, [`Program::max_beams`] for a beam step (rows past the
     /// beams given are not read).
     pub fn set_token_penalties(&mut self, repetition_penalty: f32, codes: Vec<f32>) -> Result<()> {
-        if codes.is_empty() || codes.len() % self.vocab != 0 {
+        if codes.is_empty() || !codes.len().is_multiple_of(self.vocab) {
             return Err(Error::bad_argument(format!(
                 "{} token penalties for a vocabulary of {}",
                 codes.len(),

@@ -76,6 +76,10 @@ fn bad_options_are_errors() {
             TranscribeOptions { suppress_tokens: Some(vec![60000]), ..Default::default() },
             "invalid option: suppress_tokens: 60000 is outside the vocabulary of 51864",
         ),
+        (
+            TranscribeOptions { suppress_tokens: Some(vec![-1, -2]), ..Default::default() },
+            "invalid option: suppress_tokens: -2 is not a token id (-1 stands for the model's list)",
+        ),
     ];
     for (options, want) in cases {
         let pcm = if options.language.is_some() { vec![0.1f32; 16000] } else { pcm.clone() };

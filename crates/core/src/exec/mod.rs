@@ -55,6 +55,13 @@ pub trait Backend {
         false
     }
 
+    /// The same device with every matrix product in f32 arithmetic, for a network whose
+    /// thresholds need the reference's precision (the VAD network's probabilities); `None`
+    /// where the products already are f32.
+    fn with_f32_products(&self) -> Option<Box<dyn Backend>> {
+        None
+    }
+
     /// Prepares one plan to run (see [`Backend::compile_linked`]).
     fn compile<'a>(&'a self, plan: &'a Plan, weights: &'a Weights) -> BoxFuture<'a, Box<dyn Executable>> {
         Box::pin(async move {
@@ -228,6 +235,10 @@ pub trait BlockingBackend {
     fn name(&self) -> &'static str;
     /// See [`Backend::compile_linked`].
     fn compile_linked_now(&self, plans: &[&Plan], weights: &Weights) -> Result<Vec<Box<dyn Executable>>>;
+    /// See [`Backend::with_f32_products`].
+    fn with_f32_products(&self) -> Option<Box<dyn Backend>> {
+        None
+    }
 }
 
 impl<B: BlockingBackend> Backend for B {
@@ -241,6 +252,10 @@ impl<B: BlockingBackend> Backend for B {
         weights: &'a Weights,
     ) -> BoxFuture<'a, Vec<Box<dyn Executable>>> {
         Box::pin(std::future::ready(self.compile_linked_now(&plans, weights)))
+    }
+
+    fn with_f32_products(&self) -> Option<Box<dyn Backend>> {
+        BlockingBackend::with_f32_products(self)
     }
 }
 

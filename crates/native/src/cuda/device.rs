@@ -163,6 +163,21 @@ impl CudaBackend {
         })
     }
 
+    /// This backend's device, stream, kernels and cuBLAS handle with `precision`.
+    pub fn with_precision(&self, precision: Precision) -> CudaBackend {
+        CudaBackend {
+            ctx: self.ctx.clone(),
+            stream: self.stream.clone(),
+            modules: self.modules.clone(),
+            functions: Mutex::new(self.functions.lock().map(|f| f.clone()).unwrap_or_default()),
+            blas: self.blas.clone(),
+            precision,
+            device_name: self.device_name.clone(),
+            arch: self.arch.clone(),
+            profile: None,
+        }
+    }
+
     /// Times every op of every run into `profile` (runs then launch op by op between timing
     /// events instead of replaying a CUDA graph).
     pub fn with_profile(mut self, profile: Profile) -> Self {

@@ -44,4 +44,8 @@ impl BlockingBackend for CudaBackend {
     fn compile_linked_now(&self, plans: &[&Plan], weights: &Weights) -> Result<Vec<Box<dyn Executable>>> {
         compile::compile_linked(self, plans, weights)
     }
+
+    fn with_f32_products(&self) -> Option<Box<dyn susurrus_core::exec::Backend>> {
+        (self.precision == Precision::F16).then(|| Box::new(self.with_precision(Precision::F32)) as _)
+    }
 }

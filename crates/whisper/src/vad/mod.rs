@@ -40,7 +40,11 @@ pub struct Vad {
 }
 
 impl Vad {
+    /// Compiles the network on `backend`, or on its variant with f32 products where its
+    /// products round to f16 ([`Backend::with_f32_products`]).
     pub async fn compile(backend: &dyn Backend, plan: &VadPlan) -> Result<Vad> {
+        let exact = backend.with_f32_products();
+        let backend = exact.as_deref().unwrap_or(backend);
         Ok(Vad { exe: backend.compile(&plan.plan, &plan.weights.weights).await? })
     }
 

@@ -108,7 +108,7 @@ impl TensorProto {
         let values: Vec<f32> = if self.data_location == 1 {
             return Err(format!("{} keeps its data in another file; only self-contained files load", self.name));
         } else if !self.raw_data.is_empty() {
-            if self.raw_data.len() % 4 != 0 {
+            if !self.raw_data.len().is_multiple_of(4) {
                 return Err(format!("{} has {} data bytes, not whole floats", self.name, self.raw_data.len()));
             }
             self.raw_data.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
@@ -128,7 +128,7 @@ impl TensorProto {
             return Err(format!("{} holds data type {}, expected int64 (7)", self.name, self.data_type));
         }
         let values: Vec<i64> = if !self.raw_data.is_empty() {
-            if self.raw_data.len() % 8 != 0 {
+            if !self.raw_data.len().is_multiple_of(8) {
                 return Err(format!("{} has {} data bytes, not whole int64s", self.name, self.raw_data.len()));
             }
             self.raw_data

@@ -322,7 +322,7 @@ mod tests {
         assert_eq!(round2(1.005), 1.0);
         assert_eq!(round2(2.675), 2.67);
         assert_eq!(round2(0.285), 0.28);
-        assert_eq!(round2(3.14159), 3.14);
+        assert_eq!(round2(12.3456), 12.35);
     }
 
     #[test]

@@ -427,4 +427,30 @@ impl Backend for WgpuBackend {
     fn f16_products(&self) -> bool {
         self.matrix
     }
+
+    /// Without matrix units (whose products round to f16), on the same device; the pipelines
+    /// it compiles are kept apart, in memory only.
+    fn with_f32_products(&self) -> Option<Box<dyn Backend>> {
+        self.matrix.then(|| {
+            Box::new(WgpuBackend {
+                _instance: self._instance.clone(),
+                _adapter: self._adapter.clone(),
+                device: self.device.clone(),
+                queue: self.queue.clone(),
+                info: self.info.clone(),
+                f16: self.f16,
+                matrix: false,
+                subgroups: self.subgroups,
+                cpu_kernels: self.cpu_kernels,
+                forced_gpu_kernels: self.forced_gpu_kernels,
+                limits: self.limits.clone(),
+                max_buffer_bytes: self.max_buffer_bytes,
+                lost: self.lost.clone(),
+                errors: self.errors.clone(),
+                cache: Mutex::new(PipelineCache::default()),
+                pipeline_cache: None,
+                profile: None,
+            }) as Box<dyn Backend>
+        })
+    }
 }
