@@ -45,18 +45,7 @@ impl Set {
     /// The model's CTranslate2 folder, fetched on first use (cached under ~/.cache/susurrus).
     pub fn model_dir(self) -> PathBuf {
         static DIRS: [OnceLock<PathBuf>; 3] = [OnceLock::new(), OnceLock::new(), OnceLock::new()];
-        DIRS[self as usize]
-            .get_or_init(|| {
-                let out = std::process::Command::new(root().join("scripts/fetch-model.sh"))
-                    .arg(self.model_name())
-                    .current_dir(root())
-                    .output()
-                    .expect("scripts/fetch-model.sh runs");
-                assert!(out.status.success(), "fetch-model.sh failed: {}", String::from_utf8_lossy(&out.stderr));
-                let stdout = String::from_utf8(out.stdout).expect("the printed path is UTF-8");
-                PathBuf::from(stdout.lines().last().expect("fetch-model.sh prints the folder").trim())
-            })
-            .clone()
+        DIRS[self as usize].get_or_init(|| fetch(self.model_name())).clone()
     }
 
     /// The folder of the set's fixtures.
@@ -87,17 +76,20 @@ impl Set {
 /// The Silero VAD v6 network (`scripts/fetch-model.sh silero-vad`, fetched on first use).
 pub fn vad_model() -> PathBuf {
     static FILE: OnceLock<PathBuf> = OnceLock::new();
-    FILE.get_or_init(|| {
-        let out = std::process::Command::new(root().join("scripts/fetch-model.sh"))
-            .arg("silero-vad")
-            .current_dir(root())
-            .output()
-            .expect("scripts/fetch-model.sh runs");
-        assert!(out.status.success(), "fetch-model.sh silero-vad failed: {}", String::from_utf8_lossy(&out.stderr));
-        let stdout = String::from_utf8(out.stdout).expect("the printed path is UTF-8");
-        PathBuf::from(stdout.lines().last().expect("fetch-model.sh prints the file").trim())
-    })
-    .clone()
+    FILE.get_or_init(|| fetch("silero-vad")).clone()
+}
+
+/// `scripts/fetch-model.sh NAME` (fetched once, then cached under ~/.cache/susurrus): the
+/// path it prints.
+fn fetch(name: &str) -> PathBuf {
+    let out = std::process::Command::new(root().join("scripts/fetch-model.sh"))
+        .arg(name)
+        .current_dir(root())
+        .output()
+        .expect("scripts/fetch-model.sh runs");
+    assert!(out.status.success(), "fetch-model.sh {name} failed: {}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8(out.stdout).expect("the printed path is UTF-8");
+    PathBuf::from(stdout.lines().last().expect("fetch-model.sh prints the path").trim())
 }
 
 /// The VAD network planned (read from [`vad_model`]).

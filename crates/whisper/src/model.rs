@@ -170,6 +170,16 @@ impl Whisper {
         let rules = Rules { banned: vec![(0, lo), (hi, self.config.n_vocab as u32)], blank: false };
         let sot = self.tokenizer.special_ids().start_of_transcript;
         let choice = self.program.prefill(&[sot], 0, &rules, Sampling::Greedy).await?;
+        if !choice.logprob.is_finite() {
+            return Err(Error::Model {
+                file: "the model".into(),
+                msg: format!(
+                    "language detection gave a non-finite probability ({}): its weights hold values it cannot \
+                     compute with",
+                    choice.logprob.exp()
+                ),
+            });
+        }
         langs
             .iter()
             .find(|l| l.1 == choice.token)

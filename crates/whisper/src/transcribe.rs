@@ -252,6 +252,16 @@ impl Whisper {
 
             let decoder = WindowDecoder { ids: &ids, tokenizer: &self.tokenizer, options, vocab, forced: &forced };
             let result = decoder.decode_with_fallback(&mut self.program, &prompt, sot, &mut rng).await?;
+            if !(result.avg_logprob.is_finite() && result.no_speech_prob.is_finite()) {
+                return Err(Error::Model {
+                    file: "the model".into(),
+                    msg: format!(
+                        "the window at {time_offset:.2} s gave non-finite scores (average log-probability {}, \
+                         no-speech probability {}): its weights hold values it cannot compute with",
+                        result.avg_logprob, result.no_speech_prob
+                    ),
+                });
+            }
             let skip = options.no_speech_threshold.is_some_and(|th| result.no_speech_prob > th)
                 && !options.log_prob_threshold.is_some_and(|th| result.avg_logprob > th as f64);
             if skip {

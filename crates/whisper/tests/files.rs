@@ -1,7 +1,11 @@
 //! Loading a model from named files in memory (what the browser has): the format each set of
 //! files is, and errors that name the missing or corrupt file.
 
+use std::collections::BTreeMap;
+
+use susurrus_testkit::golden;
 use susurrus_testkit::whisper::small_model_files;
+use susurrus_whisper::ct2::parse_model_bin;
 use susurrus_whisper::files::{ModelFormat, load_files};
 
 #[test]
@@ -44,4 +48,45 @@ fn missing_and_corrupt_files_are_named() {
     weights.truncate(weights.len() / 2);
     let err = load_files(&corrupt).unwrap_err().to_string();
     assert!(err.starts_with("model.safetensors: "), "{err}");
+}
+
+/// Damaged weights are refused with the tensor's name before any work: four NaN and infinite
+/// f16 values written into an encoder layer of the real tiny.en `model.bin` (which loaded and
+/// gave text like "!!!!!!" before), and one NaN in the small model's safetensors.
+#[test]
+fn non_finite_weights_are_errors_naming_the_tensor() {
+    let dir = golden::model_dir();
+    let mut files = BTreeMap::new();
+    for name in ["model.bin", "config.json", "vocabulary.txt", "tokenizer.json"] {
+        files.insert(name.to_string(), std::fs::read(dir.join(name)).unwrap());
+    }
+    let bin = files.get_mut("model.bin").unwrap();
+    let name = "encoder/layer_1/ffn/linear_0/weight";
+    let (data, record) = {
+        let parsed = parse_model_bin(bin, "model.bin").unwrap();
+        let v = parsed.variables.iter().find(|v| v.name == name).unwrap();
+        (v.data.as_ptr() as usize - bin.as_ptr() as usize, v.offset)
+    };
+    for (element, bits) in [(1000, 0x7e00u16), (1001, 0x7c00), (5000, 0xfc00), (9000, 0x7e00)] {
+        bin[data + 2 * element..data + 2 * element + 2].copy_from_slice(&bits.to_le_bytes());
+    }
+    let err = load_files(&files).unwrap_err().to_string();
+    assert_eq!(
+        err,
+        format!(
+            "model.bin: variable {name} at byte {record} holds 4 non-finite values (the first, NaN, at element \
+             1000): the file is damaged"
+        )
+    );
+
+    let mut files = small_model_files(1).unwrap();
+    let safetensors = files.get_mut("model.safetensors").unwrap();
+    let header_len = u64::from_le_bytes(safetensors[..8].try_into().unwrap()) as usize;
+    let header: serde_json::Value = serde_json::from_slice(&safetensors[8..8 + header_len]).unwrap();
+    let tensor = "model.decoder.layers.1.fc2.weight";
+    let start = 8 + header_len + header[tensor]["data_offsets"][0].as_u64().unwrap() as usize;
+    safetensors[start + 6..start + 8].copy_from_slice(&0x7c00u16.to_le_bytes());
+    let err = load_files(&files).unwrap_err().to_string();
+    assert!(err.starts_with(&format!("model.safetensors: tensor {tensor} (data at byte ")), "{err}");
+    assert!(err.ends_with("holds 1 non-finite value (the first, inf, at element 3): the file is damaged"), "{err}");
 }

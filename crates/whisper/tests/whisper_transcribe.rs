@@ -130,3 +130,32 @@ fn progress_reaches_the_end_and_segments_stream_in_order() {
     assert_eq!(streamed, starts);
     assert!(events.iter().filter(|e| e.starts_with("progress")).count() >= 2, "{events:?}");
 }
+
+/// Weights that bypass the loaders' check (built in memory) with a NaN: the window's scores
+/// are not finite, and the transcription is an error naming the window, not garbage text.
+#[test]
+fn non_finite_scores_are_an_error_naming_the_window() {
+    let (weights, tokenizer) =
+        susurrus_whisper::files::load_files(&susurrus_testkit::whisper::small_model_files(1).unwrap()).unwrap();
+    let mut made = 0;
+    let damaged = susurrus_whisper::weights::WhisperWeights::from_fn(
+        weights.config().clone(),
+        susurrus_core::ir::DType::F32,
+        |ty| {
+            made += 1;
+            let mut values = vec![0.01; ty.shape.numel()];
+            if made == 5 {
+                values[0] = f32::NAN;
+            }
+            susurrus_core::tensor::Tensor::f32(ty.shape.clone(), values).unwrap()
+        },
+    )
+    .unwrap();
+    let mut w = pollster::block_on(Whisper::new(Box::new(golden::cpu()), &damaged, tokenizer)).unwrap();
+    let options = TranscribeOptions { beam_size: 1, temperatures: vec![0.0], ..Default::default() };
+    let err = run(&mut w, &vec![0.1; 16000], &options).unwrap_err().to_string();
+    assert!(
+        err.starts_with("the model: the window at 0.00 s gave non-finite scores (average log-probability NaN"),
+        "{err}"
+    );
+}
