@@ -29,9 +29,9 @@ pub struct BenchArgs {
     /// ./scripts/fetch-model.sh prepares.
     #[arg(long, value_name = "DIR")]
     pub model: Option<PathBuf>,
-    /// CPU backend threads (default: one per core).
-    #[arg(long, value_name = "N")]
-    pub threads: Option<usize>,
+    /// CPU backend threads (default: one per core; at most the core count).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub threads: Option<u16>,
     /// Timed repetitions of each measurement (the median is reported).
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub runs: u32,
@@ -114,8 +114,10 @@ pub fn measure(args: &BenchArgs) -> Result<BenchReport> {
     let dir = crate::model_dir::resolve(args.model.as_deref())?;
     let profile = Profile::default();
     let backend: Box<dyn susurrus_core::exec::Backend> = match (args.profile, args.backend) {
-        (false, choice) => backend::open(choice, args.threads)?,
-        (true, BackendChoice::Cpu) => Box::new(FastCpuBackend::new(args.threads)?.with_profile(profile.clone())),
+        (false, choice) => backend::open(choice, backend::cpu_threads(args.threads))?,
+        (true, BackendChoice::Cpu) => {
+            Box::new(FastCpuBackend::new(backend::cpu_threads(args.threads))?.with_profile(profile.clone()))
+        }
         (true, BackendChoice::Cuda) => {
             Box::new(CudaBackend::new(&CudaOptions::default())?.with_profile(profile.clone()))
         }

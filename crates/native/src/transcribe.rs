@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
-use susurrus_whisper::options::MAX_BEAM_SIZE;
+use susurrus_whisper::options::{MAX_BEAM_SIZE, MAX_BEST_OF};
 use susurrus_whisper::subtitles::CueOptions;
 use susurrus_whisper::vad::{VadOptions, VadPlan, VadWeights};
 use susurrus_whisper::{Event, Task, TranscribeOptions, Whisper};
@@ -61,7 +61,8 @@ pub struct TranscribeArgs {
     /// (DIR is created if missing).
     #[arg(long, short = 'o', value_name = "DIR")]
     pub output_dir: Option<PathBuf>,
-    /// Threads of the CPU backend. Default: one per core.
+    /// Threads of the CPU backend. Default: one per core (more are lowered to the core count,
+    /// with a warning).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     pub threads: Option<u16>,
     /// Decode without timestamp tokens: one segment per 30 s window, and text output without
@@ -122,7 +123,7 @@ pub struct TranscribeArgs {
     #[arg(long, value_name = "N")]
     pub no_repeat_ngram_size: Option<u16>,
     /// Samples drawn at each temperature above 0; the most likely is kept. Default: 5.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=MAX_BEST_OF as i64))]
     pub best_of: Option<u16>,
     /// Seed of the sampling at temperatures above 0, for reproducible fallback. Default: 0.
     #[arg(long, value_name = "N")]
@@ -449,7 +450,7 @@ fn load_model(args: &TranscribeArgs, dir: &Path, vad: Option<&Path>) -> Result<(
             let prepared = weights.and_then(|w| Whisper::prepare(&w, tokenizer?));
             (prepared, started.elapsed())
         });
-        let backend = backend::open(args.backend, args.threads.map(usize::from));
+        let backend = backend::open(args.backend, backend::cpu_threads(args.threads));
         let open = started.elapsed();
         let (prepared, read) =
             preparing.join().unwrap_or_else(|_| (Err(panicked("reading the model")), Duration::ZERO));

@@ -286,6 +286,28 @@ fn guard_flags_reach_the_decoder() {
     );
 }
 
+/// `--threads` above the core count is lowered to it, with a warning (1000 threads on 2 cores
+/// made a 2.3 s run take over 90 s); `--best-of` and `bench --threads` have ranges.
+#[test]
+fn thread_and_sample_counts_are_kept_in_range() {
+    let wav = golden("short_2.wav");
+    let out = transcribe(&["--backend", "cpu", "--threads", "1000", path_str(&wav)], None, &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let cores = std::thread::available_parallelism().unwrap().get();
+    let warning =
+        format!("susurrus: warning: --threads 1000 is more than this machine's {cores} cores; using {cores}\n");
+    assert!(text(&out.stderr).contains(&warning), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), expected_txt("short_2"));
+
+    let input = audio_fixture("no_such_file.wav");
+    let out = transcribe(&["--best-of", "33", path_str(&input)], None, &[]);
+    assert_eq!(out.status.code(), Some(2), "a command-line error");
+    assert!(text(&out.stderr).starts_with("error: invalid value '33' for '--best-of <N>': 33 is not in 1..=32"));
+    let out = Command::new(env!("CARGO_BIN_EXE_susurrus")).args(["bench", "--threads", "0"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "a command-line error");
+    assert!(text(&out.stderr).starts_with("error: invalid value '0' for '--threads <N>': 0 is not in 1..=65535"));
+}
+
 #[test]
 fn vad_settings_and_a_missing_network_fail_before_any_file_is_read() {
     let input = audio_fixture("no_such_file.wav");

@@ -123,7 +123,7 @@ export interface TranscribeOptions {
   repetitionPenalty?: number;
   /** Never repeat a sequence of this many tokens within a window (default 0: no limit). */
   noRepeatNgramSize?: number;
-  /** Samples drawn at each temperature above 0 (default 5). */
+  /** Samples drawn at each temperature above 0, 1 to 32 (default 5). */
   bestOf?: number;
   /** Time every word (segments' `words`), as the reference's word_timestamps. */
   wordTimestamps?: boolean;

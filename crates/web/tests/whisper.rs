@@ -227,7 +227,7 @@ async fn bad_audio_and_options_are_errors_and_the_model_stays_usable() {
     assert!(message.starts_with("invalid option: unknown field `langauge`, expected one of `language`"), "{message}");
     assert_eq!(
         fails(test_audio().into(), object(&[("bestOf", 0.into())])).await,
-        "invalid option: best_of must be at least 1"
+        "invalid option: best_of: 0 is not 1 to 32"
     );
     assert_eq!(fails(test_audio().into(), object(&[("onSegment", 3.into())])).await, "onSegment must be a function");
     // Loaded without `vad`: asking for it names what is missing.

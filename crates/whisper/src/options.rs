@@ -10,6 +10,10 @@ use crate::vad::VadOptions;
 /// greedy decoding's whole one).
 pub const MAX_BEAM_SIZE: usize = 32;
 
+/// The most samples a temperature draws (each a whole decoding of the window: 65535 ran for
+/// minutes on one window).
+pub const MAX_BEST_OF: usize = 32;
+
 /// What the decoder is asked to do.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -149,8 +153,8 @@ impl TranscribeOptions {
         if let Some(t) = self.temperatures.iter().find(|t| !(t.is_finite() && **t >= 0.0)) {
             return Err(Error::bad_option(format!("temperatures: {t} is not a finite value >= 0")));
         }
-        if self.best_of == 0 {
-            return Err(Error::bad_option("best_of must be at least 1"));
+        if !(1..=MAX_BEST_OF).contains(&self.best_of) {
+            return Err(Error::bad_option(format!("best_of: {} is not 1 to {MAX_BEST_OF}", self.best_of)));
         }
         if !(1..=MAX_BEAM_SIZE).contains(&self.beam_size) {
             return Err(Error::bad_option(format!("beam_size: {} is not 1 to {MAX_BEAM_SIZE}", self.beam_size)));

@@ -67,7 +67,8 @@ fn bad_options_are_errors() {
             TranscribeOptions { temperatures: vec![0.0, f32::NAN], ..Default::default() },
             "invalid option: temperatures: NaN is not a finite value >= 0",
         ),
-        (TranscribeOptions { best_of: 0, ..Default::default() }, "invalid option: best_of must be at least 1"),
+        (TranscribeOptions { best_of: 0, ..Default::default() }, "invalid option: best_of: 0 is not 1 to 32"),
+        (TranscribeOptions { best_of: 65535, ..Default::default() }, "invalid option: best_of: 65535 is not 1 to 32"),
         (
             TranscribeOptions { language: Some("de".into()), ..Default::default() },
             "invalid option: language 'de': this model is English-only",
