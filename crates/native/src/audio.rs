@@ -11,9 +11,10 @@ mod resample;
 use std::fs::File;
 use std::io::{Cursor, Read};
 use std::path::Path;
+use std::time::Duration;
 
 use symphonia::core::formats::probe::Hint;
-use symphonia::core::io::{MediaSource, MediaSourceStream, MediaSourceStreamOptions};
+use symphonia::core::io::{MediaSource, MediaSourceStream, MediaSourceStreamOptions, ReadOnlySource};
 
 use crate::error::{Error, Result};
 
@@ -32,6 +33,10 @@ pub struct Decoded {
     pub channels: usize,
     /// The container and codec: "wav", "flac", "mp3", "ogg/vorbis".
     pub format: String,
+    /// What was wrong with a file that still gave audio: where a truncated file ends, packets
+    /// skipped as undecodable. The command prints them on stderr; the audio is what could be
+    /// decoded.
+    pub warnings: Vec<String>,
 }
 
 impl Decoded {
@@ -41,8 +46,9 @@ impl Decoded {
     }
 }
 
-/// Decodes the file at `path`. The file is read as it is decoded, so memory holds the 16 kHz
-/// result, not the file. Errors name the path.
+/// Decodes the file at `path`, read as it is decoded, so memory holds the 16 kHz result, not
+/// the file. Named pipes and process substitutions (`<(ffmpeg … -f wav -)`) are read as
+/// streams. Errors name the path.
 pub fn decode_file(path: &Path) -> Result<Decoded> {
     let name = path.display().to_string();
     // Opening a directory succeeds on some systems and only reading fails; say what it is.
@@ -50,20 +56,66 @@ pub fn decode_file(path: &Path) -> Result<Decoded> {
     if meta.is_dir() {
         return Err(Error::io(path, std::io::Error::new(std::io::ErrorKind::IsADirectory, "is a directory")));
     }
-    let file = File::open(path).map_err(|e| Error::io(path, e))?;
-    if meta.len() == 0 {
+    if meta.is_file() && meta.len() == 0 {
         return Err(empty(&name));
     }
+    let file = open_input(path, &meta)?;
     let extension = path.extension().and_then(|e| e.to_str());
     decode_source(Box::new(file), &name, extension)
 }
 
-/// Decodes everything `reader` yields (standard input, for `-`): the bytes are read whole first,
-/// since probing a format needs to look ahead and back. `source_name` names the input in errors.
-pub fn decode_reader(mut reader: impl Read, source_name: &str) -> Result<Decoded> {
-    let mut bytes = Vec::new();
-    reader.read_to_end(&mut bytes).map_err(|e| Error::io(Path::new(source_name), e))?;
-    decode_bytes(bytes, source_name, None)
+/// Checks, before any work, that `path` names something audio can be read from: it exists and
+/// is not a folder. Reading it may still fail; this catches the typing mistakes early.
+pub fn check_input(path: &Path) -> Result<()> {
+    let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+    if meta.is_dir() {
+        return Err(Error::io(path, std::io::Error::new(std::io::ErrorKind::IsADirectory, "is a directory")));
+    }
+    Ok(())
+}
+
+/// How long opening a named pipe may wait for its writer before the wait is reported.
+const FIFO_NOTICE_AFTER: Duration = Duration::from_secs(1);
+
+/// Opens `path` for reading. Opening a named pipe waits until a program opens it for writing;
+/// a wait longer than [`FIFO_NOTICE_AFTER`] is reported on stderr, so that a pipe nobody
+/// writes to is a visible wait rather than a silent hang.
+fn open_input(path: &Path, meta: &std::fs::Metadata) -> Result<File> {
+    if !is_fifo(meta) {
+        return File::open(path).map_err(|e| Error::io(path, e));
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    let owned = path.to_path_buf();
+    std::thread::spawn(move || {
+        // The receiver is gone only when the command ended; nothing is left to tell.
+        let _ = tx.send(File::open(&owned));
+    });
+    let opened = match rx.recv_timeout(FIFO_NOTICE_AFTER) {
+        Ok(opened) => opened,
+        Err(_) => {
+            eprintln!("susurrus: {}: waiting for a program to write to this named pipe", path.display());
+            rx.recv().unwrap_or_else(|_| Err(std::io::Error::other("the thread opening the pipe ended")))
+        }
+    };
+    opened.map_err(|e| Error::io(path, e))
+}
+
+#[cfg(unix)]
+fn is_fifo(meta: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    meta.file_type().is_fifo()
+}
+
+#[cfg(not(unix))]
+fn is_fifo(_: &std::fs::Metadata) -> bool {
+    false
+}
+
+/// Decodes everything `reader` yields (standard input, for `-`) as it arrives: the stream is
+/// never held whole, so its length costs only the 16 kHz result. `source_name` names the input
+/// in errors.
+pub fn decode_reader<'a>(reader: impl Read + Send + Sync + 'a, source_name: &str) -> Result<Decoded> {
+    decode_source(Box::new(ReadOnlySource::new(reader)), source_name, None)
 }
 
 /// Decodes an encoded file held in memory. `extension_hint` (like "mp3") helps pick the format
@@ -79,11 +131,16 @@ fn empty(source_name: &str) -> Error {
     Error::audio(source_name, "empty file")
 }
 
-fn decode_source(source: Box<dyn MediaSource>, name: &str, extension: Option<&str>) -> Result<Decoded> {
+fn decode_source<'a>(source: Box<dyn MediaSource + 'a>, name: &str, extension: Option<&str>) -> Result<Decoded> {
     let mut hint = Hint::new();
     if let Some(extension) = extension {
         hint.with_extension(extension);
     }
-    let mss = MediaSourceStream::new(source, MediaSourceStreamOptions::default());
-    decode::decode(mss, &hint, name)
+    let (source, read) = decode::Counted::new(source);
+    let mss = MediaSourceStream::new(Box::new(source), MediaSourceStreamOptions::default());
+    decode::decode(mss, &hint, name, &read).map_err(|e| match e {
+        // A stream that gave no byte at all is empty, whatever the probe made of it.
+        Error::Audio { .. } if read.furthest() == 0 => empty(name),
+        e => e,
+    })
 }

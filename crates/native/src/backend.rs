@@ -14,10 +14,33 @@ pub enum BackendChoice {
     Auto,
     /// The multi-threaded SIMD CPU backend.
     Cpu,
-    /// wgpu (Vulkan, Metal, DX12) on the first adapter found, software adapters included.
+    /// wgpu (Vulkan, Metal, DX12) on the adapter wgpu prefers (or the first whose name
+    /// contains `WGPU_ADAPTER_NAME`), software adapters included, with a warning.
     Wgpu,
     /// CUDA on the first NVIDIA GPU (kernels compiled with NVRTC, products on cuBLAS).
     Cuda,
+}
+
+/// Readies the process environment for the GPU drivers; call it first thing in `main`.
+///
+/// Mesa's Vulkan device-selection layer, loaded implicitly into every Vulkan process, asks
+/// Wayland for the display's GPU, and libwayland prints `error: XDG_RUNTIME_DIR is invalid or
+/// not set in the environment.` where that variable is unset (containers, cron jobs, ssh
+/// sessions), once per Vulkan instance, on runs that succeed. Without a runtime folder there is
+/// no Wayland session to ask, so the layer is switched off by its documented variable
+/// `NODEVICE_SELECT`; wgpu still ranks the adapters itself (discrete GPUs first).
+///
+/// # Safety
+///
+/// Sets an environment variable: no other thread may exist yet (the start of `main`).
+pub unsafe fn prepare_environment() {
+    let runtime_dir = std::env::var_os("XDG_RUNTIME_DIR").map(std::path::PathBuf::from);
+    if !runtime_dir.is_some_and(|dir| dir.is_absolute() && dir.is_dir())
+        && std::env::var_os("NODEVICE_SELECT").is_none()
+    {
+        // SAFETY: the caller guarantees that no other thread runs.
+        unsafe { std::env::set_var("NODEVICE_SELECT", "1") };
+    }
 }
 
 /// The CPU backend's threads for `--threads N`: more threads than cores only contend for
@@ -44,7 +67,17 @@ pub fn open(choice: BackendChoice, threads: Option<usize>) -> Result<Box<dyn Bac
     let cpu = || -> Result<Box<dyn Backend>> { Ok(Box::new(crate::cpu::FastCpuBackend::new(threads)?)) };
     match choice {
         BackendChoice::Cpu => cpu(),
-        BackendChoice::Wgpu => Ok(Box::new(pollster::block_on(WgpuBackend::with_options(&WgpuOptions::default()))?)),
+        BackendChoice::Wgpu => {
+            let gpu = pollster::block_on(WgpuBackend::with_options(&WgpuOptions::default()))?;
+            if gpu.is_software() {
+                eprintln!(
+                    "susurrus: warning: the wgpu adapter {} is software, on the CPU: it runs tens of times slower than \
+                     --backend cpu (which --backend auto picks here)",
+                    gpu.adapter()
+                );
+            }
+            Ok(Box::new(gpu))
+        }
         BackendChoice::Cuda => Ok(Box::new(CudaBackend::new(&CudaOptions::default())?)),
         BackendChoice::Auto => {
             if let Ok(cuda) = CudaBackend::new(&CudaOptions::default()) {

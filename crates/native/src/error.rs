@@ -26,7 +26,7 @@ pub enum Error {
     /// A command-line value the parser accepted but the command cannot use.
     #[error("{0}")]
     Usage(String),
-    /// The HTTP server of `susurrus serve`: it cannot listen on `addr`, or stopped accepting there.
+    /// The HTTP server of `susurrus serve`: it cannot listen on `addr`, or cannot start serving there.
     #[error("{action} {addr}: {source}")]
     Server {
         action: &'static str,
@@ -34,6 +34,11 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// The program reading standard output stopped reading (`| head`): the command stops
+    /// without a message and exits with status 141, as a program ended by SIGPIPE does, so
+    /// that a pipeline (`set -o pipefail`) sees that output was lost.
+    #[error("standard output was closed by the program reading it")]
+    ReaderGone,
     /// A batch in which some inputs failed (each was reported as it failed).
     #[error("{failed} of {total} files failed")]
     FilesFailed { failed: usize, total: usize },
@@ -43,6 +48,21 @@ impl Error {
     /// An [`Error::Io`] for `path`.
     pub fn io(path: &Path, source: std::io::Error) -> Self {
         Error::Io { path: path.display().to_string(), source }
+    }
+
+    /// The command's exit status for this error: 141 for [`Error::ReaderGone`], 1 otherwise
+    /// (the argument parser's own errors exit with 2).
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Error::ReaderGone => 141,
+            _ => 1,
+        }
+    }
+
+    /// Whether the error is worth a message on stderr: not when the reader of standard output
+    /// left, which it knows.
+    pub fn is_reported(&self) -> bool {
+        !matches!(self, Error::ReaderGone)
     }
 
     /// An [`Error::Audio`] for the input named `source_name`.

@@ -7,7 +7,9 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
-use susurrus_core::exec::wgpu::{DEFAULT_MAX_BUFFER, DEFAULT_MAX_STORAGE_BINDING, buffer_limit, matrix_units};
+use susurrus_core::exec::wgpu::{
+    DEFAULT_MAX_BUFFER, DEFAULT_MAX_STORAGE_BINDING, WgpuOptions, buffer_limit, choose_adapter, matrix_units,
+};
 use susurrus_core::passes::split_weights::{BufferLimit, row_blocks};
 use susurrus_whisper::weights::{WhisperWeights, load_dir};
 
@@ -152,18 +154,11 @@ pub fn run(args: &InfoArgs) -> Result<()> {
 /// Collects the report. `model`: the folder given with `--model` (an error when it cannot be
 /// read), else the default one (noted as missing when it is not there).
 pub fn gather(model: Option<&Path>) -> Result<Info> {
-    let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+    let instance = susurrus_core::exec::wgpu::instance();
     let adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()));
     let reports: Vec<AdapterReport> = adapters.iter().map(adapter_report).collect();
-    // The same request the wgpu backend makes, so this is the adapter it opens.
-    let chosen = pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
-        power_preference: wgpu::PowerPreference::HighPerformance,
-        force_fallback_adapter: false,
-        compatible_surface: None,
-        apply_limit_buckets: false,
-    }))
-    .ok()
-    .map(|a| a.get_info());
+    // The adapter the wgpu backend opens.
+    let chosen = pollster::block_on(choose_adapter(&instance, &WgpuOptions::default())).ok().map(|a| a.get_info());
     let wgpu_adapter = chosen.and_then(|info| adapters.iter().position(|a| a.get_info() == info));
     let cuda = CudaBackend::new(&CudaOptions::default())
         .map(|b| format!("{} ({})", b.device_name(), b.arch()))

@@ -8,6 +8,7 @@ pub mod bench_ops;
 pub mod convert;
 pub mod cpu;
 pub mod cuda;
+pub mod destination;
 pub mod error;
 pub mod info;
 pub mod model_dir;

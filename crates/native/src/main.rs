@@ -6,12 +6,16 @@ use clap::Parser;
 use susurrus_native::{Cli, run};
 
 fn main() -> ExitCode {
+    // SAFETY: the first thing the program does, before any thread exists.
+    unsafe { susurrus_native::backend::prepare_environment() };
     let cli = Cli::parse();
     match run(&cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("susurrus: error: {e}");
-            ExitCode::FAILURE
+            if e.is_reported() {
+                eprintln!("susurrus: error: {e}");
+            }
+            ExitCode::from(e.exit_code())
         }
     }
 }

@@ -3,7 +3,7 @@
 //! reported and the rest go on.
 
 use std::collections::HashMap;
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -17,21 +17,28 @@ use susurrus_whisper::{Event, Task, TranscribeOptions, Whisper};
 use crate::audio;
 use crate::backend::{self, BackendChoice};
 use crate::error::{Error, Result};
-use crate::model_dir;
 use crate::output::{self, Format, Load, Meta, Timings};
+use crate::{destination, model_dir};
 
 const AFTER_HELP: &str = "\
 Output:
   Without --output-dir, the transcript goes to standard output: with --format txt each segment
   is printed as soon as it is decoded; srt and vtt print each file's document when the file is
-  done; json prints one object per file, one per line.
+  done; json prints one object per file, one per line. With several files, txt, srt and vtt
+  output starts each file with a line `==> FILE <==` (files after the first after an empty
+  line).
   With --output-dir DIR, each FILE's transcript is written to DIR/<FILE's name without its
   extension>.<format> (standard input: DIR/stdin.<format>) and nothing goes to standard output.
+  Each file is written whole through a temporary file, so a failed write leaves nothing behind;
+  an existing transcript is replaced only with --overwrite, and never an input.
+  Before the model loads, every input must exist, the output folder must be writable and
+  standard output open; nothing is transcribed otherwise.
   When standard error is a terminal, it shows a progress bar per file, and the segments as they
-  are decoded when standard output is not showing them.
+  are decoded when standard output is not showing them. A file that is truncated or partly
+  damaged is transcribed as far as it decodes, with a warning on standard error saying where.
   A file that cannot be read or transcribed is reported on standard error and the others go
-  on; the exit status is 1 when any file failed. When standard output is closed early (as by
-  `| head`), the command stops quietly.
+  on; the exit status is 1 when any file failed. When the program reading standard output
+  stops (as `| head` does), the command stops quietly with exit status 141.
 
 Examples:
   susurrus transcribe talk.wav
@@ -61,6 +68,10 @@ pub struct TranscribeArgs {
     /// (DIR is created if missing).
     #[arg(long, short = 'o', value_name = "DIR")]
     pub output_dir: Option<PathBuf>,
+    /// With --output-dir: replace transcripts that exist already (without it, the run stops
+    /// before any work when one exists).
+    #[arg(long, requires = "output_dir")]
+    pub overwrite: bool,
     /// Threads of the CPU backend. Default: one per core (more are lowered to the core count,
     /// with a warning).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
@@ -348,11 +359,9 @@ pub fn run(args: &TranscribeArgs) -> Result<()> {
     options.validate()?;
     let cues = args.cue_options()?;
     check_inputs(args)?;
+    check_outputs(args)?;
     let dir = model_dir::resolve(args.model.as_deref())?;
     let vad = if args.vad { Some(model_dir::resolve_vad(args.vad_model.as_deref())?) } else { None };
-    if let Some(out) = &args.output_dir {
-        std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
-    }
 
     let (whisper, load) = {
         let _spinner = Clear(spinner(format!("loading {}", dir.display())));
@@ -360,13 +369,15 @@ pub fn run(args: &TranscribeArgs) -> Result<()> {
     };
     check_model_options(&whisper, &options, &dir)?;
 
-    let mut session = Session { whisper, options, cues, load, args };
+    let mut session = Session { whisper, options, cues, load, args, printed: false };
     let mut failed = 0;
     for input in &args.files {
         match session.transcribe(input) {
             Ok(()) => {}
-            // A reader that stopped reading (`| head`) wants no more: stop quietly.
-            Err(Failure::Output(Error::Io { source, .. })) if source.kind() == std::io::ErrorKind::BrokenPipe => break,
+            // A reader that stopped reading (`| head`) wants no more.
+            Err(Failure::Output(Error::Io { source, .. })) if source.kind() == std::io::ErrorKind::BrokenPipe => {
+                return Err(Error::ReaderGone);
+            }
             Err(Failure::Output(e)) => return Err(e),
             Err(Failure::Input(e)) => {
                 failed += 1;
@@ -380,15 +391,22 @@ pub fn run(args: &TranscribeArgs) -> Result<()> {
     }
 }
 
-/// Standard input at most once, and no two inputs writing the same output file.
+/// Standard input at most once and not a terminal, every input file present, and no two
+/// inputs writing the same output file.
 fn check_inputs(args: &TranscribeArgs) -> Result<()> {
     if args.files.iter().filter(|f| is_stdin(f)).count() > 1 {
         return Err(Error::Usage("standard input (-) can be read only once".into()));
     }
-    let Some(dir) = &args.output_dir else { return Ok(()) };
+    if args.files.iter().any(|f| is_stdin(f)) && std::io::stdin().is_terminal() {
+        return Err(Error::Usage(
+            "standard input (-) is a terminal: pipe audio into it, as in `susurrus transcribe - < talk.wav`".into(),
+        ));
+    }
+    for input in args.files.iter().filter(|f| !is_stdin(f)) {
+        audio::check_input(input)?;
+    }
     let mut outputs: HashMap<PathBuf, &Path> = HashMap::new();
-    for input in &args.files {
-        let path = dir.join(output_name(input, args.format)?);
+    for (input, path) in output_paths(args)? {
         if let Some(first) = outputs.insert(path.clone(), input) {
             return Err(Error::Usage(format!(
                 "{} and {} would both be written to {}; transcribe them in separate runs",
@@ -399,6 +417,25 @@ fn check_inputs(args: &TranscribeArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Each input with the file its transcript goes to (none without `--output-dir`).
+fn output_paths(args: &TranscribeArgs) -> Result<Vec<(&Path, PathBuf)>> {
+    let Some(dir) = &args.output_dir else { return Ok(Vec::new()) };
+    args.files.iter().map(|input| Ok((input.as_path(), dir.join(output_name(input, args.format)?)))).collect()
+}
+
+/// Where the transcripts go, checked before the model loads: the output folder writable and
+/// no transcript replacing an input or (without `--overwrite`) an existing file; else
+/// standard output open.
+fn check_outputs(args: &TranscribeArgs) -> Result<()> {
+    match &args.output_dir {
+        Some(dir) => {
+            destination::check_dir(dir)?;
+            destination::check_outputs(&output_paths(args)?, &args.files, args.overwrite)
+        }
+        None => destination::check_stdout(),
+    }
 }
 
 /// Options the model must support: a language it knows, translation on multilingual models.
@@ -479,24 +516,30 @@ struct Session<'a> {
     cues: CueOptions,
     load: Load,
     args: &'a TranscribeArgs,
+    /// Whether a file's output has gone to standard output yet (for the separating line).
+    printed: bool,
 }
 
 impl Session<'_> {
     fn transcribe(&mut self, input: &Path) -> std::result::Result<(), Failure> {
         let name = input_name(input);
         let audio_started = Instant::now();
-        let decoded = if is_stdin(input) {
-            audio::decode_reader(std::io::stdin().lock(), "-")
-        } else {
-            audio::decode_file(input)
-        }
-        .map_err(Failure::Input)?;
+        let decoded =
+            if is_stdin(input) { audio::decode_reader(std::io::stdin(), "-") } else { audio::decode_file(input) }
+                .map_err(Failure::Input)?;
         let audio_time = audio_started.elapsed();
+        for warning in &decoded.warnings {
+            eprintln!("susurrus: warning: {name}: {warning}");
+        }
 
         let duration = decoded.duration();
         let bar = Clear(progress_bar(&name, duration));
         let format = self.args.format;
         let to_stdout_live = format == Format::Txt && self.args.output_dir.is_none();
+        if to_stdout_live {
+            let header = self.header(&name);
+            bar.0.suspend(|| write_stdout(&header)).map_err(Failure::Output)?;
+        }
         let timestamps = self.options.timestamps;
         let mut stdout_error = None;
         let mut on_event = |event: Event| -> ControlFlow<()> {
@@ -536,12 +579,13 @@ impl Session<'_> {
         let written = match &self.args.output_dir {
             Some(dir) => {
                 let path = dir.join(output_name(input, format).map_err(Failure::Input)?);
-                std::fs::write(&path, text).map_err(|e| Failure::Input(Error::io(&path, e)))?;
+                destination::write_whole(&path, &text, self.args.overwrite).map_err(Failure::Input)?;
                 format!(" -> {}", path.display())
             }
             None if to_stdout_live => String::new(),
             None => {
-                bar.0.suspend(|| write_stdout(&text)).map_err(Failure::Output)?;
+                let document = self.header(&name) + &text;
+                bar.0.suspend(|| write_stdout(&document)).map_err(Failure::Output)?;
                 String::new()
             }
         };
@@ -551,6 +595,19 @@ impl Session<'_> {
             transcribe_time.as_secs_f64()
         ));
         Ok(())
+    }
+}
+
+impl Session<'_> {
+    /// The line that starts a file's output on standard output in a batch of several files,
+    /// as `head` and `tail` mark theirs (after an empty line from the second file on); empty
+    /// for one file, for JSON lines (which name their file) and with `--output-dir`.
+    fn header(&mut self, name: &str) -> String {
+        if self.args.files.len() < 2 || self.args.format == Format::Json || self.args.output_dir.is_some() {
+            return String::new();
+        }
+        let separator = if std::mem::replace(&mut self.printed, true) { "\n" } else { "" };
+        format!("{separator}==> {name} <==\n")
     }
 }
 
@@ -711,11 +768,27 @@ mod tests {
     fn stdin_once_and_one_output_file_per_input() {
         let err = check_inputs(&parse(&["-", "a.wav", "-"]).unwrap()).unwrap_err();
         assert_eq!(err.to_string(), "standard input (-) can be read only once");
-        let args = parse(&["x/a.wav", "y/a.mp3", "-o", "out", "-f", "srt"]).unwrap();
+        let dir = std::env::temp_dir().join(format!("susurrus-check-inputs-{}", std::process::id()));
+        for name in ["x/a.wav", "y/a.mp3", "y/b.wav"] {
+            std::fs::create_dir_all(dir.join(name).parent().unwrap()).unwrap();
+            std::fs::write(dir.join(name), b"RIFF").unwrap();
+        }
+        let at = |name: &str| dir.join(name).display().to_string();
+        let args = parse(&[&at("x/a.wav"), &at("y/a.mp3"), "-o", "out", "-f", "srt"]).unwrap();
         let err = check_inputs(&args).unwrap_err().to_string();
-        assert_eq!(err, "x/a.wav and y/a.mp3 would both be written to out/a.srt; transcribe them in separate runs");
-        assert!(check_inputs(&parse(&["x/a.wav", "y/b.wav", "-", "-o", "out"]).unwrap()).is_ok());
-        assert!(check_inputs(&parse(&["x/a.wav", "y/a.mp3"]).unwrap()).is_ok());
+        assert_eq!(
+            err,
+            format!(
+                "{} and {} would both be written to out/a.srt; transcribe them in separate runs",
+                at("x/a.wav"),
+                at("y/a.mp3")
+            )
+        );
+        assert!(check_inputs(&parse(&[&at("x/a.wav"), &at("y/b.wav"), "-o", "out"]).unwrap()).is_ok());
+        assert!(check_inputs(&parse(&[&at("x/a.wav"), &at("y/a.mp3")]).unwrap()).is_ok());
+        let err = check_inputs(&parse(&[&at("x/a.wav"), &at("x/c.wav")]).unwrap()).unwrap_err().to_string();
+        assert_eq!(err, format!("{}: No such file or directory (os error 2)", at("x/c.wav")));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

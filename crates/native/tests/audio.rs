@@ -184,7 +184,10 @@ fn a_file_cut_inside_its_samples_decodes_up_to_the_cut() {
 #[test]
 fn a_valid_header_without_samples_is_empty_audio() {
     let d = decode("zero_samples.wav");
-    assert_eq!(d, Decoded { samples: vec![], source_rate: 16_000, channels: 1, format: "wav".into() });
+    assert_eq!(
+        d,
+        Decoded { samples: vec![], source_rate: 16_000, channels: 1, format: "wav".into(), warnings: vec![] }
+    );
 }
 
 #[test]
@@ -396,4 +399,132 @@ fn cut_or_corrupted_files_never_panic() {
             }
         }
     }
+}
+
+/// The fixtures that decode: every one but the unsupported and defective inputs.
+const DECODABLE: [&str; 16] = [
+    "speech_16k_s16.wav",
+    "speech_16k.flac",
+    "speech_22k05.mp3",
+    "speech_44k1_stereo.mp3",
+    "speech_48k_stereo.ogg",
+    "tone_16k_6ch_s16.wav",
+    "tone_16k_f32.wav",
+    "tone_16k_s16.wav",
+    "tone_16k_s24.wav",
+    "tone_16k_s32.wav",
+    "tone_16k_u8.wav",
+    "tone_22k05_s24.wav",
+    "tone_44k1_stereo_s16.wav",
+    "tone_48k_s16.wav",
+    "tone_8k_s16.wav",
+    "zero_samples.wav",
+];
+
+#[test]
+fn a_stream_decodes_every_format_like_the_file_with_no_warning() {
+    for name in DECODABLE {
+        let from_file = decode(name);
+        assert_eq!(from_file.warnings, Vec::<String>::new(), "{name}: an intact file decodes without a warning");
+        let bytes = std::fs::read(fixture(name)).unwrap();
+        // Read as a pipe gives it: in pieces, without seeking.
+        let streamed = decode_reader(Trickle { bytes: &bytes, at: 0 }, "-").unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(streamed, from_file, "{name}");
+    }
+}
+
+/// A reader that yields at most 1000 bytes a read, as a pipe may.
+struct Trickle<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl std::io::Read for Trickle<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = buf.len().min(1000).min(self.bytes.len() - self.at);
+        buf[..n].copy_from_slice(&self.bytes[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
+    }
+}
+
+#[test]
+fn a_stream_of_no_audio_is_refused_after_reading_a_bounded_prefix() {
+    /// Zeros without end, counting what was read.
+    struct Zeros(u64);
+    impl std::io::Read for Zeros {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            buf.fill(0);
+            self.0 += buf.len() as u64;
+            Ok(buf.len())
+        }
+    }
+    let mut zeros = Zeros(0);
+    assert_eq!(
+        audio_error(decode_reader(&mut zeros, "-")),
+        "-: not a supported audio format (WAV, FLAC, MP3, OGG Vorbis)"
+    );
+    // The format probe gives up within a few megabytes, and nothing was held but its buffer.
+    assert!(zeros.0 < 4 << 20, "read {} bytes", zeros.0);
+}
+
+#[test]
+fn truncated_and_damaged_files_decode_with_a_warning_saying_where() {
+    let warnings = |name: &str| decode(name).warnings;
+    let cut = "it looks truncated; the audio before the cut is transcribed";
+    assert_eq!(
+        warnings("truncated_speech.wav"),
+        [format!("the file ends inside a packet at byte 20001, after 0.624 s of audio: {cut}")]
+    );
+    // The MP3 reader stops quietly at the cut; the LAME header's frame count tells.
+    assert_eq!(
+        warnings("truncated_speech.mp3"),
+        [
+            "the header announces 2.756 s of audio, but decoding stopped at 1.621 s: the file looks truncated or damaged; \
+          the audio before that point is transcribed"
+        ]
+    );
+    let ogg = std::fs::read(fixture("speech_48k_stereo.ogg")).unwrap();
+    let d = decode_bytes(ogg[..25_000].to_vec(), "cut.ogg", None).unwrap();
+    assert_eq!(d.warnings, [format!("the file ends inside a packet at byte 25000, after 0.981 s of audio: {cut}")]);
+    let flac = std::fs::read(fixture("speech_16k.flac")).unwrap();
+    let d = decode_bytes(flac[..flac.len() * 6 / 10].to_vec(), "cut.flac", None).unwrap();
+    assert_eq!(d.warnings, [format!("the file ends inside a packet at byte 32991, after 1.224 s of audio: {cut}")]);
+    assert_eq!(d.samples, decode("speech_16k.flac").samples[..d.samples.len()], "the audio before the cut is exact");
+
+    // Three MP3 frames in the middle with their side information overwritten: they are
+    // skipped, the rest decodes.
+    let mut mp3 = std::fs::read(fixture("speech_22k05.mp3")).unwrap();
+    let frames = mpeg2_layer3_frames(&mp3);
+    assert_eq!(frames.len(), 109, "the LAME info frame and 108 audio frames");
+    for &i in &frames[41..44] {
+        mp3[i + 4..i + 12].fill(0xFF);
+    }
+    let d = decode_bytes(mp3, "side.mp3", None).unwrap();
+    // Audio frame 40 (after the info frame) is the first damaged one: 40 frames of 576
+    // samples at 22050 Hz have been decoded before it, less the 1105 samples of delay
+    // trimmed at the start (the 576 of the encoder that its LAME header states, and the
+    // decoder's 529): 21935 / 22050 = 0.995 s.
+    assert_eq!(d.warnings, ["skipped 3 undecodable mp3 packets (the first at 0.995 s: mpa: granule big_values > 288)"]);
+}
+
+/// The byte offsets of the frames of an MPEG-2 layer III file behind a 10-byte ID3v2 header,
+/// read from each frame's header.
+fn mpeg2_layer3_frames(mp3: &[u8]) -> Vec<usize> {
+    const KBPS: [usize; 15] = [0, 8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 144, 160];
+    const RATES: [usize; 3] = [22050, 24000, 16000];
+    let tag = mp3[6..10].iter().fold(0, |size, &b| size << 7 | usize::from(b));
+    let mut frames = Vec::new();
+    let mut at = 10 + tag;
+    while at + 4 <= mp3.len() && mp3[at] == 0xFF && mp3[at + 1] & 0xE0 == 0xE0 {
+        let header = &mp3[at..at + 4];
+        let (kbps, rate, padding) = (
+            KBPS[usize::from(header[2] >> 4)],
+            RATES[usize::from(header[2] >> 2 & 3)],
+            usize::from(header[2] >> 1 & 1),
+        );
+        frames.push(at);
+        at += 72_000 * kbps / rate + padding;
+    }
+    frames
 }

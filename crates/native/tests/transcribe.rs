@@ -222,6 +222,46 @@ fn wgpu_json_of_a_short_clip_matches_the_reference() {
     check_json_lines(&out, &[(path_str(&wav), "short_2")], "beam_5", "wgpu");
 }
 
+/// `--backend wgpu` on the software adapter (lavapipe, chosen by name) runs and says it is
+/// slow; an adapter name that matches nothing is an error naming the adapters; and where
+/// `XDG_RUNTIME_DIR` is unset (containers, cron), nothing about it is printed.
+#[test]
+fn wgpu_adapters_are_chosen_honestly_and_quietly() {
+    model_dir();
+    let wav = golden("short_2.wav");
+    let run = |adapter: &str| {
+        Command::new(env!("CARGO_BIN_EXE_susurrus"))
+            .args(["transcribe", "--backend", "wgpu", path_str(&wav)])
+            .env("WGPU_ADAPTER_NAME", adapter)
+            .env_remove("XDG_RUNTIME_DIR")
+            .output()
+            .unwrap()
+    };
+    let out = run("LLVMPIPE");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), expected_txt("short_2"));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.starts_with("susurrus: warning: the wgpu adapter llvmpipe (")
+            && stderr.ends_with(
+                " is software, on the CPU: it runs tens of times slower than --backend cpu (which --backend auto \
+                 picks here)\n"
+            )
+            && stderr.lines().count() == 1,
+        "{stderr}"
+    );
+    let out = run("no such adapter");
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.starts_with(
+            "susurrus: error: backend error: adapter name \"no such adapter\" (WGPU_ADAPTER_NAME) matches none of the \
+             adapters here: llvmpipe ("
+        ) && stderr.lines().count() == 1,
+        "{stderr}"
+    );
+}
+
 #[test]
 fn no_timestamps_and_initial_prompt_reach_the_decoder() {
     let wav = golden("short_1.wav");
@@ -310,7 +350,7 @@ fn thread_and_sample_counts_are_kept_in_range() {
 
 #[test]
 fn vad_settings_and_a_missing_network_fail_before_any_file_is_read() {
-    let input = audio_fixture("no_such_file.wav");
+    let input = golden("short_1.wav");
     let fails = |args: &[&str], want: &str| {
         let out = transcribe(&[args, &[path_str(&input)]].concat(), None, &[]);
         assert_eq!(out.status.code(), Some(1), "{args:?}");
@@ -422,7 +462,15 @@ fn a_bad_file_in_a_batch_is_reported_and_the_others_are_transcribed() {
     let (first, bad, last) = (golden("short_2.wav"), audio_fixture("garbage.wav"), golden("noisy.wav"));
     let out = transcribe(&["--backend", "cpu", path_str(&first), path_str(&bad), path_str(&last)], None, &[]);
     assert_eq!(out.status.code(), Some(1), "stderr:\n{}", text(&out.stderr));
-    assert_eq!(text(&out.stdout), expected_txt("short_2") + &expected_txt("noisy"));
+    // Each file's text under a `==> FILE <==` line, as `head` marks files.
+    let want = format!(
+        "==> {} <==\n{}\n==> {} <==\n{}",
+        first.display(),
+        expected_txt("short_2"),
+        last.display(),
+        expected_txt("noisy")
+    );
+    assert_eq!(text(&out.stdout), want);
     let stderr = text(&out.stderr);
     let lines: Vec<&str> = stderr.lines().collect();
     assert_eq!(lines.len(), 2, "{stderr}");
@@ -432,30 +480,185 @@ fn a_bad_file_in_a_batch_is_reported_and_the_others_are_transcribed() {
 
 #[test]
 fn unreadable_inputs_fail_each_with_its_name_and_a_silent_one_gives_nothing() {
-    let (missing, empty, nan) =
-        (audio_fixture("no_such_file.wav"), audio_fixture("empty.wav"), audio_fixture("nan_f32.wav"));
-    let silent = audio_fixture("zero_samples.wav");
-    let inputs = [&missing, &empty, &silent, &nan];
-    let args: Vec<&str> = ["--backend", "cpu"].into_iter().chain(inputs.iter().map(|p| path_str(p))).collect();
-    let out = transcribe(&args, None, &[]);
+    let (empty, silent, nan) =
+        (audio_fixture("empty.wav"), audio_fixture("zero_samples.wav"), audio_fixture("nan_f32.wav"));
+    let out =
+        transcribe(&["--backend", "cpu", "-f", "json", path_str(&empty), path_str(&silent), path_str(&nan)], None, &[]);
     assert_eq!(out.status.code(), Some(1));
-    assert_eq!(text(&out.stdout), "", "a file without samples has an empty transcript");
+    let json: Value = serde_json::from_str(&text(&out.stdout)).expect("one JSON line");
+    assert_eq!(
+        (&json["file"], &json["segments"]),
+        (&Value::from(path_str(&silent)), &serde_json::json!([])),
+        "a file without samples has an empty transcript"
+    );
     let want = [
-        format!("susurrus: error: {}: No such file or directory (os error 2)", missing.display()),
         format!("susurrus: error: {}: empty file", empty.display()),
         format!(
             "susurrus: error: {}: the audio contains NaN or infinite samples (the first at 0.312 s)",
             nan.display()
         ),
-        "susurrus: error: 3 of 4 files failed".to_string(),
+        "susurrus: error: 2 of 3 files failed".to_string(),
     ];
     assert_eq!(text(&out.stderr), want.join("\n") + "\n");
+}
+
+/// A missing input, an output folder that cannot be made, a transcript that exists or would
+/// replace an input, a closed standard output: each stops the run before the model loads
+/// (the model folder given does not exist, and its error never shows).
+#[test]
+fn inputs_and_outputs_are_checked_before_the_model_loads() {
+    let dir = scratch("outputs");
+    let no_model = dir.join("no-model");
+    let (wav, missing) = (golden("short_1.wav"), audio_fixture("no_such_file.wav"));
+    let fails = |args: &[&str], want: String| {
+        let out = transcribe(&[&["--model", path_str(&no_model)], args].concat(), None, &[]);
+        assert_eq!((out.status.code(), text(&out.stderr)), (Some(1), format!("susurrus: error: {want}\n")), "{args:?}");
+        assert_eq!(text(&out.stdout), "");
+    };
+    fails(
+        &[path_str(&wav), path_str(&missing)],
+        format!("{}: No such file or directory (os error 2)", missing.display()),
+    );
+    let file = dir.join("plain-file");
+    std::fs::write(&file, "x").unwrap();
+    let under_file = file.join("out");
+    fails(
+        &["-o", path_str(&under_file), path_str(&wav)],
+        format!("{}: Not a directory (os error 20)", under_file.display()),
+    );
+
+    // An input named like a transcript, with the transcripts going beside it.
+    let speech = dir.join("speech.txt");
+    std::fs::copy(&wav, &speech).unwrap();
+    fails(
+        &["-o", path_str(&dir), "--overwrite", path_str(&speech)],
+        format!(
+            "{}: the transcript of {} would replace this input file ({}); choose another --output-dir",
+            dir.join("speech.txt").display(),
+            speech.display(),
+            std::fs::canonicalize(&speech).unwrap().display()
+        ),
+    );
+    let out_dir = dir.join("out");
+    std::fs::create_dir_all(&out_dir).unwrap();
+    std::fs::write(out_dir.join("short_1.txt"), "an earlier transcript").unwrap();
+    fails(
+        &["-o", path_str(&out_dir), path_str(&wav)],
+        format!("{} exists: pass --overwrite to replace it", out_dir.join("short_1.txt").display()),
+    );
+    assert_eq!(std::fs::read_to_string(out_dir.join("short_1.txt")).unwrap(), "an earlier transcript");
+
+    // With --overwrite it is replaced, whole, and no temporary file is left beside it.
+    let out = transcribe(&["--backend", "cpu", "-o", path_str(&out_dir), "--overwrite", path_str(&wav)], None, &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(std::fs::read_to_string(out_dir.join("short_1.txt")).unwrap(), expected_txt("short_1"));
+    let names: Vec<_> = std::fs::read_dir(&out_dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(names, ["short_1.txt"]);
+
+    // Standard output closed (`>&-`): the transcript would vanish.
+    let out = Command::new("sh")
+        .args(["-c", "exec \"$0\" transcribe --model \"$1\" \"$2\" >&-", env!("CARGO_BIN_EXE_susurrus")])
+        .args([path_str(&no_model), path_str(&wav)])
+        .output()
+        .unwrap();
+    assert_eq!(
+        (out.status.code(), text(&out.stderr)),
+        (
+            Some(1),
+            "susurrus: error: standard output is closed: redirect it to a file (> transcript.txt) or pass --output-dir\n"
+                .to_string()
+        )
+    );
+    // `> /dev/null` is a choice, not a closed output: the run goes on (to the missing model).
+    let out = Command::new("sh")
+        .args(["-c", "exec \"$0\" transcribe --model \"$1\" \"$2\" > /dev/null", env!("CARGO_BIN_EXE_susurrus")])
+        .args([path_str(&no_model), path_str(&wav)])
+        .output()
+        .unwrap();
+    assert!(text(&out.stderr).starts_with("susurrus: error: model folder "), "{}", text(&out.stderr));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A write error on standard output (here a full device) fails the run with its cause.
+#[test]
+fn a_failed_write_to_standard_output_is_an_error() {
+    model_dir();
+    let wav = golden("short_1.wav");
+    let out = Command::new("sh")
+        .args(["-c", "exec \"$0\" transcribe --backend cpu \"$1\" > /dev/full", env!("CARGO_BIN_EXE_susurrus")])
+        .arg(path_str(&wav))
+        .output()
+        .unwrap();
+    assert_eq!(
+        (out.status.code(), text(&out.stderr)),
+        (Some(1), "susurrus: error: <stdout>: No space left on device (os error 28)\n".to_string())
+    );
+}
+
+/// Process substitution (`<(…)`) and a named pipe whose writer comes late are read as
+/// streams; the wait for the writer is reported.
+#[test]
+fn pipes_and_process_substitution_are_read_as_streams() {
+    model_dir();
+    let wav = golden("short_2.wav");
+    let out = Command::new("bash")
+        .args(["-c", "exec \"$0\" transcribe --backend cpu <(cat \"$1\")", env!("CARGO_BIN_EXE_susurrus")])
+        .arg(path_str(&wav))
+        .output()
+        .unwrap();
+    assert_eq!((out.status.code(), text(&out.stderr)), (Some(0), String::new()));
+    assert_eq!(text(&out.stdout), expected_txt("short_2"));
+
+    let dir = scratch("fifo");
+    let fifo = dir.join("audio.fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let child = Command::new(env!("CARGO_BIN_EXE_susurrus"))
+        .args(["transcribe", "--backend", "cpu", path_str(&fifo)])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The writer opens the pipe once the command has waited past its notice.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    std::fs::write(&fifo, std::fs::read(&wav).unwrap()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        (out.status.code(), text(&out.stderr)),
+        (Some(0), format!("susurrus: {}: waiting for a program to write to this named pipe\n", fifo.display()))
+    );
+    assert_eq!(text(&out.stdout), expected_txt("short_2"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A truncated file is transcribed as far as it decodes, with a warning saying where.
+#[test]
+fn a_truncated_file_is_transcribed_with_a_warning() {
+    let wav = golden("short_2.wav");
+    let dir = scratch("truncated");
+    let cut = dir.join("cut.wav");
+    let bytes = std::fs::read(&wav).unwrap();
+    std::fs::write(&cut, &bytes[..bytes.len() - 1001]).unwrap();
+    let out = transcribe(&["--backend", "cpu", "-f", "json", path_str(&cut)], None, &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let samples = (bytes.len() - 1001 - 44) / 2;
+    let want = format!(
+        "susurrus: warning: {}: the file ends inside a packet at byte {}, after {:.3} s of audio: it looks truncated; \
+         the audio before the cut is transcribed\n",
+        cut.display(),
+        bytes.len() - 1001,
+        samples as f64 / 16000.0
+    );
+    assert_eq!(text(&out.stderr), want);
+    let json: Value = serde_json::from_str(&text(&out.stdout)).unwrap();
+    assert_eq!(json["timings"]["audio_duration_s"].as_f64().unwrap(), samples as f64 / 16000.0);
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn a_missing_model_names_the_fetch_script_before_any_file_is_read() {
     let home = scratch("home");
-    let input = audio_fixture("no_such_file.wav");
+    let input = golden("short_1.wav");
     let hint = "run ./scripts/fetch-model.sh to fetch whisper-tiny.en, or pass --model DIR with a CTranslate2 or \
                 Hugging Face Whisper folder";
 
@@ -475,7 +678,7 @@ fn a_missing_model_names_the_fetch_script_before_any_file_is_read() {
 
 #[test]
 fn options_the_model_cannot_honour_fail_before_any_file_is_read() {
-    let input = audio_fixture("no_such_file.wav");
+    let input = golden("short_1.wav");
     let out = transcribe(&["--backend", "cpu", "--language", "de", path_str(&input)], None, &[]);
     assert_eq!(out.status.code(), Some(1));
     let want = format!(
@@ -530,7 +733,7 @@ fn options_the_model_cannot_honour_fail_before_any_file_is_read() {
 }
 
 #[test]
-fn a_reader_that_stops_reading_ends_the_batch_quietly() {
+fn a_reader_that_stops_reading_ends_the_batch_quietly_with_status_141() {
     model_dir();
     let wav = golden("noisy.wav");
     let mut child = Command::new(env!("CARGO_BIN_EXE_susurrus"))
@@ -540,13 +743,15 @@ fn a_reader_that_stops_reading_ends_the_batch_quietly() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("the susurrus binary runs");
-    let mut first = String::new();
+    let (mut header, mut first) = (String::new(), String::new());
     {
         let mut stdout = std::io::BufReader::new(child.stdout.take().expect("stdout is piped"));
+        std::io::BufRead::read_line(&mut stdout, &mut header).expect("the first file's header arrives");
         std::io::BufRead::read_line(&mut stdout, &mut first).expect("the first segment arrives");
     }
-    // The pipe is closed now; the second file's segment meets a broken pipe.
+    // The pipe is closed now; the second file's output meets a broken pipe. The command stops
+    // without a message, with the status of a program ended by SIGPIPE.
     let out = child.wait_with_output().expect("the command finishes");
-    assert_eq!(first, expected_txt("noisy"));
-    assert_eq!((out.status.code(), text(&out.stderr)), (Some(0), String::new()));
+    assert_eq!((header, first), (format!("==> {} <==\n", wav.display()), expected_txt("noisy")));
+    assert_eq!((out.status.code(), text(&out.stderr)), (Some(141), String::new()));
 }

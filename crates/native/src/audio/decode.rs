@@ -1,13 +1,16 @@
 //! Demuxing and decoding with symphonia, packet by packet into the mono downmix and the 16 kHz
 //! resampler, with every failure turned into a message about the input.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use symphonia::core::audio::GenericAudioBufferRef;
 use symphonia::core::codecs::audio::well_known::{CODEC_ID_AAC, CODEC_ID_ALAC, CODEC_ID_OPUS, CODEC_ID_SPEEX};
 use symphonia::core::codecs::audio::{AudioCodecId, AudioDecoder, AudioDecoderOptions};
 use symphonia::core::errors::Error as SymphoniaError;
 use symphonia::core::formats::probe::Hint;
 use symphonia::core::formats::{FormatOptions, FormatReader, TrackType};
-use symphonia::core::io::MediaSourceStream;
+use symphonia::core::io::{MediaSource, MediaSourceStream};
 use symphonia::core::meta::MetadataOptions;
 
 use super::Decoded;
@@ -22,8 +25,9 @@ const SUPPORTED: &str = "WAV, FLAC, MP3, OGG Vorbis";
 const MIN_RATE: u32 = 1_000;
 const MAX_RATE: u32 = 768_000;
 
-/// Decodes the whole stream in `mss` to 16 kHz mono. `name` names the input in errors.
-pub(super) fn decode(mss: MediaSourceStream<'_>, hint: &Hint, name: &str) -> Result<Decoded> {
+/// Decodes the whole stream in `mss` to 16 kHz mono. `name` names the input in errors; `read`
+/// tells how far into the source the reader got, for the warning about a truncated file.
+pub(super) fn decode(mss: MediaSourceStream<'_>, hint: &Hint, name: &str, read: &Furthest) -> Result<Decoded> {
     let fail = |msg: String| Error::audio(name, msg);
     let mut reader = symphonia::default::get_probe()
         .probe(hint, mss, FormatOptions::default(), MetadataOptions::default())
@@ -39,12 +43,16 @@ pub(super) fn decode(mss: MediaSourceStream<'_>, hint: &Hint, name: &str) -> Res
     let mut mono = Mono::new(params.sample_rate, params.channels.as_ref().map(|c| c.count()), frame_count(&*reader));
     let mut bad_packets = 0usize;
     let mut first_bad = None;
+    let mut cut_at = None;
     loop {
         let packet = match reader.next_packet() {
             Ok(Some(packet)) => packet,
             Ok(None) => break,
-            // A stream cut short (a truncated file): keep everything before the cut.
-            Err(SymphoniaError::IoError(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
+            // A stream cut short (a truncated file): keep everything before the cut, and say so.
+            Err(SymphoniaError::IoError(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                cut_at = Some(read.furthest());
+                break;
+            }
             // A chained stream started a new logical stream: carry on with its decoder. Mono
             // rejects a change of rate or channel count.
             Err(SymphoniaError::ResetRequired) => {
@@ -63,15 +71,16 @@ pub(super) fn decode(mss: MediaSourceStream<'_>, hint: &Hint, name: &str) -> Res
             // survives damage; a file of nothing but undecodable packets is an error below.
             Err(SymphoniaError::DecodeError(msg)) => {
                 bad_packets += 1;
-                first_bad.get_or_insert(msg);
+                first_bad.get_or_insert((msg, mono.position()));
             }
             Err(SymphoniaError::IoError(e)) => {
                 bad_packets += 1;
-                first_bad.get_or_insert(if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                let msg = if e.kind() == std::io::ErrorKind::UnexpectedEof {
                     "packet cut short"
                 } else {
                     "packet unreadable"
-                });
+                };
+                first_bad.get_or_insert((msg, mono.position()));
             }
             Err(SymphoniaError::ResetRequired) => {
                 decoder = make_decoder(reader.as_ref(), track_id, container).map_err(fail)?;
@@ -80,7 +89,7 @@ pub(super) fn decode(mss: MediaSourceStream<'_>, hint: &Hint, name: &str) -> Res
         }
     }
     if mono.frames_in == 0 {
-        if let Some(msg) = first_bad {
+        if let Some((msg, _)) = first_bad {
             return Err(fail(format!("no decodable audio in {bad_packets} {format} packets (first error: {msg})")));
         }
         // Readers drop frames that fail their checksums (FLAC) or stop at a cut, so a file whose
@@ -92,7 +101,78 @@ pub(super) fn decode(mss: MediaSourceStream<'_>, hint: &Hint, name: &str) -> Res
             )));
         }
     }
-    mono.finish(format).map_err(fail)
+    let mut warnings = Vec::new();
+    if let Some((msg, at)) = first_bad {
+        let packets = if bad_packets == 1 { "packet" } else { "packets" };
+        warnings.push(format!("skipped {bad_packets} undecodable {format} {packets} (the first at {at}: {msg})"));
+    }
+    if let Some(byte) = cut_at {
+        warnings.push(format!(
+            "the file ends inside a packet at byte {byte}, after {} of audio: it looks truncated; the audio \
+             before the cut is transcribed",
+            mono.position()
+        ));
+    } else if let Some(missing) = mono.missing() {
+        warnings.push(missing);
+    }
+    mono.finish(format, warnings).map_err(fail)
+}
+
+/// How far into the source the reader got: the furthest byte read, shared with the
+/// [`Counted`] source that the format reader owns.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Furthest(Arc<AtomicU64>);
+
+impl Furthest {
+    pub(super) fn furthest(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// A source that records the furthest byte read from it, so that a truncated stream can be
+/// reported with the byte where it ends, and a stream that gave nothing can be called empty.
+pub(super) struct Counted<'a> {
+    inner: Box<dyn MediaSource + 'a>,
+    position: u64,
+    furthest: Furthest,
+}
+
+impl<'a> Counted<'a> {
+    pub(super) fn new(inner: Box<dyn MediaSource + 'a>) -> (Self, Furthest) {
+        let furthest = Furthest::default();
+        (Counted { inner, position: 0, furthest: furthest.clone() }, furthest)
+    }
+
+    fn moved_to(&mut self, position: u64) {
+        self.position = position;
+        self.furthest.0.fetch_max(position, Ordering::Relaxed);
+    }
+}
+
+impl std::io::Read for Counted<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.moved_to(self.position + n as u64);
+        Ok(n)
+    }
+}
+
+impl std::io::Seek for Counted<'_> {
+    fn seek(&mut self, pos: std::io::SeekFrom) -> std::io::Result<u64> {
+        let position = self.inner.seek(pos)?;
+        self.position = position;
+        Ok(position)
+    }
+}
+
+impl MediaSource for Counted<'_> {
+    fn is_seekable(&self) -> bool {
+        self.inner.is_seekable()
+    }
+
+    fn byte_len(&self) -> Option<u64> {
+        self.inner.byte_len()
+    }
 }
 
 /// The message for a failure to open the stream: the format is unknown, or the file is cut or
@@ -229,6 +309,21 @@ impl Mono {
         }
     }
 
+    /// A warning when the container announced more audio than was decoded (by more than a
+    /// tenth of a second, which covers codecs' encoder delay and padding).
+    fn missing(&self) -> Option<String> {
+        let (expected, rate) = (self.expected_frames?, u64::from(self.rate?));
+        if rate == 0 || expected <= self.frames_in + rate / 10 {
+            return None;
+        }
+        Some(format!(
+            "the header announces {:.3} s of audio, but decoding stopped at {}: the file looks truncated or \
+             damaged; the audio before that point is transcribed",
+            expected as f64 / rate as f64,
+            self.position()
+        ))
+    }
+
     /// How far decoding got, for messages.
     fn position(&self) -> String {
         match self.rate {
@@ -237,11 +332,17 @@ impl Mono {
         }
     }
 
-    fn finish(self, format: String) -> Result<Decoded, String> {
+    fn finish(self, format: String, warnings: Vec<String>) -> Result<Decoded, String> {
         let samples = match self.resampler {
             Some(resampler) => resampler.finish()?,
             None => Vec::new(),
         };
-        Ok(Decoded { samples, source_rate: self.rate.unwrap_or(0), channels: self.channels.unwrap_or(0), format })
+        Ok(Decoded {
+            samples,
+            source_rate: self.rate.unwrap_or(0),
+            channels: self.channels.unwrap_or(0),
+            format,
+            warnings,
+        })
     }
 }

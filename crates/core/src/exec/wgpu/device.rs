@@ -46,6 +46,10 @@ pub struct WgpuOptions {
     /// after the first run. Default: `~/.cache/susurrus/pipelines` natively. A folder that
     /// cannot be written is an error when pipelines are stored.
     pub pipeline_cache: Option<std::path::PathBuf>,
+    /// Open the first adapter whose name contains this (ignoring case) instead of the one
+    /// wgpu prefers; none matching is an error naming the adapters there are. Default:
+    /// `WGPU_ADAPTER_NAME` natively (wgpu's own convention), none in the browser.
+    pub adapter_name: Option<String>,
 }
 
 /// WebGPU's default `maxStorageBufferBindingSize`.
@@ -65,7 +69,56 @@ impl Default for WgpuOptions {
             default_buffer_limits: false,
             profile: None,
             pipeline_cache: default_pipeline_cache(),
+            adapter_name: default_adapter_name(),
         }
+    }
+}
+
+/// `WGPU_ADAPTER_NAME`, when set and not empty (natively).
+fn default_adapter_name() -> Option<String> {
+    if cfg!(target_arch = "wasm32") {
+        return None;
+    }
+    std::env::var("WGPU_ADAPTER_NAME").ok().filter(|name| !name.trim().is_empty())
+}
+
+/// The wgpu instance every native and browser backend starts from: Vulkan, Metal, DX12 and
+/// the browser's WebGPU (`WGPU_BACKEND` narrows or changes them), not OpenGL. The kernels are
+/// written for the first four; and OpenGL's start-up (EGL) probes for a Wayland display,
+/// which prints `error: XDG_RUNTIME_DIR is invalid or not set` wherever that variable is unset
+/// (containers, cron jobs), on every run.
+pub fn instance() -> wgpu::Instance {
+    let mut descriptor = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
+    descriptor.backends = wgpu::Backends::from_env().unwrap_or(wgpu::Backends::PRIMARY);
+    wgpu::Instance::new(descriptor)
+}
+
+/// The adapter `options` ask for: the first one whose name contains
+/// [`WgpuOptions::adapter_name`], else the one wgpu prefers for high performance.
+pub async fn choose_adapter(instance: &wgpu::Instance, options: &WgpuOptions) -> Result<wgpu::Adapter> {
+    let Some(wanted) = &options.adapter_name else {
+        return instance
+            .request_adapter(&wgpu::RequestAdapterOptions {
+                power_preference: wgpu::PowerPreference::HighPerformance,
+                force_fallback_adapter: options.force_fallback_adapter,
+                compatible_surface: None,
+                apply_limit_buckets: false,
+            })
+            .await
+            .map_err(|e| Error::Backend(format!("no GPU adapter found: {e}")));
+    };
+    let adapters = instance.enumerate_adapters(wgpu::Backends::all()).await;
+    let needle = wanted.to_lowercase();
+    let names: Vec<String> = adapters.iter().map(|a| a.get_info().name).collect();
+    match adapters.into_iter().find(|a| a.get_info().name.to_lowercase().contains(&needle)) {
+        Some(adapter) => Ok(adapter),
+        None if names.is_empty() => {
+            Err(Error::Backend(format!("adapter name {wanted:?} (WGPU_ADAPTER_NAME): there is no adapter at all")))
+        }
+        None => Err(Error::Backend(format!(
+            "adapter name {wanted:?} (WGPU_ADAPTER_NAME) matches none of the adapters here: {}",
+            names.join(", ")
+        ))),
     }
 }
 
@@ -212,16 +265,8 @@ impl WgpuBackend {
     /// An adapter and device chosen with `options`. Fails with a clear error when there is
     /// no adapter or the device cannot be created.
     pub async fn with_options(options: &WgpuOptions) -> Result<Self> {
-        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
-        let adapter = instance
-            .request_adapter(&wgpu::RequestAdapterOptions {
-                power_preference: wgpu::PowerPreference::HighPerformance,
-                force_fallback_adapter: options.force_fallback_adapter,
-                compatible_surface: None,
-                apply_limit_buckets: false,
-            })
-            .await
-            .map_err(|e| Error::Backend(format!("no GPU adapter found: {e}")))?;
+        let instance = instance();
+        let adapter = choose_adapter(&instance, options).await?;
         let f16 = options.allow_f16 && adapter.features().contains(wgpu::Features::SHADER_F16);
         let mut features = if f16 { wgpu::Features::SHADER_F16 } else { wgpu::Features::empty() };
         let matrix = f16 && options.allow_matrix_units && matrix_units(&adapter);
@@ -355,6 +400,12 @@ impl WgpuBackend {
     /// The narrowest subgroup the axis kernels' lane folds run on, when they use subgroups.
     pub fn subgroups(&self) -> Option<u32> {
         self.subgroups
+    }
+
+    /// True when the adapter is software (lavapipe, SwiftShader, WARP): the same work runs
+    /// tens of times slower than on the CPU backend with the same cores.
+    pub fn is_software(&self) -> bool {
+        self.info.device_type == wgpu::DeviceType::Cpu
     }
 
     /// True when kernels use their CPU-adapter variants.

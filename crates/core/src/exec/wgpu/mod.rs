@@ -19,7 +19,7 @@ mod timing;
 
 pub use device::{
     DEFAULT_MAX_BUFFER, DEFAULT_MAX_STORAGE_BINDING, MATRIX_SUBGROUP, WgpuBackend, WgpuOptions, buffer_limit,
-    matrix_units,
+    choose_adapter, instance, matrix_units,
 };
 pub use kernel::{BindingKind, Elem, InputAt, KernelSpec, PipelineKey, ScratchUse, WORKGROUP, grid};
 pub use lower::{KernelCtx, Lowering, lower};
