@@ -1,5 +1,7 @@
 //! Choosing and opening the backend a command runs on.
 
+use std::path::PathBuf;
+
 use susurrus_core::exec::Backend;
 use susurrus_core::exec::wgpu::{WgpuBackend, WgpuOptions};
 
@@ -19,6 +21,53 @@ pub enum BackendChoice {
     Wgpu,
     /// CUDA on the first NVIDIA GPU (kernels compiled with NVRTC, products on cuBLAS).
     Cuda,
+}
+
+/// Which model runs where, with how many threads, and at which temperatures: the flags
+/// `transcribe` and `bench` share, declared once so that their ranges, defaults and help agree.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// Model folder (CTranslate2 or Hugging Face layout). Default:
+    /// ~/.cache/susurrus/models/whisper-tiny.en-ct2, which ./scripts/fetch-model.sh prepares.
+    #[arg(long, value_name = "DIR")]
+    pub model: Option<PathBuf>,
+    /// Where the model runs.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub backend: BackendChoice,
+    /// Threads of the CPU backend. Default: one per core (more are lowered to the core count,
+    /// with a warning).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub threads: Option<u16>,
+    /// Temperatures tried in order for a 30 s window until its text passes the fallback
+    /// thresholds (repeat the flag or separate by commas). 0 decodes with beam search, higher
+    /// ones sample. Default: 0,0.2,0.4,0.6,0.8,1.0.
+    #[arg(
+        long = "temperature",
+        value_name = "T",
+        value_delimiter = ',',
+        allow_negative_numbers = true,
+        value_parser = parse_temperature
+    )]
+    pub temperatures: Vec<f32>,
+}
+
+impl RunArgs {
+    /// Opens the backend the flags name ([`open`]).
+    pub fn open(&self) -> Result<Box<dyn Backend>> {
+        open(self.backend, cpu_threads(self.threads))
+    }
+
+    /// The temperatures asked for, or `defaults` when none were.
+    pub fn temperatures_or(&self, defaults: &[f32]) -> Vec<f32> {
+        if self.temperatures.is_empty() { defaults.to_vec() } else { self.temperatures.clone() }
+    }
+}
+
+fn parse_temperature(s: &str) -> std::result::Result<f32, String> {
+    match s.trim().parse::<f32>() {
+        Ok(t) if t.is_finite() && t >= 0.0 => Ok(t),
+        _ => Err("a temperature is a number >= 0 (0 decodes greedily)".into()),
+    }
 }
 
 /// Readies the process environment for the GPU drivers; call it first thing in `main`.

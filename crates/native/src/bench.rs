@@ -10,7 +10,7 @@ use serde::Serialize;
 use susurrus_whisper::bench::{time_pieces, time_transcriptions};
 use susurrus_whisper::{TranscribeOptions, Whisper};
 
-use crate::backend::{self, BackendChoice};
+use crate::backend::{self, BackendChoice, RunArgs};
 use crate::cpu::{FastCpuBackend, Profile};
 use crate::cuda::{CudaBackend, CudaOptions};
 use crate::error::{Error, Result};
@@ -22,16 +22,11 @@ const SAMPLE: &[u8] = include_bytes!("../../../samples/sample.wav");
 
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {
-    /// Backend to measure.
-    #[arg(long, value_enum, default_value = "auto")]
-    pub backend: BackendChoice,
-    /// Model folder (CTranslate2 or Hugging Face). Default: the folder
-    /// ./scripts/fetch-model.sh prepares.
-    #[arg(long, value_name = "DIR")]
-    pub model: Option<PathBuf>,
-    /// CPU backend threads (default: one per core; at most the core count).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
-    pub threads: Option<u16>,
+    /// The model, the backend measured, its threads, and the temperatures of the end-to-end
+    /// transcription (0 alone: greedy only, as a model with random weights needs, its text
+    /// failing every threshold).
+    #[command(flatten)]
+    pub run: RunArgs,
     /// Timed repetitions of each measurement (the median is reported).
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub runs: u32,
@@ -41,16 +36,6 @@ pub struct BenchArgs {
     /// Audio to transcribe for the end-to-end figure (default: the bundled sample).
     #[arg(long, value_name = "FILE")]
     pub audio: Option<PathBuf>,
-    /// Temperatures of the end-to-end transcription, as `transcribe --temperature` (0: greedy
-    /// only, as a model with random weights needs: its text always fails the thresholds).
-    /// Default: 0,0.2,0.4,0.6,0.8,1.0.
-    #[arg(
-        long = "temperature",
-        value_name = "T",
-        value_delimiter = ',',
-        value_parser = crate::transcribe::parse_temperature
-    )]
-    pub temperatures: Vec<f32>,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -111,12 +96,12 @@ pub fn run(args: &BenchArgs) -> Result<()> {
 }
 
 pub fn measure(args: &BenchArgs) -> Result<BenchReport> {
-    let dir = crate::model_dir::resolve(args.model.as_deref())?;
+    let dir = crate::model_dir::resolve(args.run.model.as_deref())?;
     let profile = Profile::default();
-    let backend: Box<dyn susurrus_core::exec::Backend> = match (args.profile, args.backend) {
-        (false, choice) => backend::open(choice, backend::cpu_threads(args.threads))?,
+    let backend: Box<dyn susurrus_core::exec::Backend> = match (args.profile, args.run.backend) {
+        (false, _) => args.run.open()?,
         (true, BackendChoice::Cpu) => {
-            Box::new(FastCpuBackend::new(backend::cpu_threads(args.threads))?.with_profile(profile.clone()))
+            Box::new(FastCpuBackend::new(backend::cpu_threads(args.run.threads))?.with_profile(profile.clone()))
         }
         (true, BackendChoice::Cuda) => {
             Box::new(CudaBackend::new(&CudaOptions::default())?.with_profile(profile.clone()))
@@ -146,9 +131,7 @@ pub fn measure(args: &BenchArgs) -> Result<BenchReport> {
 
     profile.clear();
     let mut beam = TranscribeOptions::default();
-    if !args.temperatures.is_empty() {
-        beam.temperatures = args.temperatures.clone();
-    }
+    beam.temperatures = args.run.temperatures_or(&beam.temperatures);
     let greedy = TranscribeOptions { beam_size: 1, ..beam.clone() };
     let transcribe = pollster::block_on(time_transcriptions(&mut whisper, &pcm, &greedy, runs, &clock))?;
     let transcribe_beam = pollster::block_on(time_transcriptions(&mut whisper, &pcm, &beam, runs, &clock))?;

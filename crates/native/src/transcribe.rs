@@ -15,7 +15,7 @@ use susurrus_whisper::vad::{VadOptions, VadPlan, VadWeights};
 use susurrus_whisper::{Event, Task, TranscribeOptions, Whisper};
 
 use crate::audio;
-use crate::backend::{self, BackendChoice};
+use crate::backend::RunArgs;
 use crate::error::{Error, Result};
 use crate::output::{self, Format, Load, Meta, Timings};
 use crate::{destination, model_dir};
@@ -54,13 +54,8 @@ pub struct TranscribeArgs {
     /// `-` reads standard input.
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
-    /// Model folder (CTranslate2 or Hugging Face layout). Default:
-    /// ~/.cache/susurrus/models/whisper-tiny.en-ct2, which ./scripts/fetch-model.sh prepares.
-    #[arg(long, value_name = "DIR")]
-    pub model: Option<PathBuf>,
-    /// Where the model runs.
-    #[arg(long, value_enum, default_value = "auto")]
-    pub backend: BackendChoice,
+    #[command(flatten)]
+    pub run: RunArgs,
     /// Output format.
     #[arg(long, short = 'f', value_enum, default_value = "txt")]
     pub format: Format,
@@ -72,10 +67,6 @@ pub struct TranscribeArgs {
     /// before any work when one exists).
     #[arg(long, requires = "output_dir")]
     pub overwrite: bool,
-    /// Threads of the CPU backend. Default: one per core (more are lowered to the core count,
-    /// with a warning).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
-    pub threads: Option<u16>,
     /// Decode without timestamp tokens: one segment per 30 s window, and text output without
     /// times.
     #[arg(long)]
@@ -87,17 +78,6 @@ pub struct TranscribeArgs {
     /// Transcribe in the spoken language, or translate to English (multilingual models only).
     #[arg(long, value_enum, default_value = "transcribe")]
     pub task: TaskChoice,
-    /// Temperatures tried in order for a 30 s window until its text passes the thresholds
-    /// below (repeat the flag or separate by commas). 0 decodes with beam search
-    /// (--beam-size), higher ones sample (--best-of). Default: 0,0.2,0.4,0.6,0.8,1.0.
-    #[arg(
-        long = "temperature",
-        value_name = "T",
-        value_delimiter = ',',
-        allow_negative_numbers = true,
-        value_parser = parse_temperature
-    )]
-    pub temperatures: Vec<f32>,
     /// Beams of the beam search at temperature 0; 1 decodes greedily (faster, and the same
     /// text most of the time). Default: 5.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=MAX_BEAM_SIZE as i64))]
@@ -273,11 +253,7 @@ impl TranscribeArgs {
                 TaskChoice::Translate => Task::Translate,
             },
             timestamps: !self.no_timestamps,
-            temperatures: if self.temperatures.is_empty() {
-                defaults.temperatures.clone()
-            } else {
-                self.temperatures.clone()
-            },
+            temperatures: self.run.temperatures_or(&defaults.temperatures),
             compression_ratio_threshold: self.compression_ratio_threshold.or(defaults.compression_ratio_threshold),
             log_prob_threshold: self.log_prob_threshold.or(defaults.log_prob_threshold),
             no_speech_threshold: self.no_speech_threshold.or(defaults.no_speech_threshold),
@@ -313,13 +289,6 @@ fn parse_language(s: &str) -> std::result::Result<String, String> {
 
 fn parse_number(s: &str) -> std::result::Result<f32, String> {
     s.trim().parse::<f32>().map_err(|_| "not a number".to_string())
-}
-
-pub(crate) fn parse_temperature(s: &str) -> std::result::Result<f32, String> {
-    match parse_number(s)? {
-        t if t.is_finite() && t >= 0.0 => Ok(t),
-        _ => Err("a temperature is a number >= 0 (0 decodes greedily)".into()),
-    }
 }
 
 fn parse_finite(s: &str) -> std::result::Result<f32, String> {
@@ -360,7 +329,7 @@ pub fn run(args: &TranscribeArgs) -> Result<()> {
     let cues = args.cue_options()?;
     check_inputs(args)?;
     check_outputs(args)?;
-    let dir = model_dir::resolve(args.model.as_deref())?;
+    let dir = model_dir::resolve(args.run.model.as_deref())?;
     let vad = if args.vad { Some(model_dir::resolve_vad(args.vad_model.as_deref())?) } else { None };
 
     let (whisper, load) = {
@@ -487,7 +456,7 @@ fn load_model(args: &TranscribeArgs, dir: &Path, vad: Option<&Path>) -> Result<(
             let prepared = weights.and_then(|w| Whisper::prepare(&w, tokenizer?));
             (prepared, started.elapsed())
         });
-        let backend = backend::open(args.backend, backend::cpu_threads(args.threads));
+        let backend = args.run.open();
         let open = started.elapsed();
         let (prepared, read) =
             preparing.join().unwrap_or_else(|_| (Err(panicked("reading the model")), Duration::ZERO));
@@ -683,6 +652,7 @@ mod tests {
     use clap::Parser;
 
     use super::*;
+    use crate::backend::BackendChoice;
     use crate::{Cli, Command};
 
     fn parse(args: &[&str]) -> std::result::Result<TranscribeArgs, String> {
@@ -697,7 +667,7 @@ mod tests {
     fn flags_left_out_keep_the_reference_defaults() {
         let args = parse(&["a.wav"]).unwrap();
         assert_eq!(args.options().unwrap(), TranscribeOptions::default());
-        assert_eq!((args.backend, args.format), (BackendChoice::Auto, Format::Txt));
+        assert_eq!((args.run.backend, args.format), (BackendChoice::Auto, Format::Txt));
     }
 
     #[test]

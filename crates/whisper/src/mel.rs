@@ -161,54 +161,65 @@ impl LogMel {
     /// f32. Fewer than `HOP_LENGTH` samples (empty audio included) give zero frames, an empty
     /// `[n_mels, 0]` tensor. A sample that is NaN or infinite is an error.
     pub fn compute(&self, samples: &[f32]) -> Result<Tensor> {
+        let spectrogram = self.spectrogram(samples, 0)?;
+        spectrogram.window(0, spectrogram.frames(), spectrogram.frames())
+    }
+
+    /// The spectrogram of `samples` followed by `tail` zeros (the reference appends 160 before
+    /// its spectrogram), to be read a window at a time ([`Spectrogram::window`]): nothing of
+    /// the whole spectrogram is kept but its maximum, found here in one pass. A sample that is
+    /// NaN or infinite is an error.
+    pub fn spectrogram<'a>(&'a self, samples: &'a [f32], tail: usize) -> Result<Spectrogram<'a>> {
         if let Some(i) = samples.iter().position(|s| !s.is_finite()) {
             return Err(Error::bad_argument(format!("log-mel: audio sample {i} is {}", samples[i])));
         }
-        let frames = frame_count(samples.len());
-        let power = self.power_spectrum(samples, frames);
-        let mut mel = vec![0.0f32; self.n_mels * frames];
+        let signal = Signal { samples, len: samples.len() + tail };
+        let frames = frame_count(signal.len);
         let mut max = f32::NEG_INFINITY;
-        for (row, filter) in mel.chunks_exact_mut(frames.max(1)).zip(&self.filters) {
+        for first in (0..frames).step_by(CHUNK_FRAMES) {
+            let logs = self.log_energies(&signal, first, CHUNK_FRAMES.min(frames - first));
+            max = logs.iter().copied().fold(max, f32::max);
+        }
+        Ok(Spectrogram { mel: self, signal, frames, floor: max - DYNAMIC_RANGE })
+    }
+
+    /// `log10(max(mel energy, POWER_FLOOR))` of frames `first..first + count`, band-major
+    /// (`[n_mels, count]`).
+    fn log_energies(&self, signal: &Signal, first: usize, count: usize) -> Vec<f32> {
+        let power = self.power_spectrum(signal, first, count);
+        let mut logs = vec![0.0f32; self.n_mels * count];
+        for (row, filter) in logs.chunks_exact_mut(count.max(1)).zip(&self.filters) {
             for (out, spectrum) in row.iter_mut().zip(power.chunks_exact(N_BINS)) {
                 let bins = &spectrum[filter.first_bin..filter.first_bin + filter.weights.len()];
                 let energy: f32 = bins.iter().zip(&filter.weights).map(|(p, w)| p * w).sum();
                 *out = energy.max(POWER_FLOOR).log10();
-                max = max.max(*out);
             }
         }
-        let floor = max - DYNAMIC_RANGE;
-        for v in &mut mel {
-            *v = (v.max(floor) + 4.0) / 4.0;
-        }
-        Ok(Tensor::f32([self.n_mels, frames], mel)?)
+        logs
     }
 
-    /// `|FFT|^2` of the first `frames` frames of the reflect-padded, windowed signal, frame
-    /// after frame (`frames * N_BINS` values).
-    fn power_spectrum(&self, samples: &[f32], frames: usize) -> Vec<f32> {
-        let mut power = vec![0.0f32; frames * N_BINS];
-        if frames == 0 {
-            return power;
-        }
-        let padded = reflect_pad(samples, N_FFT / 2);
+    /// `|FFT|^2` of frames `first..first + count` of the reflect-padded, windowed signal,
+    /// frame after frame (`count * N_BINS` values).
+    fn power_spectrum(&self, signal: &Signal, first: usize, count: usize) -> Vec<f32> {
+        let mut power = vec![0.0f32; count * N_BINS];
         let half = N_FFT / 2;
+        let mut frame = [0.0f32; N_FFT];
         let mut buffer = vec![Complex::new(0.0f32, 0.0); FRAMES_PER_BLOCK * half];
         let mut scratch = vec![Complex::new(0.0f32, 0.0); self.fft.get_inplace_scratch_len()];
-        for first in (0..frames).step_by(FRAMES_PER_BLOCK) {
-            let count = FRAMES_PER_BLOCK.min(frames - first);
-            let block = &mut buffer[..count * half];
+        for block_first in (0..count).step_by(FRAMES_PER_BLOCK) {
+            let block_count = FRAMES_PER_BLOCK.min(count - block_first);
+            let block = &mut buffer[..block_count * half];
             // Pack each real frame as z[m] = x[2m] + i x[2m+1].
             for (f, z) in block.chunks_exact_mut(half).enumerate() {
-                let start = (first + f) * HOP_LENGTH;
-                let frame = &padded[start..start + N_FFT];
+                signal.frame(first + block_first + f, &mut frame);
                 for ((z, x), w) in z.iter_mut().zip(frame.chunks_exact(2)).zip(self.window.chunks_exact(2)) {
                     *z = Complex::new(x[0] * w[0], x[1] * w[1]);
                 }
             }
             self.fft.process_with_scratch(block, &mut scratch);
             for (f, z) in block.chunks_exact(half).enumerate() {
-                let out = &mut power[(first + f) * N_BINS..(first + f + 1) * N_BINS];
-                self.unpack_power(z, out);
+                let at = (block_first + f) * N_BINS;
+                self.unpack_power(z, &mut power[at..at + N_BINS]);
             }
         }
         power
@@ -229,20 +240,75 @@ impl LogMel {
     }
 }
 
-/// `samples` with `pad` samples mirrored at each end, the edge sample not repeated (numpy's
-/// and torch's "reflect"); signals shorter than `pad` reflect back and forth, as numpy does.
-fn reflect_pad(samples: &[f32], pad: usize) -> Vec<f32> {
-    let n = samples.len();
+/// A recording's log-mel spectrogram read a window at a time. Frame `t` depends only on the
+/// samples within `N_FFT / 2` of `t * HOP_LENGTH` and on the whole spectrogram's maximum
+/// (the floor of the dynamic range), so each window is computed when it is needed, bit for
+/// bit the frames of the whole spectrogram, and memory holds one window, not the recording's
+/// spectrogram.
+pub struct Spectrogram<'a> {
+    mel: &'a LogMel,
+    signal: Signal<'a>,
+    frames: usize,
+    /// The maximum log energy minus [`DYNAMIC_RANGE`].
+    floor: f32,
+}
+
+impl Spectrogram<'_> {
+    /// Frames of the whole spectrogram.
+    pub fn frames(&self) -> usize {
+        self.frames
+    }
+
+    /// Frames `start..start + len` (cut at the end of the spectrogram), normalised as the
+    /// reference does, then zero-padded to `width` frames: `[n_mels, width]`, as the reference
+    /// pads each window of its spectrogram.
+    pub fn window(&self, start: usize, len: usize, width: usize) -> Result<Tensor> {
+        let len = len.min(width).min(self.frames.saturating_sub(start));
+        let logs = self.mel.log_energies(&self.signal, start, len);
+        let mut out = vec![0.0f32; self.mel.n_mels * width];
+        for (row, logs) in out.chunks_exact_mut(width.max(1)).zip(logs.chunks_exact(len.max(1))) {
+            for (out, v) in row.iter_mut().zip(logs) {
+                *out = (v.max(self.floor) + 4.0) / 4.0;
+            }
+        }
+        Ok(Tensor::f32([self.mel.n_mels, width], out)?)
+    }
+}
+
+/// `samples` followed by zeros up to `len`, reflect-padded by `N_FFT / 2` at both ends
+/// (`torch.stft(center=True)`), read a frame at a time without a padded copy.
+struct Signal<'a> {
+    samples: &'a [f32],
+    len: usize,
+}
+
+impl Signal<'_> {
+    /// The `N_FFT` samples of frame `f` of the padded signal.
+    fn frame(&self, f: usize, out: &mut [f32; N_FFT]) {
+        let pad = N_FFT / 2;
+        let start = f * HOP_LENGTH;
+        if start >= pad && start - pad + N_FFT <= self.samples.len() {
+            out.copy_from_slice(&self.samples[start - pad..start - pad + N_FFT]);
+            return;
+        }
+        for (k, out) in out.iter_mut().enumerate() {
+            let i = reflect_index(start + k, self.len, pad);
+            *out = self.samples.get(i).copied().unwrap_or(0.0);
+        }
+    }
+}
+
+/// The index into a signal of `n` samples that position `j` of its reflect padding by `pad`
+/// reads, the edge sample not repeated (numpy's and torch's "reflect"); signals shorter than
+/// `pad` reflect back and forth, as numpy does, and one of fewer than two samples repeats
+/// its first.
+fn reflect_index(j: usize, n: usize, pad: usize) -> usize {
     if n < 2 {
-        return vec![samples.first().copied().unwrap_or(0.0); n + 2 * pad];
+        return 0;
     }
     let period = 2 * (n - 1);
-    (0..n + 2 * pad)
-        .map(|j| {
-            let m = (j + period * pad.div_ceil(period) - pad) % period;
-            samples[if m < n { m } else { period - m }]
-        })
-        .collect()
+    let m = (j + period * pad.div_ceil(period) - pad) % period;
+    if m < n { m } else { period - m }
 }
 
 /// Cuts `samples` to `len` or appends zeros up to it.
@@ -383,7 +449,7 @@ mod tests {
         let mel = LogMel::new(80).unwrap();
         let samples = test_signal(1130, 0);
         let frames = frame_count(samples.len());
-        let power = mel.power_spectrum(&samples, frames);
+        let power = mel.power_spectrum(&whole(&samples), 0, frames);
         for frame in [0, 3, frames - 1] {
             // Frame t covers padded samples [t*160, t*160 + 400), padded index p is sample
             // p - 200, mirrored at the ends.
@@ -421,7 +487,7 @@ mod tests {
         let a = 0.5f32;
         let sine: Vec<f32> =
             (0..4000).map(|i| a * (2.0 * std::f64::consts::PI * 2000.0 * i as f64 / 16000.0).sin() as f32).collect();
-        let power = mel.power_spectrum(&sine, frame_count(sine.len()));
+        let power = mel.power_spectrum(&whole(&sine), 0, frame_count(sine.len()));
         let frame = &power[10 * N_BINS..11 * N_BINS];
         let main = (a * 100.0).powi(2);
         let side = (a * 50.0).powi(2);
@@ -432,7 +498,7 @@ mod tests {
         }
         // A constant c: |X| = c * N / 2 at 0 Hz, c * N / 4 at bin 1.
         let dc = vec![0.25f32; 2000];
-        let power = mel.power_spectrum(&dc, frame_count(dc.len()));
+        let power = mel.power_spectrum(&whole(&dc), 0, frame_count(dc.len()));
         let frame = &power[5 * N_BINS..6 * N_BINS];
         assert!((frame[0] - 2500.0).abs() < 0.01 && (frame[1] - 625.0).abs() < 0.01);
         assert!(frame[2..].iter().all(|&p| p < 1e-6));
@@ -488,6 +554,51 @@ mod tests {
         assert_eq!(window.shape().dims(), &[80, 3000]);
         let large = LogMel::new(128).unwrap().compute(&test_signal(1000, 0)).unwrap();
         assert_eq!(large.shape().dims(), &[128, 6]);
+    }
+
+    fn whole(samples: &[f32]) -> Signal<'_> {
+        Signal { samples, len: samples.len() }
+    }
+
+    /// Windows read from a spectrogram are bit for bit the columns of the whole one, at its
+    /// start (reflection), in the middle, over the appended zeros at its end, and cut there.
+    #[test]
+    fn windows_are_the_whole_spectrograms_frames() {
+        let mel = LogMel::new(80).unwrap();
+        let samples = test_signal(7 * CHUNK_SAMPLES / 3 + 123, 20_000);
+        let tail = 160;
+        let mut padded = samples.clone();
+        padded.extend(std::iter::repeat_n(0.0, tail));
+        let whole = mel.compute(&padded).unwrap();
+        let frames = whole.shape().dims()[1];
+        assert_eq!(frames, (samples.len() + tail) / HOP_LENGTH);
+        let all = whole.to_f32_cow();
+        let spectrogram = mel.spectrogram(&samples, tail).unwrap();
+        assert_eq!(spectrogram.frames(), frames);
+        for (start, len, width) in
+            [(0, 3000, 3000), (1, 2999, 3000), (2957, 3000, 3000), (frames - 70, 3000, 3000), (frames - 1, 5, 8)]
+        {
+            let window = spectrogram.window(start, len, width).unwrap();
+            assert_eq!(window.shape().dims(), [80, width]);
+            let got = window.to_f32_cow();
+            let kept = len.min(frames - start);
+            for band in 0..80 {
+                let row = &got[band * width..(band + 1) * width];
+                assert_eq!(
+                    row[..kept],
+                    all[band * frames + start..band * frames + start + kept],
+                    "band {band} at {start}"
+                );
+                assert!(row[kept..].iter().all(|&v| v == 0.0), "zero padding after frame {kept}");
+            }
+        }
+    }
+
+    /// `samples` reflect-padded by `pad` at each end, as [`Signal`] reads them.
+    fn reflect_pad(samples: &[f32], pad: usize) -> Vec<f32> {
+        (0..samples.len() + 2 * pad)
+            .map(|j| samples.get(reflect_index(j, samples.len(), pad)).copied().unwrap_or(0.0))
+            .collect()
     }
 
     #[test]

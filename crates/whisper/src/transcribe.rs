@@ -1,8 +1,10 @@
 //! Long-form transcription: the seek loop over 30 s windows, segments between timestamp
 //! pairs, the previous text as prompt, the no-speech skip — the reference `transcribe()`.
 //!
-//! The whole recording's log-mel is computed once (with 160 zero samples appended, as the
-//! reference does), then windows of up to 3000 frames are cut at `seek` and zero-padded.
+//! The recording's log-mel (with 160 zero samples appended, as the reference does) is
+//! computed a window at a time: its maximum in one pass first, then each window of up to
+//! 3000 frames at `seek`, zero-padded, when the encoder needs it (bit for bit the frames of
+//! the whole spectrogram, without holding it).
 //! After a window, `seek` moves to the last closed timestamp pair (the text after it is
 //! decoded again with the next window) or past the whole window.
 
@@ -17,7 +19,6 @@ use crate::options::{Task, TranscribeOptions};
 use crate::tokenizer::SpecialTokens;
 use crate::vad::{TimeMap, collect, speech_chunks};
 use crate::words::{Draft, Weights, Word, add_word_timestamps, find_alignment};
-use susurrus_core::tensor::Tensor;
 
 /// Samples per second of the audio Whisper takes.
 pub const SAMPLE_RATE: usize = 16000;
@@ -89,19 +90,6 @@ fn check_audio(pcm: &[f32]) -> Result<()> {
     Ok(())
 }
 
-/// Frames `start..start + len` of `mel [n_mels, frames]`, zero-padded to `window` frames.
-fn window(mel: &Tensor, start: usize, len: usize, window: usize) -> Result<Tensor> {
-    let dims = mel.shape().dims();
-    let (n_mels, frames) = (dims[0], dims[1]);
-    let data = mel.to_f32_cow();
-    let mut out = vec![0.0f32; n_mels * window];
-    let len = len.min(window).min(frames.saturating_sub(start));
-    for m in 0..n_mels {
-        out[m * window..m * window + len].copy_from_slice(&data[m * frames + start..m * frames + start + len]);
-    }
-    Ok(Tensor::f32([n_mels, window], out)?)
-}
-
 impl Whisper {
     /// Transcribes 16 kHz mono samples. `on_event` sees each segment as soon as it is decoded
     /// and the progress after every window; returning `ControlFlow::Break` from it stops the
@@ -150,9 +138,10 @@ impl Whisper {
         let ids = self.tokenizer.special_ids().clone();
         self.prepare_selection(options).await?;
 
-        let mut padded = pcm.to_vec();
-        padded.extend(std::iter::repeat_n(0.0, TAIL_PADDING));
-        let mel = self.mel.compute(&padded)?;
+        // A copy of the front end (its plan and filterbank, a few kilobytes) for the
+        // spectrogram to read from while the model runs.
+        let front_end = self.mel.clone();
+        let mel = front_end.spectrogram(pcm, TAIL_PADDING)?;
         let content_frames = pcm.len() / HOP_LENGTH;
         let n_frames = self.config.n_frames();
         let frame_seconds = HOP_LENGTH as f64 / SAMPLE_RATE as f64;
@@ -197,8 +186,8 @@ impl Whisper {
                 // by that one frame.
                 let start = options.clip_timestamps.first().map_or(0.0, |t| t * FRAMES_PER_SECOND);
                 let start = if start < content_frames as f64 { start as usize } else { 0 };
-                let frames = (mel.shape().dims()[1] - start).min(n_frames);
-                self.program.encode(&window(&mel, start, frames, n_frames)?, false).await?;
+                let frames = (mel.frames() - start).min(n_frames);
+                self.program.encode(&mel.window(start, frames, n_frames)?, false).await?;
                 encoded = Some((start, frames));
                 self.detect_language().await?
             }
@@ -223,7 +212,7 @@ impl Whisper {
             let segment_size = n_frames.min(content_frames - seek).min(clip_end - seek);
             let segment_duration = segment_size as f64 * frame_seconds;
             if encoded != Some((seek, segment_size)) {
-                self.program.encode(&window(&mel, seek, segment_size, n_frames)?, false).await?;
+                self.program.encode(&mel.window(seek, segment_size, n_frames)?, false).await?;
                 encoded = Some((seek, segment_size));
             }
 

@@ -11,6 +11,12 @@ use rubato::{Fft, FixedSync, Resampler};
 
 use super::SAMPLE_RATE;
 
+/// The most output reserved up front from a container's frame count: ten minutes at 16 kHz
+/// (38 MB). A damaged header may claim anything (an MP3 of 516 bytes claimed 1.4e12 frames,
+/// which the fuzzer found: reserving their 5 TB aborts under AddressSanitizer and takes
+/// terabytes of address space elsewhere); longer audio grows the buffer as it is decoded.
+const MAX_RESERVED: u64 = 10 * 60 * SAMPLE_RATE as u64;
+
 /// Input frames per FFT chunk, as a hint: rubato rounds it to a multiple of the smallest block
 /// the ratio allows. About a thousand frames keeps the FFT cheap while its anti-aliasing cutoff
 /// stays above 95 % of the lower Nyquist frequency.
@@ -55,9 +61,10 @@ impl To16k {
         };
         let mut out = Vec::new();
         if let Some(frames) = expected_frames {
-            // A hint only: a damaged header may claim anything, so a failed reservation is
-            // ignored and the output grows as it is decoded.
-            let _ = out.try_reserve_exact(usize::try_from(output_len(frames, source_rate)).unwrap_or(0));
+            // A hint only: a damaged header may claim anything, so the reservation is bounded,
+            // a failed one is ignored, and the output grows as it is decoded.
+            let reserve = output_len(frames, source_rate).min(MAX_RESERVED);
+            let _ = out.try_reserve_exact(usize::try_from(reserve).unwrap_or(0));
         }
         Ok(To16k {
             fft,
@@ -213,6 +220,17 @@ mod tests {
     #[test]
     fn nothing_in_gives_nothing_out() {
         assert!(To16k::new(44_100, Some(0)).unwrap().finish().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_header_claiming_years_of_audio_reserves_at_most_ten_minutes() {
+        for rate in [16_000, 44_100] {
+            let stream = To16k::new(rate, Some(1 << 40)).unwrap();
+            assert!(stream.out.capacity() as u64 <= MAX_RESERVED, "{rate} Hz: {}", stream.out.capacity());
+            assert!(stream.finish().unwrap().is_empty());
+        }
+        // A plausible count is still reserved whole.
+        assert!(To16k::new(16_000, Some(32_000)).unwrap().out.capacity() >= 32_000);
     }
 
     #[test]
