@@ -12,7 +12,7 @@ use rubato::{Fft, FixedSync, Resampler};
 use super::SAMPLE_RATE;
 
 /// The most output reserved up front from a container's frame count: ten minutes at 16 kHz
-/// (38 MB). A damaged header may claim anything (an MP3 of 516 bytes claimed 1.4e12 frames,
+/// (38 MB). A damaged header may claim anything (an MP3 of 516 bytes claimed about 1e12 frames,
 /// which the fuzzer found: reserving their 5 TB aborts under AddressSanitizer and takes
 /// terabytes of address space elsewhere); longer audio grows the buffer as it is decoded.
 const MAX_RESERVED: u64 = 10 * 60 * SAMPLE_RATE as u64;
@@ -87,7 +87,10 @@ impl To16k {
         let need = fft.input_frames_next();
         while !samples.is_empty() {
             let take = (need - self.pending.len()).min(samples.len());
-            self.pending.extend_from_slice(&samples[..take]);
+            // Clamped to full scale first: the output is clamped anyway, and finite float
+            // samples far beyond it (3e38 in a damaged f32 WAV, found by fuzzing) overflow the
+            // FFT to infinities, on which rubato panics.
+            self.pending.extend(samples[..take].iter().map(|s| s.clamp(-1.0, 1.0)));
             samples = &samples[take..];
             if self.pending.len() == need {
                 self.process_pending()?;
@@ -220,6 +223,16 @@ mod tests {
     #[test]
     fn nothing_in_gives_nothing_out() {
         assert!(To16k::new(44_100, Some(0)).unwrap().finish().unwrap().is_empty());
+    }
+
+    #[test]
+    fn samples_far_beyond_full_scale_are_clamped_not_a_panic() {
+        for rate in [16_000, 44_100] {
+            let mut stream = To16k::new(rate, None).unwrap();
+            stream.push(&[f32::MAX, -3e38, 1e30, 0.5].repeat(2000)).unwrap();
+            let out = stream.finish().unwrap();
+            assert!(!out.is_empty() && out.iter().all(|s| (-1.0..=1.0).contains(s)), "{rate} Hz");
+        }
     }
 
     #[test]
