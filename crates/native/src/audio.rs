@@ -7,6 +7,7 @@
 
 mod decode;
 mod resample;
+mod store;
 
 use std::fs::File;
 use std::io::{Cursor, Read};
@@ -17,16 +18,18 @@ use symphonia::core::formats::probe::Hint;
 use symphonia::core::io::{MediaSource, MediaSourceStream, MediaSourceStreamOptions, ReadOnlySource};
 
 use crate::error::{Error, Result};
+pub use store::{IN_MEMORY, SampleSink, Samples};
 
 /// The sample rate Whisper listens at, and of every [`Decoded::samples`].
 pub const SAMPLE_RATE: u32 = 16_000;
 
-/// 16 kHz mono f32 PCM in [-1, 1] plus what the source was.
+/// 16 kHz mono f32 PCM in [-1, 1] plus what the source was; the samples in memory or, for a
+/// recording of any length, in a [`Samples`] store.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Decoded {
+pub struct Decoded<S = Vec<f32>> {
     /// The average of the source's channels at [`SAMPLE_RATE`]: `ceil(frames * 16000 /
     /// source_rate)` samples for `frames` source frames.
-    pub samples: Vec<f32>,
+    pub samples: S,
     /// The source's sample rate in Hz (0 when a file without samples does not state it).
     pub source_rate: u32,
     /// The source's channel count (0 when a file without samples does not state it).
@@ -39,17 +42,22 @@ pub struct Decoded {
     pub warnings: Vec<String>,
 }
 
-impl Decoded {
+impl<S: SampleSink> Decoded<S> {
     /// The length of the audio in seconds.
     pub fn duration(&self) -> f64 {
-        self.samples.len() as f64 / f64::from(SAMPLE_RATE)
+        self.samples.count() as f64 / f64::from(SAMPLE_RATE)
     }
 }
 
-/// Decodes the file at `path`, read as it is decoded, so memory holds the 16 kHz result, not
-/// the file. Named pipes and process substitutions (`<(ffmpeg … -f wav -)`) are read as
-/// streams. Errors name the path.
+/// Decodes the file at `path` into memory: [`decode_file_into`] a vector.
 pub fn decode_file(path: &Path) -> Result<Decoded> {
+    decode_file_into(path, Vec::new())
+}
+
+/// Decodes the file at `path` into `store`, read as it is decoded, so memory holds at most the
+/// 16 kHz result (none of it with a [`Samples`] store), never the file. Named pipes and process
+/// substitutions (`<(ffmpeg … -f wav -)`) are read as streams. Errors name the path.
+pub fn decode_file_into<S: SampleSink>(path: &Path, store: S) -> Result<Decoded<S>> {
     let name = path.display().to_string();
     // Opening a directory succeeds on some systems and only reading fails; say what it is.
     let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
@@ -61,7 +69,7 @@ pub fn decode_file(path: &Path) -> Result<Decoded> {
     }
     let file = open_input(path, &meta)?;
     let extension = path.extension().and_then(|e| e.to_str());
-    decode_source(Box::new(file), &name, extension)
+    decode_source(Box::new(file), &name, extension, store)
 }
 
 /// Checks, before any work, that `path` names something audio can be read from: it exists and
@@ -111,11 +119,19 @@ fn is_fifo(_: &std::fs::Metadata) -> bool {
     false
 }
 
-/// Decodes everything `reader` yields (standard input, for `-`) as it arrives: the stream is
-/// never held whole, so its length costs only the 16 kHz result. `source_name` names the input
-/// in errors.
+/// Decodes everything `reader` yields into memory: [`decode_reader_into`] a vector.
 pub fn decode_reader<'a>(reader: impl Read + Send + Sync + 'a, source_name: &str) -> Result<Decoded> {
-    decode_source(Box::new(ReadOnlySource::new(reader)), source_name, None)
+    decode_reader_into(reader, source_name, Vec::new())
+}
+
+/// Decodes everything `reader` yields (standard input, for `-`) into `store` as it arrives:
+/// the stream is never held whole. `source_name` names the input in errors.
+pub fn decode_reader_into<'a, S: SampleSink>(
+    reader: impl Read + Send + Sync + 'a,
+    source_name: &str,
+    store: S,
+) -> Result<Decoded<S>> {
+    decode_source(Box::new(ReadOnlySource::new(reader)), source_name, None, store)
 }
 
 /// Decodes an encoded file held in memory. `extension_hint` (like "mp3") helps pick the format
@@ -124,21 +140,26 @@ pub fn decode_bytes(bytes: Vec<u8>, source_name: &str, extension_hint: Option<&s
     if bytes.is_empty() {
         return Err(empty(source_name));
     }
-    decode_source(Box::new(Cursor::new(bytes)), source_name, extension_hint)
+    decode_source(Box::new(Cursor::new(bytes)), source_name, extension_hint, Vec::new())
 }
 
 fn empty(source_name: &str) -> Error {
     Error::audio(source_name, "empty file")
 }
 
-fn decode_source<'a>(source: Box<dyn MediaSource + 'a>, name: &str, extension: Option<&str>) -> Result<Decoded> {
+fn decode_source<'a, S: SampleSink>(
+    source: Box<dyn MediaSource + 'a>,
+    name: &str,
+    extension: Option<&str>,
+    store: S,
+) -> Result<Decoded<S>> {
     let mut hint = Hint::new();
     if let Some(extension) = extension {
         hint.with_extension(extension);
     }
     let (source, read) = decode::Counted::new(source);
     let mss = MediaSourceStream::new(Box::new(source), MediaSourceStreamOptions::default());
-    decode::decode(mss, &hint, name, &read).map_err(|e| match e {
+    decode::decode(mss, &hint, name, &read, store).map_err(|e| match e {
         // A stream that gave no byte at all is empty, whatever the probe made of it.
         Error::Audio { .. } if read.furthest() == 0 => empty(name),
         e => e,

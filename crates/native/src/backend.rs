@@ -57,6 +57,24 @@ impl RunArgs {
         open(self.backend, cpu_threads(self.threads))
     }
 
+    /// The flags that ask a `susurrus` command for the same run (the model folder as given).
+    pub fn to_flags(&self) -> Vec<String> {
+        let mut flags = Vec::new();
+        if let Some(model) = &self.model {
+            flags.extend(["--model".to_string(), model.display().to_string()]);
+        }
+        if let Some(backend) = clap::ValueEnum::to_possible_value(&self.backend) {
+            flags.extend(["--backend".to_string(), backend.get_name().to_string()]);
+        }
+        if let Some(threads) = self.threads {
+            flags.extend(["--threads".to_string(), threads.to_string()]);
+        }
+        for t in &self.temperatures {
+            flags.extend(["--temperature".to_string(), t.to_string()]);
+        }
+        flags
+    }
+
     /// The temperatures asked for, or `defaults` when none were.
     pub fn temperatures_or(&self, defaults: &[f32]) -> Vec<f32> {
         if self.temperatures.is_empty() { defaults.to_vec() } else { self.temperatures.clone() }

@@ -43,6 +43,18 @@ pub struct BenchArgs {
     /// timestamp queries, in a compute pass of its own).
     #[arg(long)]
     pub profile: bool,
+    /// Instead: peak memory against the recording's length. The clip repeated to each of these
+    /// lengths in minutes (separated by commas) is transcribed by `susurrus transcribe` with the
+    /// same flags, and its peak RSS and wall time printed.
+    #[arg(long, value_name = "MINUTES", value_delimiter = ',', value_parser = parse_minutes, conflicts_with = "profile")]
+    pub memory: Vec<f64>,
+}
+
+fn parse_minutes(s: &str) -> std::result::Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(m) if m.is_finite() && m > 0.0 && m <= 24.0 * 60.0 => Ok(m),
+        _ => Err("a length in minutes, above 0 and at most 1440".into()),
+    }
 }
 
 /// What `bench` measured. Times are medians in milliseconds.
@@ -86,6 +98,16 @@ pub struct ProfileRow {
 }
 
 pub fn run(args: &BenchArgs) -> Result<()> {
+    if !args.memory.is_empty() {
+        let clip = clip(args)?.samples;
+        let report = crate::bench_memory::measure(&args.run, &clip, &args.memory)?;
+        let text = if args.json {
+            serde_json::to_string_pretty(&report).map_err(|e| Error::Usage(format!("cannot render JSON: {e}")))? + "\n"
+        } else {
+            crate::bench_memory::table(&report)
+        };
+        return crate::print(&text);
+    }
     let report = measure(args)?;
     let text = if args.json {
         serde_json::to_string_pretty(&report).map_err(|e| Error::Usage(format!("cannot render JSON: {e}")))? + "\n"
@@ -118,11 +140,7 @@ pub fn measure(args: &BenchArgs) -> Result<BenchReport> {
     let mut whisper = pollster::block_on(Whisper::load_dir(backend, &dir))?;
     let load_ms = started.elapsed().as_secs_f64() * 1e3;
 
-    let decoded = match &args.audio {
-        Some(path) => crate::audio::decode_file(path)?,
-        None => crate::audio::decode_bytes(SAMPLE.to_vec(), "bundled sample", Some("wav"))?,
-    };
-    let pcm = decoded.samples;
+    let pcm = clip(args)?.samples;
     let runs = args.runs as usize;
     let started = Instant::now();
     let clock = move || started.elapsed().as_secs_f64() * 1e3;
@@ -163,6 +181,14 @@ pub fn measure(args: &BenchArgs) -> Result<BenchReport> {
         peak_memory_mib: peak_memory_mib(),
         profile,
     })
+}
+
+/// The clip `--audio` names, or the bundled sample.
+fn clip(args: &BenchArgs) -> Result<crate::audio::Decoded> {
+    match &args.audio {
+        Some(path) => crate::audio::decode_file(path),
+        None => crate::audio::decode_bytes(SAMPLE.to_vec(), "bundled sample", Some("wav")),
+    }
 }
 
 /// The process's peak resident memory (Linux: `VmHWM`; elsewhere not measured).

@@ -4,6 +4,7 @@
 pub mod audio;
 pub mod backend;
 pub mod bench;
+pub mod bench_memory;
 pub mod bench_ops;
 pub mod convert;
 pub mod cpu;

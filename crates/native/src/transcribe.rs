@@ -14,7 +14,7 @@ use susurrus_whisper::subtitles::CueOptions;
 use susurrus_whisper::vad::{VadOptions, VadPlan, VadWeights};
 use susurrus_whisper::{Event, Task, TranscribeOptions, Whisper};
 
-use crate::audio;
+use crate::audio::{self, Samples};
 use crate::backend::RunArgs;
 use crate::error::{Error, Result};
 use crate::output::{self, Format, Load, Meta, Timings};
@@ -493,9 +493,13 @@ impl Session<'_> {
     fn transcribe(&mut self, input: &Path) -> std::result::Result<(), Failure> {
         let name = input_name(input);
         let audio_started = Instant::now();
-        let decoded =
-            if is_stdin(input) { audio::decode_reader(std::io::stdin(), "-") } else { audio::decode_file(input) }
-                .map_err(Failure::Input)?;
+        // A long recording's samples wait in a temporary file, so memory stays flat in its length.
+        let decoded = if is_stdin(input) {
+            audio::decode_reader_into(std::io::stdin(), "-", Samples::new())
+        } else {
+            audio::decode_file_into(input, Samples::new())
+        }
+        .map_err(Failure::Input)?;
         let audio_time = audio_started.elapsed();
         for warning in &decoded.warnings {
             eprintln!("susurrus: warning: {name}: {warning}");
@@ -534,7 +538,7 @@ impl Session<'_> {
             ControlFlow::Continue(())
         };
         let started = Instant::now();
-        let result = pollster::block_on(self.whisper.transcribe(&decoded.samples, &self.options, &mut on_event));
+        let result = pollster::block_on(self.whisper.transcribe_audio(&decoded.samples, &self.options, &mut on_event));
         let transcribe_time = started.elapsed();
         if let Some(e) = stdout_error {
             return Err(Failure::Output(e));

@@ -755,3 +755,117 @@ fn a_reader_that_stops_reading_ends_the_batch_quietly_with_status_141() {
     assert_eq!((header, first), (format!("==> {} <==\n", wav.display()), expected_txt("noisy")));
     assert_eq!((out.status.code(), text(&out.stderr)), (Some(141), String::new()));
 }
+
+/// A random model at the small test width with the real 30 s windows (one encoder layer of one
+/// head keeps runs short), as a model folder.
+fn long_window_model() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        use susurrus_testkit::whisper::{model_files, small_config};
+        let dir = scratch("long-window-model");
+        let mut config = small_config();
+        (config.n_audio_ctx, config.encoder_layers, config.encoder_heads) = (1500, 1, 1);
+        let files = model_files(config, 11, susurrus_whisper::convert::WeightFormat::F16).unwrap();
+        for (name, bytes) in &files {
+            std::fs::write(dir.join(name), bytes).unwrap();
+        }
+        dir
+    })
+}
+
+/// Memory is flat in the recording's length: two hours on standard input take no more peak
+/// memory than ten minutes, within 24 MB, where keeping the samples would take 422 MB more (the
+/// log-mel as much again). The model is a random one at the small test width with the real
+/// 30 s windows (a real model's run would take most of an hour here); the samples, spectrogram
+/// windows and seek loop are the real ones. Peak RSS comes from the kernel (`wait4`'s
+/// `ru_maxrss`), for the command alone.
+#[cfg(target_os = "linux")]
+#[test]
+fn memory_is_flat_in_the_recordings_length() {
+    let dir = long_window_model();
+    let peak_mb = |minutes: u32| -> f64 {
+        let samples = minutes as usize * 60 * 16_000;
+        #[expect(clippy::zombie_processes, reason = "reaped by wait4, which gives its peak memory too")]
+        let mut child = Command::new(env!("CARGO_BIN_EXE_susurrus"))
+            .args(["transcribe", "--backend", "cpu", "--beam-size", "1", "--temperature", "0", "--model"])
+            .args([path_str(dir), "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the susurrus binary runs");
+        let mut stdin = child.stdin.take().unwrap();
+        // A 16-bit WAV of a slow chirp written as the command reads it: nothing on disk.
+        let writer = std::thread::spawn(move || {
+            let data = (samples * 2) as u32;
+            let mut header = Vec::new();
+            header.extend_from_slice(b"RIFF");
+            header.extend_from_slice(&(36 + data).to_le_bytes());
+            header.extend_from_slice(b"WAVEfmt ");
+            for field in [16u32, 1 | (1 << 16), 16_000, 32_000, 2 | (16 << 16)] {
+                header.extend_from_slice(&field.to_le_bytes());
+            }
+            header.extend_from_slice(b"data");
+            header.extend_from_slice(&data.to_le_bytes());
+            stdin.write_all(&header)?;
+            let mut block = Vec::with_capacity(2 * 16_000);
+            for second in 0..samples / 16_000 {
+                block.clear();
+                for i in 0..16_000 {
+                    let t = (second * 16_000 + i) as f64 / 16_000.0;
+                    let value = 0.3 * (2.0 * std::f64::consts::PI * (200.0 + (t % 60.0) * 10.0) * t).sin();
+                    block.extend_from_slice(&((value * 32767.0) as i16).to_le_bytes());
+                }
+                stdin.write_all(&block)?;
+            }
+            Ok::<_, std::io::Error>(())
+        });
+        let mut stderr = child.stderr.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut stderr, &mut text).map(|_| text)
+        });
+        let (mut status, mut usage) = (0, unsafe { std::mem::zeroed::<libc::rusage>() });
+        let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage) };
+        assert_eq!(pid, child.id() as libc::pid_t, "wait4: {}", std::io::Error::last_os_error());
+        writer.join().unwrap().expect("the command reads all of its input");
+        let stderr = reader.join().unwrap().unwrap();
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "{minutes} min: {status}: {stderr}");
+        usage.ru_maxrss as f64 / 1024.0
+    };
+    let short = peak_mb(10);
+    let long = peak_mb(120);
+    println!("peak RSS: 10 min {short:.1} MB, 120 min {long:.1} MB");
+    assert!(long < short + 24.0, "peak RSS grows with the recording: 10 min {short:.1} MB, 120 min {long:.1} MB");
+}
+
+/// `bench --memory` transcribes the clip repeated to each length in a child and prints a row
+/// per length with the child's peak RSS, and the growth per minute: flat here.
+#[cfg(target_os = "linux")]
+#[test]
+fn bench_memory_prints_peak_memory_against_length() {
+    let dir = long_window_model();
+    let out = Command::new(env!("CARGO_BIN_EXE_susurrus"))
+        .args(["bench", "--memory", "0.5,2.5", "--backend", "cpu", "--temperature", "0", "--model", path_str(dir)])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let table = text(&out.stdout);
+    let rows: Vec<Vec<f64>> = table
+        .lines()
+        .filter_map(|line| line.split_whitespace().map(|v| v.parse::<f64>().ok()).collect::<Option<Vec<f64>>>())
+        .filter(|row| row.len() == 4)
+        .collect();
+    assert_eq!(rows.iter().map(|r| r[0]).collect::<Vec<_>>(), [0.5, 2.5], "{table}");
+    for row in &rows {
+        // A process that loaded a model and transcribed; its RTF from its wall time.
+        assert!(row[1] > 10.0 && row[1] < 1000.0, "{table}");
+        // Wall time is printed to 0.1 s: the RTF agrees within that.
+        assert!((row[3] - row[2] / (row[0] * 60.0)).abs() < 0.002, "{table}");
+    }
+    let growth = table.lines().find_map(|l| l.strip_prefix("growth: ")).expect("a growth line");
+    let slope: f64 = growth.split_whitespace().next().unwrap().parse().unwrap();
+    // Peaks are printed to 0.1 MiB: the slope agrees within that.
+    assert!((slope - (rows[1][1] - rows[0][1]) / 2.0).abs() < 0.06, "{table}");
+    assert!(slope.abs() < 2.0, "memory grows with the length: {table}");
+}

@@ -177,7 +177,12 @@ pub fn small_model_files(seed: u64) -> Result<BTreeMap<String, Vec<u8>>> {
 /// [`small_model_files`] with the weights stored as `format` (int8: as `susurrus convert
 /// --quantize int8` writes them).
 pub fn small_model_files_as(seed: u64, format: WeightFormat) -> Result<BTreeMap<String, Vec<u8>>> {
-    let config = small_config();
+    model_files(small_config(), seed, format)
+}
+
+/// [`small_model_files_as`] for another configuration of the small model's vocabulary (a
+/// longer audio context: the real 30 s windows at the small model's width).
+pub fn model_files(config: WhisperConfig, seed: u64, format: WeightFormat) -> Result<BTreeMap<String, Vec<u8>>> {
     let weights = random_model(config.clone(), DType::F16, seed)?;
     let eot = (256 + WORDS.len()) as u32;
     let tokens = SPECIALS.iter().zip(eot..).map(|(s, id)| (s.to_string(), id)).collect();

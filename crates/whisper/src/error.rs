@@ -17,6 +17,9 @@ pub enum Error {
     /// Audio that cannot be transcribed (e.g. NaN samples).
     #[error("bad audio: {0}")]
     BadAudio(String),
+    /// Audio kept outside memory (a temporary file) that could not be read back.
+    #[error("reading the audio: {0}")]
+    AudioRead(String),
 }
 
 /// Result alias used throughout the whisper crate.

@@ -4,6 +4,7 @@
 //! backend.
 
 pub mod align;
+pub mod audio;
 pub mod beam;
 pub mod bench;
 pub mod config;
@@ -30,6 +31,7 @@ pub mod vad;
 pub mod weights;
 pub mod words;
 
+pub use audio::{Audio, Pcm};
 pub use error::{Error, Result};
 pub use model::{PreparedModel, Whisper};
 pub use options::{Task, TranscribeOptions};

@@ -20,6 +20,7 @@ use std::sync::Arc;
 use rustfft::num_complex::Complex;
 use rustfft::{Fft, FftPlanner};
 
+use crate::audio::{Audio, Pcm};
 use crate::error::{Error, Result};
 use susurrus_core::tensor::Tensor;
 
@@ -161,32 +162,37 @@ impl LogMel {
     /// f32. Fewer than `HOP_LENGTH` samples (empty audio included) give zero frames, an empty
     /// `[n_mels, 0]` tensor. A sample that is NaN or infinite is an error.
     pub fn compute(&self, samples: &[f32]) -> Result<Tensor> {
-        let spectrogram = self.spectrogram(samples, 0)?;
+        let audio = Pcm(samples);
+        let spectrogram = self.spectrogram(&audio, 0)?;
         spectrogram.window(0, spectrogram.frames(), spectrogram.frames())
     }
 
-    /// The spectrogram of `samples` followed by `tail` zeros (the reference appends 160 before
+    /// The spectrogram of `audio` followed by `tail` zeros (the reference appends 160 before
     /// its spectrogram), to be read a window at a time ([`Spectrogram::window`]): nothing of
-    /// the whole spectrogram is kept but its maximum, found here in one pass. A sample that is
-    /// NaN or infinite is an error.
-    pub fn spectrogram<'a>(&'a self, samples: &'a [f32], tail: usize) -> Result<Spectrogram<'a>> {
-        if let Some(i) = samples.iter().position(|s| !s.is_finite()) {
-            return Err(Error::bad_argument(format!("log-mel: audio sample {i} is {}", samples[i])));
-        }
-        let signal = Signal { samples, len: samples.len() + tail };
+    /// the whole spectrogram is kept but its maximum, found here in one pass over the audio,
+    /// a window's stretch at a time. A sample that a frame reads and that is NaN or infinite is
+    /// an error.
+    pub fn spectrogram<'a>(&'a self, audio: &'a dyn Audio, tail: usize) -> Result<Spectrogram<'a>> {
+        let signal = Signal { audio, len: audio.len() + tail };
         let frames = frame_count(signal.len);
         let mut max = f32::NEG_INFINITY;
         for first in (0..frames).step_by(CHUNK_FRAMES) {
-            let logs = self.log_energies(&signal, first, CHUNK_FRAMES.min(frames - first));
+            let count = CHUNK_FRAMES.min(frames - first);
+            let block = signal.block(first, count)?;
+            if let Some(i) = block.samples.iter().position(|s| !s.is_finite()) {
+                let index = block.lo + i;
+                return Err(Error::bad_argument(format!("log-mel: audio sample {index} is {}", block.samples[i])));
+            }
+            let logs = self.log_energies(&block, first, count);
             max = logs.iter().copied().fold(max, f32::max);
         }
         Ok(Spectrogram { mel: self, signal, frames, floor: max - DYNAMIC_RANGE })
     }
 
-    /// `log10(max(mel energy, POWER_FLOOR))` of frames `first..first + count`, band-major
-    /// (`[n_mels, count]`).
-    fn log_energies(&self, signal: &Signal, first: usize, count: usize) -> Vec<f32> {
-        let power = self.power_spectrum(signal, first, count);
+    /// `log10(max(mel energy, POWER_FLOOR))` of frames `first..first + count` (read from
+    /// `block`), band-major (`[n_mels, count]`).
+    fn log_energies(&self, block: &Block, first: usize, count: usize) -> Vec<f32> {
+        let power = self.power_spectrum(block, first, count);
         let mut logs = vec![0.0f32; self.n_mels * count];
         for (row, filter) in logs.chunks_exact_mut(count.max(1)).zip(&self.filters) {
             for (out, spectrum) in row.iter_mut().zip(power.chunks_exact(N_BINS)) {
@@ -198,9 +204,9 @@ impl LogMel {
         logs
     }
 
-    /// `|FFT|^2` of frames `first..first + count` of the reflect-padded, windowed signal,
-    /// frame after frame (`count * N_BINS` values).
-    fn power_spectrum(&self, signal: &Signal, first: usize, count: usize) -> Vec<f32> {
+    /// `|FFT|^2` of frames `first..first + count` of the reflect-padded, windowed signal (read
+    /// from `block`), frame after frame (`count * N_BINS` values).
+    fn power_spectrum(&self, source: &Block, first: usize, count: usize) -> Vec<f32> {
         let mut power = vec![0.0f32; count * N_BINS];
         let half = N_FFT / 2;
         let mut frame = [0.0f32; N_FFT];
@@ -211,7 +217,7 @@ impl LogMel {
             let block = &mut buffer[..block_count * half];
             // Pack each real frame as z[m] = x[2m] + i x[2m+1].
             for (f, z) in block.chunks_exact_mut(half).enumerate() {
-                signal.frame(first + block_first + f, &mut frame);
+                source.frame(first + block_first + f, &mut frame);
                 for ((z, x), w) in z.iter_mut().zip(frame.chunks_exact(2)).zip(self.window.chunks_exact(2)) {
                     *z = Complex::new(x[0] * w[0], x[1] * w[1]);
                 }
@@ -242,9 +248,9 @@ impl LogMel {
 
 /// A recording's log-mel spectrogram read a window at a time. Frame `t` depends only on the
 /// samples within `N_FFT / 2` of `t * HOP_LENGTH` and on the whole spectrogram's maximum
-/// (the floor of the dynamic range), so each window is computed when it is needed, bit for
-/// bit the frames of the whole spectrogram, and memory holds one window, not the recording's
-/// spectrogram.
+/// (the floor of the dynamic range), so each window is computed when it is needed, from its
+/// own stretch of the audio, bit for bit the frames of the whole spectrogram: memory holds one
+/// window, neither the recording's spectrogram nor its samples.
 pub struct Spectrogram<'a> {
     mel: &'a LogMel,
     signal: Signal<'a>,
@@ -261,10 +267,11 @@ impl Spectrogram<'_> {
 
     /// Frames `start..start + len` (cut at the end of the spectrogram), normalised as the
     /// reference does, then zero-padded to `width` frames: `[n_mels, width]`, as the reference
-    /// pads each window of its spectrogram.
+    /// pads each window of its spectrogram. A failed read of the audio is an error.
     pub fn window(&self, start: usize, len: usize, width: usize) -> Result<Tensor> {
         let len = len.min(width).min(self.frames.saturating_sub(start));
-        let logs = self.mel.log_energies(&self.signal, start, len);
+        let block = self.signal.block(start, len)?;
+        let logs = self.mel.log_energies(&block, start, len);
         let mut out = vec![0.0f32; self.mel.n_mels * width];
         for (row, logs) in out.chunks_exact_mut(width.max(1)).zip(logs.chunks_exact(len.max(1))) {
             for (out, v) in row.iter_mut().zip(logs) {
@@ -275,25 +282,66 @@ impl Spectrogram<'_> {
     }
 }
 
-/// `samples` followed by zeros up to `len`, reflect-padded by `N_FFT / 2` at both ends
-/// (`torch.stft(center=True)`), read a frame at a time without a padded copy.
+/// The audio followed by zeros up to `len` samples, reflect-padded by `N_FFT / 2` at both
+/// ends (`torch.stft(center=True)`), read a stretch of frames at a time ([`Signal::block`])
+/// without a padded copy.
 struct Signal<'a> {
-    samples: &'a [f32],
+    audio: &'a dyn Audio,
     len: usize,
 }
 
 impl Signal<'_> {
+    /// The samples that frames `first..first + count` read, their reflections included.
+    ///
+    /// Frame `f` reads positions `f * HOP_LENGTH - pad .. f * HOP_LENGTH + pad` of the signal
+    /// (`pad = N_FFT / 2`). Positions before 0 reflect to `1..=pad`, inside the stretch when
+    /// it starts at 0; positions at or past the end reflect to at least `len - 1 - pad`, which
+    /// is at most one sample before the first frame's first position (the last frame starts
+    /// at or before `len`). A signal no longer than `N_FFT + 2` may reflect back and forth and
+    /// is read whole.
+    fn block(&self, first: usize, count: usize) -> Result<Block> {
+        let pad = N_FFT / 2;
+        let n = self.audio.len();
+        let (lo, hi) = if count == 0 {
+            (0, 0)
+        } else if self.len <= N_FFT + 2 {
+            (0, n)
+        } else {
+            let hi = ((first + count - 1) * HOP_LENGTH + pad + 1).min(n);
+            ((first * HOP_LENGTH).saturating_sub(pad + 1).min(hi), hi)
+        };
+        Ok(Block { lo, samples: self.audio.read_range(lo, hi)?, audio_len: n, len: self.len })
+    }
+}
+
+/// Samples `lo..lo + samples.len()` of a signal of `len` samples (`audio_len` of audio, then
+/// zeros), enough for the frames it was read for.
+struct Block {
+    lo: usize,
+    samples: Vec<f32>,
+    audio_len: usize,
+    len: usize,
+}
+
+impl Block {
     /// The `N_FFT` samples of frame `f` of the padded signal.
     fn frame(&self, f: usize, out: &mut [f32; N_FFT]) {
         let pad = N_FFT / 2;
         let start = f * HOP_LENGTH;
-        if start >= pad && start - pad + N_FFT <= self.samples.len() {
-            out.copy_from_slice(&self.samples[start - pad..start - pad + N_FFT]);
-            return;
+        if start >= pad && start - pad + N_FFT <= self.audio_len {
+            if let Some(at) = (start - pad).checked_sub(self.lo) {
+                if let Some(samples) = self.samples.get(at..at + N_FFT) {
+                    out.copy_from_slice(samples);
+                    return;
+                }
+            }
         }
         for (k, out) in out.iter_mut().enumerate() {
             let i = reflect_index(start + k, self.len, pad);
-            *out = self.samples.get(i).copied().unwrap_or(0.0);
+            *out = match i.checked_sub(self.lo) {
+                Some(at) if i < self.audio_len => self.samples.get(at).copied().unwrap_or(0.0),
+                _ => 0.0,
+            };
         }
     }
 }
@@ -556,8 +604,41 @@ mod tests {
         assert_eq!(large.shape().dims(), &[128, 6]);
     }
 
-    fn whole(samples: &[f32]) -> Signal<'_> {
-        Signal { samples, len: samples.len() }
+    fn whole(samples: &[f32]) -> Block {
+        Block { lo: 0, samples: samples.to_vec(), audio_len: samples.len(), len: samples.len() }
+    }
+
+    /// Every frame a block is read for is the frame of the explicitly reflect-padded signal, at
+    /// the reflected start, in the middle, over the appended zeros and the reflected end, for
+    /// signals short enough to reflect back and forth and long ones.
+    #[test]
+    fn blocks_hold_their_frames() {
+        let mut checked = 0;
+        for n in [0, 1, 2, 3, 150, 199, 200, 201, 202, 399, 400, 401, 402, 403, 559, 560, 561, 1000, 2345] {
+            for tail in [0, 1, 160, 399] {
+                let samples = test_signal(n, 0);
+                let audio = Pcm(&samples);
+                let signal = Signal { audio: &audio, len: n + tail };
+                let mut with_tail = samples.clone();
+                with_tail.resize(n + tail, 0.0);
+                let padded = reflect_pad(&with_tail, N_FFT / 2);
+                let frames = frame_count(n + tail);
+                for first in 0..frames {
+                    for count in [1, 2, 5, frames - first] {
+                        let count = count.min(frames - first);
+                        let block = signal.block(first, count).unwrap();
+                        for f in first..first + count {
+                            let mut frame = [0.0f32; N_FFT];
+                            block.frame(f, &mut frame);
+                            let want = &padded[f * HOP_LENGTH..f * HOP_LENGTH + N_FFT];
+                            assert_eq!(frame[..], want[..], "n {n}, tail {tail}, frame {f} of {first}+{count}");
+                            checked += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert!(checked > 1000);
     }
 
     /// Windows read from a spectrogram are bit for bit the columns of the whole one, at its

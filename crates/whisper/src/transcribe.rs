@@ -11,6 +11,7 @@
 use std::ops::ControlFlow;
 
 use crate::Whisper;
+use crate::audio::{Audio, Pcm, SCAN_BLOCK};
 use crate::decode::{Decoded, WindowDecoder, noise_rng};
 use crate::error::{Error, Result};
 use crate::hallucination::{Guard, WindowTimes, guard};
@@ -78,71 +79,87 @@ pub enum Event<'a> {
     Progress { done: f64, total: f64 },
 }
 
-/// Checks the audio: any length (empty gives an empty transcript), finite samples only.
-fn check_audio(pcm: &[f32]) -> Result<()> {
-    if let Some(i) = pcm.iter().position(|s| !s.is_finite()) {
-        return Err(Error::BadAudio(format!(
-            "sample {i} ({:.3} s) is {}; audio must be finite numbers",
-            i as f64 / SAMPLE_RATE as f64,
-            pcm[i]
-        )));
+/// Checks the audio, a block at a time: any length (empty gives an empty transcript), finite
+/// samples only.
+fn check_audio(audio: &dyn Audio) -> Result<()> {
+    for start in (0..audio.len()).step_by(SCAN_BLOCK) {
+        let block = audio.read_range(start, (start + SCAN_BLOCK).min(audio.len()))?;
+        if let Some(k) = block.iter().position(|s| !s.is_finite()) {
+            let i = start + k;
+            return Err(Error::BadAudio(format!(
+                "sample {i} ({:.3} s) is {}; audio must be finite numbers",
+                i as f64 / SAMPLE_RATE as f64,
+                block[k]
+            )));
+        }
     }
     Ok(())
 }
 
 impl Whisper {
-    /// Transcribes 16 kHz mono samples. `on_event` sees each segment as soon as it is decoded
-    /// and the progress after every window; returning `ControlFlow::Break` from it stops the
-    /// work with [`Error::CANCELLED`] (the model stays usable).
-    ///
-    /// With `options.vad` only the speech the VAD network finds is transcribed, as
-    /// faster-whisper's `vad_filter`: the speech stretches joined, transcribed as one
-    /// recording, and every time mapped back to the recording (rounded to 0.01 s, as the
-    /// reference). The network must be loaded ([`Whisper::load_vad`]).
+    /// Transcribes 16 kHz mono samples in memory: [`Whisper::transcribe_audio`] of them.
     pub async fn transcribe(
         &mut self,
         pcm: &[f32],
         options: &TranscribeOptions,
         on_event: &mut dyn FnMut(Event) -> ControlFlow<()>,
     ) -> Result<Transcript> {
+        self.transcribe_audio(&Pcm(pcm), options, on_event).await
+    }
+
+    /// Transcribes 16 kHz mono audio, read a window at a time (memory holds the windows in
+    /// work, not the recording). `on_event` sees each segment as soon as it is decoded and the
+    /// progress after every window; returning `ControlFlow::Break` from it stops the work with
+    /// [`Error::CANCELLED`] (the model stays usable).
+    ///
+    /// With `options.vad` only the speech the VAD network finds is transcribed, as
+    /// faster-whisper's `vad_filter`: the speech stretches joined, transcribed as one
+    /// recording, and every time mapped back to the recording (rounded to 0.01 s, as the
+    /// reference). The network must be loaded ([`Whisper::load_vad`]).
+    pub async fn transcribe_audio(
+        &mut self,
+        audio: &dyn Audio,
+        options: &TranscribeOptions,
+        on_event: &mut dyn FnMut(Event) -> ControlFlow<()>,
+    ) -> Result<Transcript> {
         options.validate()?;
-        check_audio(pcm)?;
-        let duration = pcm.len() as f64 / SAMPLE_RATE as f64;
+        check_audio(audio)?;
+        let duration = audio.len() as f64 / SAMPLE_RATE as f64;
         if !options.vad {
-            return self.transcribe_speech(pcm, options, None, on_event).await;
+            return self.transcribe_speech(audio, options, None, on_event).await;
         }
         let vad = self.vad.as_mut().ok_or_else(|| {
             Error::bad_option("vad: the Silero VAD network is not loaded (load it before transcribing with vad)")
         })?;
         // Cancellation points while the network runs; no audio is transcribed yet.
         let mut on_block = |_: usize| on_event(Event::Progress { done: 0.0, total: duration });
-        let probabilities = vad.probabilities(pcm, &mut on_block).await?;
-        let chunks = speech_chunks(&probabilities, pcm.len(), &options.vad_options);
-        let speech = collect(pcm, &chunks);
+        let probabilities = vad.probabilities(audio, &mut on_block).await?;
+        let chunks = speech_chunks(&probabilities, audio.len(), &options.vad_options);
+        let speech = collect(audio, &chunks);
         let map = (!chunks.is_empty()).then(|| TimeMap::new(&chunks));
         let mut transcript = self.transcribe_speech(&speech, options, map.as_ref(), on_event).await?;
         transcript.duration = duration;
         Ok(transcript)
     }
 
-    /// Transcribes `pcm` (checked); `map`, when given, maps segment and word times from
-    /// `pcm` (the joined speech) back to the recording before they are reported.
+    /// Transcribes `audio` (checked); `map`, when given, maps segment and word times from
+    /// `audio` (the joined speech) back to the recording before they are reported.
     async fn transcribe_speech(
         &mut self,
-        pcm: &[f32],
+        audio: &dyn Audio,
         options: &TranscribeOptions,
         map: Option<&TimeMap>,
         on_event: &mut dyn FnMut(Event) -> ControlFlow<()>,
     ) -> Result<Transcript> {
-        let duration = pcm.len() as f64 / SAMPLE_RATE as f64;
+        let duration = audio.len() as f64 / SAMPLE_RATE as f64;
         let ids = self.tokenizer.special_ids().clone();
         self.prepare_selection(options).await?;
 
         // A copy of the front end (its plan and filterbank, a few kilobytes) for the
         // spectrogram to read from while the model runs.
         let front_end = self.mel.clone();
-        let mel = front_end.spectrogram(pcm, TAIL_PADDING)?;
-        let content_frames = pcm.len() / HOP_LENGTH;
+        let mel = front_end.spectrogram(audio, TAIL_PADDING)?;
+        let content_frames = audio.len() / HOP_LENGTH;
         let n_frames = self.config.n_frames();
         let frame_seconds = HOP_LENGTH as f64 / SAMPLE_RATE as f64;
         let time_precision = ids.timestamp_step as f64;

@@ -15,6 +15,7 @@ use symphonia::core::meta::MetadataOptions;
 
 use super::Decoded;
 use super::resample::To16k;
+use super::store::SampleSink;
 use crate::error::{Error, Result};
 
 /// What the decoder reads, for messages.
@@ -25,9 +26,16 @@ const SUPPORTED: &str = "WAV, FLAC, MP3, OGG Vorbis";
 const MIN_RATE: u32 = 1_000;
 const MAX_RATE: u32 = 768_000;
 
-/// Decodes the whole stream in `mss` to 16 kHz mono. `name` names the input in errors; `read`
-/// tells how far into the source the reader got, for the warning about a truncated file.
-pub(super) fn decode(mss: MediaSourceStream<'_>, hint: &Hint, name: &str, read: &Furthest) -> Result<Decoded> {
+/// Decodes the whole stream in `mss` to 16 kHz mono into `store`. `name` names the input in
+/// errors; `read` tells how far into the source the reader got, for the warning about a
+/// truncated file.
+pub(super) fn decode<S: SampleSink>(
+    mss: MediaSourceStream<'_>,
+    hint: &Hint,
+    name: &str,
+    read: &Furthest,
+    store: S,
+) -> Result<Decoded<S>> {
     let fail = |msg: String| Error::audio(name, msg);
     let mut reader = symphonia::default::get_probe()
         .probe(hint, mss, FormatOptions::default(), MetadataOptions::default())
@@ -40,7 +48,8 @@ pub(super) fn decode(mss: MediaSourceStream<'_>, hint: &Hint, name: &str, read: 
     let format = format_name(container, decoder.codec_info().short_name);
 
     let params = decoder.codec_params();
-    let mut mono = Mono::new(params.sample_rate, params.channels.as_ref().map(|c| c.count()), frame_count(&*reader));
+    let mut mono =
+        Mono::new(params.sample_rate, params.channels.as_ref().map(|c| c.count()), frame_count(&*reader), store);
     let mut bad_packets = 0usize;
     let mut first_bad = None;
     let mut cut_at = None;
@@ -239,27 +248,29 @@ fn frame_count(reader: &dyn FormatReader) -> Option<u64> {
 }
 
 /// Downmix to mono, the non-finite check and the resampler, fed one decoded buffer at a time.
-struct Mono {
+struct Mono<S: SampleSink> {
     /// Rate and channels of the stream: from the codec parameters until the first buffer
     /// arrives, then from the buffers (which must all agree).
     rate: Option<u32>,
     channels: Option<usize>,
     expected_frames: Option<u64>,
-    /// Created with the first buffer, from its rate.
-    resampler: Option<To16k>,
+    /// Created with the first buffer, from its rate, into the store (held here until then).
+    resampler: Option<To16k<S>>,
+    store: Option<S>,
     frames_in: u64,
     /// The current buffer, interleaved, as symphonia converts it to f32.
     interleaved: Vec<f32>,
     mono: Vec<f32>,
 }
 
-impl Mono {
-    fn new(rate: Option<u32>, channels: Option<usize>, expected_frames: Option<u64>) -> Self {
+impl<S: SampleSink> Mono<S> {
+    fn new(rate: Option<u32>, channels: Option<usize>, expected_frames: Option<u64>, store: S) -> Self {
         Mono {
             rate,
             channels,
             expected_frames,
             resampler: None,
+            store: Some(store),
             frames_in: 0,
             interleaved: Vec::new(),
             mono: Vec::new(),
@@ -278,7 +289,8 @@ impl Mono {
             if channels == 0 {
                 return Err("the audio has no channels".into());
             }
-            self.resampler = Some(To16k::new(rate, self.expected_frames)?);
+            let store = self.store.take().ok_or("the resampler was made twice")?;
+            self.resampler = Some(To16k::into_store(rate, self.expected_frames, store)?);
             (self.rate, self.channels) = (Some(rate), Some(channels));
         } else if self.rate != Some(rate) || self.channels != Some(channels) {
             return Err(format!(
@@ -332,10 +344,11 @@ impl Mono {
         }
     }
 
-    fn finish(self, format: String, warnings: Vec<String>) -> Result<Decoded, String> {
-        let samples = match self.resampler {
-            Some(resampler) => resampler.finish()?,
-            None => Vec::new(),
+    fn finish(self, format: String, warnings: Vec<String>) -> Result<Decoded<S>, String> {
+        let samples = match (self.resampler, self.store) {
+            (Some(resampler), _) => resampler.finish()?,
+            (None, Some(store)) => store.finish()?,
+            (None, None) => return Err("the audio store was lost".into()),
         };
         Ok(Decoded {
             samples,

@@ -10,6 +10,7 @@ use rubato::audioadapter_buffers::direct::InterleavedSlice;
 use rubato::{Fft, FixedSync, Resampler};
 
 use super::SAMPLE_RATE;
+use super::store::SampleSink;
 
 /// The most output reserved up front from a container's frame count: ten minutes at 16 kHz
 /// (38 MB). A damaged header may claim anything (an MP3 of 516 bytes claimed about 1e12 frames,
@@ -22,26 +23,34 @@ const MAX_RESERVED: u64 = 10 * 60 * SAMPLE_RATE as u64;
 /// stays above 95 % of the lower Nyquist frequency.
 const CHUNK_HINT: usize = 1024;
 
-/// Sends mono samples at `source_rate` to a growing 16 kHz buffer.
-pub(super) struct To16k {
+/// Sends mono samples at `source_rate` to a growing 16 kHz store.
+pub(super) struct To16k<S: SampleSink = Vec<f32>> {
     /// `None` when the source is already at 16 kHz.
     fft: Option<Fft<f32>>,
     source_rate: u32,
     /// Input waiting for a full chunk.
     pending: Vec<f32>,
-    /// One chunk of resampler output.
+    /// One chunk of resampler output (or of clamped 16 kHz input).
     chunk_out: Vec<f32>,
-    out: Vec<f32>,
+    out: S,
     /// Output frames still to drop: the resampler's delay, so that output frame `n` lines up
     /// with input time `n / 16000` s.
     delay_left: usize,
     frames_in: u64,
 }
 
-impl To16k {
-    /// A converter from `source_rate` (> 0); `expected_frames` (the container's frame count,
-    /// when it states one) reserves the output up front.
+impl To16k<Vec<f32>> {
+    /// A converter from `source_rate` (> 0) into a vector in memory.
+    #[cfg(test)]
     pub(super) fn new(source_rate: u32, expected_frames: Option<u64>) -> Result<Self, String> {
+        To16k::into_store(source_rate, expected_frames, Vec::new())
+    }
+}
+
+impl<S: SampleSink> To16k<S> {
+    /// A converter from `source_rate` (> 0) into `out`; `expected_frames` (the container's
+    /// frame count, when it states one) reserves the output up front.
+    pub(super) fn into_store(source_rate: u32, expected_frames: Option<u64>, mut out: S) -> Result<Self, String> {
         let fft = if source_rate == SAMPLE_RATE {
             None
         } else {
@@ -59,12 +68,11 @@ impl To16k {
             Some(fft) => (fft.output_delay(), fft.output_frames_max(), fft.input_frames_max()),
             None => (0, 0, 0),
         };
-        let mut out = Vec::new();
         if let Some(frames) = expected_frames {
             // A hint only: a damaged header may claim anything, so the reservation is bounded,
             // a failed one is ignored, and the output grows as it is decoded.
             let reserve = output_len(frames, source_rate).min(MAX_RESERVED);
-            let _ = out.try_reserve_exact(usize::try_from(reserve).unwrap_or(0));
+            out.reserve(usize::try_from(reserve).unwrap_or(0));
         }
         Ok(To16k {
             fft,
@@ -81,8 +89,9 @@ impl To16k {
     pub(super) fn push(&mut self, mut samples: &[f32]) -> Result<(), String> {
         self.frames_in += samples.len() as u64;
         let Some(fft) = &self.fft else {
-            self.out.extend(samples.iter().map(|s| s.clamp(-1.0, 1.0)));
-            return Ok(());
+            self.chunk_out.clear();
+            self.chunk_out.extend(samples.iter().map(|s| s.clamp(-1.0, 1.0)));
+            return self.out.push(&self.chunk_out);
         };
         let need = fft.input_frames_next();
         while !samples.is_empty() {
@@ -103,22 +112,20 @@ impl To16k {
     /// [-1, 1] (what 16-bit conversion would keep; resampling can overshoot full scale a little).
     /// The capacity reserved from the header's frame count is released where a cut file
     /// delivered less.
-    pub(super) fn finish(mut self) -> Result<Vec<f32>, String> {
+    pub(super) fn finish(mut self) -> Result<S, String> {
         let Some(fft) = &self.fft else {
-            self.out.shrink_to_fit();
-            return Ok(self.out);
+            return self.out.finish();
         };
         let need = fft.input_frames_next();
         let total = usize::try_from(output_len(self.frames_in, self.source_rate))
             .map_err(|_| "the audio is too long to hold in memory".to_string())?;
         // The tail: the last partial chunk, then silence until the delayed output is complete.
-        while self.out.len() < total {
+        while self.out.count() < total {
             self.pending.resize(need, 0.0);
             self.process_pending()?;
         }
         self.out.truncate(total);
-        self.out.shrink_to_fit();
-        Ok(self.out)
+        self.out.finish()
     }
 
     /// Resamples one full chunk from `pending` and appends the result past the delay.
@@ -135,9 +142,11 @@ impl To16k {
             fft.process_into_buffer(&input, &mut output, None).map_err(|e| format!("resampling failed: {e}"))?;
         let skip = self.delay_left.min(written);
         self.delay_left -= skip;
-        self.out.extend(self.chunk_out[skip..written].iter().map(|s| s.clamp(-1.0, 1.0)));
+        for s in &mut self.chunk_out[skip..written] {
+            *s = s.clamp(-1.0, 1.0);
+        }
         self.pending.clear();
-        Ok(())
+        self.out.push(&self.chunk_out[skip..written])
     }
 }
 

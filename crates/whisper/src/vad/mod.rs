@@ -10,6 +10,7 @@ pub mod weights;
 
 use std::collections::HashMap;
 
+use crate::audio::Audio;
 use crate::error::{Error, Result};
 use network::{AUDIO, BLOCK, CARRY, CONTEXT, PROBABILITIES, ROW, WINDOW, block_graph};
 use susurrus_core::exec::{Backend, Executable};
@@ -48,7 +49,7 @@ impl Vad {
         Ok(Vad { exe: backend.compile(&plan.plan, &plan.weights.weights).await? })
     }
 
-    /// The speech probability of every [`WINDOW`] samples of `pcm` (16 kHz), as faster-whisper
+    /// The speech probability of every [`WINDOW`] samples of `audio` (16 kHz), as faster-whisper
     /// computes them: the audio zero-padded to whole windows (a whole window of zeros
     /// added when it already is), each window seen after the last [`CONTEXT`] samples of the
     /// one before (zeros for the first), the LSTM's state carried from window to window.
@@ -56,14 +57,18 @@ impl Vad {
     /// [`Error::CANCELLED`].
     pub async fn probabilities(
         &mut self,
-        pcm: &[f32],
+        audio: &dyn Audio,
         on_block: &mut dyn FnMut(usize) -> std::ops::ControlFlow<()>,
     ) -> Result<Vec<f32>> {
-        let windows = pcm.len() / WINDOW + 1;
-        let sample = |i: usize| pcm.get(i).copied().unwrap_or(0.0);
+        let windows = audio.len() / WINDOW + 1;
         let mut out = Vec::with_capacity(windows);
         let mut rows = vec![0.0f32; BLOCK * ROW];
         for first in (0..windows).step_by(BLOCK) {
+            // The block's samples, from the context before its first window on (zeros before
+            // the recording and past its end).
+            let from = (first * WINDOW).saturating_sub(CONTEXT);
+            let samples = audio.read_range(from, (first + BLOCK) * WINDOW)?;
+            let sample = |i: usize| samples[i - from];
             rows.fill(0.0);
             for (k, row) in rows.chunks_exact_mut(ROW).enumerate().take(windows - first) {
                 let start = (first + k) * WINDOW;
@@ -84,7 +89,7 @@ impl Vad {
                 .ok_or_else(|| Error::backend("the VAD network returned no probabilities"))?;
             let probabilities = probabilities.to_f32_cow();
             out.extend_from_slice(&probabilities[..BLOCK.min(windows - first)]);
-            if on_block(((first + BLOCK) * WINDOW).min(pcm.len())).is_break() {
+            if on_block(((first + BLOCK) * WINDOW).min(audio.len())).is_break() {
                 return Err(Error::CANCELLED);
             }
         }

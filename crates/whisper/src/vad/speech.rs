@@ -7,6 +7,7 @@
 use serde::Deserialize;
 
 use super::network::WINDOW;
+use crate::audio::{Audio, Joined};
 use crate::error::{Error, Result};
 use crate::transcribe::SAMPLE_RATE;
 
@@ -169,13 +170,10 @@ pub fn speech_chunks(probabilities: &[f32], samples: usize, options: &VadOptions
     speeches.into_iter().map(|(s, e)| SpeechChunk { start: s.max(0) as usize, end: e.max(0) as usize }).collect()
 }
 
-/// The recording's speech joined into one stretch of audio (`collect_chunks`).
-pub fn collect(pcm: &[f32], chunks: &[SpeechChunk]) -> Vec<f32> {
-    let mut out = Vec::with_capacity(chunks.iter().map(|c| c.end.saturating_sub(c.start)).sum());
-    for c in chunks {
-        out.extend_from_slice(pcm.get(c.start..c.end.min(pcm.len())).unwrap_or_default());
-    }
-    out
+/// The recording's speech joined into one stretch of audio (`collect_chunks`), read from the
+/// recording as it is needed rather than copied.
+pub fn collect<'a>(audio: &'a dyn Audio, chunks: &[SpeechChunk]) -> Joined<'a> {
+    Joined::new(audio, chunks.iter().map(|c| (c.start, c.end)))
 }
 
 /// Maps times in the joined speech back to the recording (`SpeechTimestampsMap`).
@@ -287,13 +285,15 @@ mod tests {
     #[test]
     fn no_speech_gives_no_chunks_and_nothing_to_transcribe() {
         assert_eq!(speech_chunks(&[0.1; 40], 40 * WINDOW - 7, &VadOptions::default()), vec![]);
-        assert_eq!(collect(&[1.0; 100], &[]), Vec::<f32>::new());
+        let silence = vec![1.0; 100];
+        assert_eq!(collect(&silence, &[]).len(), 0);
     }
 
     #[test]
     fn collected_speech_is_the_chunks_in_order() {
         let pcm: Vec<f32> = (0..20).map(|i| i as f32).collect();
-        assert_eq!(collect(&pcm, &chunks(&[(2, 5), (10, 12), (18, 25)])), [2.0, 3.0, 4.0, 10.0, 11.0, 18.0, 19.0]);
+        let speech = collect(&pcm, &chunks(&[(2, 5), (10, 12), (18, 25)]));
+        assert_eq!(speech.read_range(0, speech.len()).unwrap(), [2.0, 3.0, 4.0, 10.0, 11.0, 18.0, 19.0]);
     }
 
     /// Chunks at 1-2 s and 5-6 s: the second starts 1 s into the joined speech, after 4 s cut.
