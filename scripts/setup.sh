@@ -2,7 +2,7 @@
 # Prepares a fresh machine (Debian, rustup toolchain) for building and testing Susurrus.
 # Idempotent: installs only what is missing and prints nothing when there is nothing to do.
 #
-#   scripts/setup.sh [PART...]    PART: rust system node nvrtc (default: all of them)
+#   scripts/setup.sh [PART...]    PART: rust system node nvrtc fuzz (default: all but fuzz)
 #
 # - rust:   the rustfmt and clippy components, the wasm32 and aarch64-apple-darwin targets,
 #           wasm-pack and wasm-bindgen-cli (built from crates.io: minutes of CPU, once)
@@ -11,6 +11,8 @@
 #           (CTranslate2's quantizer makes the int8 test model)
 # - node:   TypeScript and playwright-core for the web package and its browser tests
 # - nvrtc:  NVIDIA's NVRTC library, for compiling the CUDA kernels in the host-side tests
+# - fuzz:   the nightly Rust pinned in fuzz/rust-toolchain.toml and cargo-fuzz, for
+#           scripts/fuzz.sh only, which asks for it (not part of the default)
 # The parts other than rust are mostly downloads: scripts/test.sh runs them in the
 # background while the compiler works. Tools built from crates.io go to
 # ~/.cache/susurrus/tools (put its bin/ on PATH, as scripts/test.sh does).
@@ -116,13 +118,25 @@ setup_nvrtc() {
   fi
 }
 
+# cargo fuzz needs a nightly compiler (sanitizers, coverage instrumentation): the one
+# fuzz/rust-toolchain.toml pins, with the fewest components.
+setup_fuzz() {
+  local nightly
+  nightly=$(awk -F'"' '/^channel/ { print $2 }' fuzz/rust-toolchain.toml)
+  if ! rustup toolchain list | grep -q "^${nightly}-"; then
+    echo "setup: installing the Rust toolchain ${nightly} (for cargo fuzz)"
+    rustup toolchain install --profile minimal "$nightly"
+  fi
+  install_tool cargo-fuzz 0.13.2 cargo-fuzz --locked
+}
+
 parts=("$@")
 ((${#parts[@]})) || parts=(system rust node nvrtc)
 for part in "${parts[@]}"; do
   case "$part" in
-    system | rust | node | nvrtc) "setup_${part}" ;;
+    system | rust | node | nvrtc | fuzz) "setup_${part}" ;;
     *)
-      echo "setup: unknown part '${part}' (rust, system, node, nvrtc)" >&2
+      echo "setup: unknown part '${part}' (rust, system, node, nvrtc, fuzz)" >&2
       exit 2
       ;;
   esac

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The project's one test command: formatting, lints, every native test (the GPU ones on Mesa
-# lavapipe), the wasm build, the browser suite (WebGPU in headless Chromium) and the
-# end-to-end browser tests of the demo page and the npm package. Prints each stage's
-# duration as it ends and a table of all of them at the end.
+# lavapipe; the fuzz targets' corpus and a seeded mutation run of it among them), the wasm
+# build, the browser suite (WebGPU in headless Chromium) and the end-to-end browser tests of the
+# demo page and the npm package. Prints each stage's duration as it ends and a table of all of
+# them at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
