@@ -534,6 +534,13 @@ impl Session<'_> {
                     bar.0.set_message(format!("{done:.1}/{duration:.1} s"));
                     bar.0.set_position(milliseconds(done));
                 }
+                // Never silent: the transcript is whole, but the user learns the GPU went away.
+                Event::DeviceLost { reason, resume_at } => bar.0.suspend(|| {
+                    eprintln!(
+                        "susurrus: warning: {name}: the GPU device was lost ({reason}); opened it again and \
+                         resumed at {resume_at:.1} s"
+                    )
+                }),
             }
             ControlFlow::Continue(())
         };

@@ -76,6 +76,7 @@ interface Pending {
   onLoadProgress?: (progress: LoadProgress) => void;
   onProgress?: (progress: { done: number; total: number }) => void;
   onSegment?: (segment: Segment) => void;
+  onDeviceLost?: (lost: { reason: string; resumeAt: number }) => void;
 }
 
 function errorNamed(name: string, message: string): Error {
@@ -139,7 +140,7 @@ export class Transcriber {
    * Error named "AbortError" and keeps the model loaded.
    */
   async transcribe(audio: AudioInput, options: TranscribeOptions = {}): Promise<TranscribeResult> {
-    const { onSegment, onProgress, signal, ...decoding } = options;
+    const { onSegment, onProgress, onDeviceLost, signal, ...decoding } = options;
     if (signal?.aborted) throw errorNamed("AbortError", "the transcription was aborted");
     const started = performance.now();
     const samples = audio instanceof Float32Array ? audio : await decodeAudio(audio);
@@ -153,7 +154,7 @@ export class Transcriber {
       const transfer = samples === audio ? [] : [samples.buffer];
       const result = (await this.#request(
         { type: "transcribe", audio: samples, options: decoding },
-        { onSegment, onProgress },
+        { onSegment, onProgress, onDeviceLost },
         transfer,
       )) as TranscribeResult;
       result.timings.decodeMs += decodeMs;
@@ -207,6 +208,9 @@ export class Transcriber {
         return;
       case "segment":
         pending.onSegment?.(reply.segment);
+        return;
+      case "device-lost":
+        pending.onDeviceLost?.(reply.lost);
         return;
       case "loaded":
         this.#pending.delete(reply.id);

@@ -16,6 +16,7 @@ export type Request =
 export type Reply =
   | { id: number; type: "load-progress"; progress: LoadProgress }
   | { id: number; type: "progress"; progress: { done: number; total: number } }
+  | { id: number; type: "device-lost"; lost: { reason: string; resumeAt: number } }
   | { id: number; type: "segment"; segment: Segment }
   | { id: number; type: "loaded"; info: ModelInfo }
   | { id: number; type: "transcribed"; result: TranscribeResult }

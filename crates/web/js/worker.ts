@@ -48,6 +48,7 @@ async function handle(request: Request): Promise<void> {
           signal: controller.signal,
           onSegment: (segment) => scope.postMessage({ id, type: "segment", segment }),
           onProgress: (progress) => scope.postMessage({ id, type: "progress", progress }),
+          onDeviceLost: (lost) => scope.postMessage({ id, type: "device-lost", lost }),
         });
         scope.postMessage({ id, type: "transcribed", result });
       } finally {

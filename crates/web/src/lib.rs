@@ -139,6 +139,13 @@ export interface TranscribeOptions {
   onSegment?: (segment: Segment) => void;
   /** Seconds of audio done, after each 30 s window. */
   onProgress?: (progress: { done: number; total: number }) => void;
+  /**
+   * The GPU device was lost (driver reset, the browser reclaiming the GPU, out of memory): a
+   * new device is opened and the transcription goes on from `resumeAt` seconds, the window in
+   * work; the result is the one an undisturbed run gives. After 3 losses in one
+   * transcription the next rejects it.
+   */
+  onDeviceLost?: (lost: { reason: string; resumeAt: number }) => void;
   /** Aborting rejects with an Error named "AbortError"; the model stays usable. */
   signal?: AbortSignal;
 }

@@ -146,6 +146,9 @@ impl Model {
                 let called = match event {
                     Event::Segment(s) => call(&callbacks.on_segment, to_js(&JsSegment::from(s))),
                     Event::Progress { done, total } => call(&callbacks.on_progress, to_js(&Progress { done, total })),
+                    Event::DeviceLost { reason, resume_at } => {
+                        call(&callbacks.on_device_lost, to_js(&DeviceLost { reason, resume_at }))
+                    }
                 };
                 if let Err(e) = called {
                     callback_error.get_or_insert(e);
@@ -285,6 +288,15 @@ async fn compile(
 struct Progress {
     done: f64,
     total: f64,
+}
+
+/// What `onDeviceLost` receives: why the device was lost and where the transcription goes on
+/// (seconds of the recording) on the new one.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct DeviceLost<'a> {
+    reason: &'a str,
+    resume_at: f64,
 }
 
 /// Calls a caller's callback with one argument; its exception is the error.

@@ -16,6 +16,7 @@ use crate::error::{from_core, js_error};
 pub struct Callbacks {
     pub on_segment: Option<Function>,
     pub on_progress: Option<Function>,
+    pub on_device_lost: Option<Function>,
     pub signal: Option<AbortSignal>,
 }
 
@@ -60,6 +61,7 @@ pub fn transcribe_options(value: &JsValue) -> Result<(TranscribeOptions, Callbac
         match key.as_str() {
             "onSegment" => callbacks.on_segment = Some(function("onSegment", value)?),
             "onProgress" => callbacks.on_progress = Some(function("onProgress", value)?),
+            "onDeviceLost" => callbacks.on_device_lost = Some(function("onDeviceLost", value)?),
             "signal" => {
                 let signal = value.dyn_into::<AbortSignal>().map_err(|_| js_error("signal must be an AbortSignal"))?;
                 callbacks.signal = Some(signal);

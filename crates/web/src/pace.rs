@@ -98,6 +98,13 @@ impl Backend for Paced {
                 .collect())
         })
     }
+
+    /// The inner backend's new device, paced by the same [`Pace`].
+    fn reopen(&self) -> BoxFuture<'_, Box<dyn Backend>> {
+        Box::pin(
+            async move { Ok(Box::new(Paced::new(self.inner.reopen().await?, self.pace.clone())) as Box<dyn Backend>) },
+        )
+    }
 }
 
 struct PacedExecutable {

@@ -429,3 +429,79 @@ async fn audio_buffers_at_other_rates_are_rendered_to_16_khz_mono() {
     let worst = (200..7800).map(|i| (f64::from(samples[i]) - sine(i as f64 / 16000.0) / 3.0).abs()).fold(0.0, f64::max);
     assert!(worst < 0.01, "largest error {worst}");
 }
+
+#[wasm_bindgen(inline_js = "
+export function recordDevices() {
+  if (globalThis.susurrusTestDevices) return;
+  globalThis.susurrusTestDevices = [];
+  const request = GPUAdapter.prototype.requestDevice;
+  GPUAdapter.prototype.requestDevice = async function (...args) {
+    const device = await request.apply(this, args);
+    globalThis.susurrusTestDevices.push(device);
+    return device;
+  };
+}
+export function destroyLastDevice() {
+  globalThis.susurrusTestDevices.at(-1).destroy();
+}
+export function devicesOpened() {
+  return globalThis.susurrusTestDevices.length;
+}
+")]
+extern "C" {
+    /// Keeps every `GPUDevice` the page opens from here on (the browser's own method, wrapped).
+    #[wasm_bindgen(js_name = recordDevices)]
+    fn record_devices();
+    /// `GPUDevice.destroy()` on the device opened last: what a browser does to a lost one.
+    #[wasm_bindgen(js_name = destroyLastDevice)]
+    fn destroy_last_device();
+    #[wasm_bindgen(js_name = devicesOpened)]
+    fn devices_opened() -> u32;
+}
+
+/// The model's WebGPU device destroyed after the first window: the transcription opens
+/// another, says so once through `onDeviceLost` (where it goes on) and resolves to the
+/// segments an undisturbed run gives; the model keeps the new device.
+#[wasm_bindgen_test]
+async fn a_destroyed_webgpu_device_is_replaced_and_reported() {
+    record_devices();
+    let model = load_small("webgpu").await.unwrap();
+    let opened = devices_opened();
+    let audio: JsValue = test_audio().into();
+    // Text only: the random model's timestamps jump to the end, this way each of the three
+    // one-second windows is decoded in turn.
+    let vocabulary = Some((small_vocabulary(), "vocabulary.txt"));
+    let tokenizer = Tokenizer::from_files(vocabulary.as_ref().map(|(v, n)| (v.as_bytes(), *n)), None, "small").unwrap();
+    let timestamps = tokenizer.special_ids().timestamp_begin..tokenizer.vocab_size() as u32;
+    let suppress: Array = std::iter::once(JsValue::from(-1)).chain(timestamps.map(JsValue::from)).collect();
+    let text_only = |extra: &[(&str, JsValue)]| {
+        let mut pairs = vec![("suppressTokens", suppress.clone().into())];
+        pairs.extend(extra.iter().cloned());
+        greedy(&pairs)
+    };
+    let reference = segments(&transcribe(&model, &audio, text_only(&[])).await.unwrap());
+    assert_eq!(reference.len(), 3, "a segment a window: {reference:?}");
+
+    let destroyed_at = std::rc::Rc::new(std::cell::Cell::new(None));
+    let at = destroyed_at.clone();
+    let progress = Closure::<dyn FnMut(JsValue)>::new(move |p: JsValue| {
+        if at.get().is_none() {
+            destroy_last_device();
+            at.set(get(&p, "done").as_f64());
+        }
+    });
+    let lost = Array::new();
+    let record = lost.clone();
+    let on_lost = Closure::<dyn FnMut(JsValue)>::new(move |l: JsValue| {
+        record.push(&l);
+    });
+    let options = text_only(&[("onProgress", progress.as_ref().clone()), ("onDeviceLost", on_lost.as_ref().clone())]);
+    let result = transcribe(&model, &audio, options).await.unwrap();
+    assert_eq!(segments(&result), reference, "the transcript after the loss");
+    assert_eq!(lost.length(), 1, "onDeviceLost called once");
+    let reason = get(&lost.get(0), "reason").as_string().unwrap();
+    assert!(!reason.is_empty());
+    assert_eq!(get(&lost.get(0), "resumeAt").as_f64(), destroyed_at.get(), "resumed where the first window ended");
+    assert_eq!(devices_opened(), opened + 1, "one new device ({reason})");
+    assert_eq!(segments(&transcribe(&model, &audio, text_only(&[])).await.unwrap()), reference, "on the new device");
+}

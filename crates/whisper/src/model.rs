@@ -123,6 +123,20 @@ impl Whisper {
         &self.mel
     }
 
+    /// Opens the backend's device again after it was lost ([`Backend::reopen`]) and compiles
+    /// the program as it was (and the VAD network, when loaded) on it. Nothing changes when
+    /// that fails: the error says why.
+    pub(crate) async fn reopen_device(&mut self) -> Result<()> {
+        let backend = self.backend.reopen().await?;
+        let program = Program::compile(backend.as_ref(), &self.model, &self.spec).await?;
+        let vad = match &self.vad {
+            Some(vad) => Some(vad.recompile(backend.as_ref()).await?),
+            None => None,
+        };
+        (self.program, self.vad, self.backend) = (program, vad, backend);
+        Ok(())
+    }
+
     /// Recompiles when `options` ask for other always-suppressed tokens than the program
     /// was built with, more beams (a program with more beams runs fewer) or word timestamps
     /// it lacks the alignment graphs of (it keeps them once built).

@@ -10,6 +10,8 @@
 
 use std::ops::ControlFlow;
 
+use susurrus_core::Error as CoreError;
+
 use crate::Whisper;
 use crate::audio::{Audio, Pcm, SCAN_BLOCK};
 use crate::decode::{Decoded, WindowDecoder, noise_rng};
@@ -77,7 +79,16 @@ pub enum Event<'a> {
     Segment(&'a Segment),
     /// Seconds of audio done out of the total.
     Progress { done: f64, total: f64 },
+    /// The device was lost (`reason`, as the driver or browser said it); a new one is being
+    /// opened and the transcription goes on from `resume_at` seconds of the recording, the
+    /// start of the window in work (segments already reported stand; the rest comes out as
+    /// it would have).
+    DeviceLost { reason: &'a str, resume_at: f64 },
 }
+
+/// Lost devices one transcription opens a new device after; the next loss is its error (a
+/// device lost on every window does not come back by trying again).
+pub const MAX_REOPENS: usize = 3;
 
 /// Checks the audio, a block at a time: any length (empty gives an empty transcript), finite
 /// samples only.
@@ -126,29 +137,45 @@ impl Whisper {
         check_audio(audio)?;
         let duration = audio.len() as f64 / SAMPLE_RATE as f64;
         if !options.vad {
-            return self.transcribe_speech(audio, options, None, on_event).await;
+            return self.transcribe_speech(audio, options, None, 0, on_event).await;
         }
-        let vad = self.vad.as_mut().ok_or_else(|| {
-            Error::bad_option("vad: the Silero VAD network is not loaded (load it before transcribing with vad)")
-        })?;
-        // Cancellation points while the network runs; no audio is transcribed yet.
-        let mut on_block = |_: usize| on_event(Event::Progress { done: 0.0, total: duration });
-        let probabilities = vad.probabilities(audio, &mut on_block).await?;
+        if self.vad.is_none() {
+            return Err(Error::bad_option(
+                "vad: the Silero VAD network is not loaded (load it before transcribing with vad)",
+            ));
+        }
+        let mut reopens = 0;
+        let probabilities = loop {
+            let Some(vad) = self.vad.as_mut() else { return Err(Error::backend("the VAD network is gone")) };
+            // Cancellation points while the network runs; no audio is transcribed yet.
+            let mut on_block = |_: usize| on_event(Event::Progress { done: 0.0, total: duration });
+            match vad.probabilities(audio, &mut on_block).await {
+                Ok(probabilities) => break probabilities,
+                Err(error) => self.reopen_after(error, &mut reopens, 0.0, on_event).await?,
+            }
+        };
         let chunks = speech_chunks(&probabilities, audio.len(), &options.vad_options);
         let speech = collect(audio, &chunks);
         let map = (!chunks.is_empty()).then(|| TimeMap::new(&chunks));
-        let mut transcript = self.transcribe_speech(&speech, options, map.as_ref(), on_event).await?;
+        let mut transcript = self.transcribe_speech(&speech, options, map.as_ref(), reopens, on_event).await?;
         transcript.duration = duration;
         Ok(transcript)
     }
 
     /// Transcribes `audio` (checked); `map`, when given, maps segment and word times from
-    /// `audio` (the joined speech) back to the recording before they are reported.
+    /// `audio` (the joined speech) back to the recording before they are reported. `reopens`:
+    /// devices already opened again in this transcription (by the VAD).
+    ///
+    /// A lost device is opened again ([`Whisper::reopen_after`]) and the window in work runs
+    /// again from the state it started with (its seek, the pause rule's last speech, the
+    /// fallback's random numbers): decoding is deterministic, so the transcript is the one an
+    /// undisturbed run gives.
     async fn transcribe_speech(
         &mut self,
         audio: &dyn Audio,
         options: &TranscribeOptions,
         map: Option<&TimeMap>,
+        mut reopens: usize,
         on_event: &mut dyn FnMut(Event) -> ControlFlow<()>,
     ) -> Result<Transcript> {
         let duration = audio.len() as f64 / SAMPLE_RATE as f64;
@@ -204,11 +231,27 @@ impl Whisper {
                 let start = options.clip_timestamps.first().map_or(0.0, |t| t * FRAMES_PER_SECOND);
                 let start = if start < content_frames as f64 { start as usize } else { 0 };
                 let frames = (mel.frames() - start).min(n_frames);
-                self.program.encode(&mel.window(start, frames, n_frames)?, false).await?;
-                encoded = Some((start, frames));
-                self.detect_language().await?
+                let window = mel.window(start, frames, n_frames)?;
+                loop {
+                    let detected = async {
+                        self.program.encode(&window, false).await?;
+                        self.detect_language().await
+                    }
+                    .await;
+                    match detected {
+                        Ok(detected) => {
+                            encoded = Some((start, frames));
+                            break detected;
+                        }
+                        Err(error) => {
+                            let at = recording_time(map, start as f64 * frame_seconds);
+                            self.reopen_after(error, &mut reopens, at, on_event).await?;
+                        }
+                    }
+                }
             }
         };
+
         let sot_sequence = self.sot_sequence(&language, options.task)?;
 
         // Where speech last ended (word timestamps' pause rule).
@@ -228,8 +271,25 @@ impl Whisper {
             let time_offset = seek as f64 * frame_seconds;
             let segment_size = n_frames.min(content_frames - seek).min(clip_end - seek);
             let segment_duration = segment_size as f64 * frame_seconds;
+            // What the window starts from, restored when it runs again on a new device.
+            let resume = (seek, last_speech, rng.clone());
+            // A step on the device; a lost one is opened again and the window started over.
+            macro_rules! on_device {
+                ($step:expr) => {
+                    match $step {
+                        Ok(value) => value,
+                        Err(error) => {
+                            let at = recording_time(map, time_offset);
+                            self.reopen_after(error, &mut reopens, at, on_event).await?;
+                            (seek, last_speech, rng) = resume;
+                            encoded = None;
+                            continue;
+                        }
+                    }
+                };
+            }
             if encoded != Some((seek, segment_size)) {
-                self.program.encode(&mel.window(seek, segment_size, n_frames)?, false).await?;
+                on_device!(self.program.encode(&mel.window(seek, segment_size, n_frames)?, false).await);
                 encoded = Some((seek, segment_size));
             }
 
@@ -257,7 +317,7 @@ impl Whisper {
             prompt.extend_from_slice(&forced);
 
             let decoder = WindowDecoder { ids: &ids, tokenizer: &self.tokenizer, options, vocab, forced: &forced };
-            let result = decoder.decode_with_fallback(&mut self.program, &prompt, sot, &mut rng).await?;
+            let result = on_device!(decoder.decode_with_fallback(&mut self.program, &prompt, sot, &mut rng).await);
             if !(result.avg_logprob.is_finite() && result.no_speech_prob.is_finite()) {
                 return Err(Error::Model {
                     file: "the model".into(),
@@ -297,7 +357,7 @@ impl Whisper {
                 .collect();
             if options.word_timestamps {
                 let window = WindowText { sot_sequence: &sot_sequence, language: &language, frames: segment_size };
-                self.time_words(&mut drafts, &window, time_offset, last_speech).await?;
+                on_device!(self.time_words(&mut drafts, &window, time_offset, last_speech).await);
                 let n = result.tokens.len();
                 let single_ending =
                     n >= 2 && result.tokens[n - 2] < ids.timestamp_begin && result.tokens[n - 1] >= ids.timestamp_begin;
@@ -354,6 +414,31 @@ impl Whisper {
         Ok(Transcript { segments, text, language, language_probability, duration })
     }
 
+    /// What follows `error` from a step on the device: a lost device (fewer than
+    /// [`MAX_REOPENS`] times in this transcription) is reported as [`Event::DeviceLost`] and
+    /// replaced by a new one with the model compiled on it, and the caller runs the step again;
+    /// any other error is returned as it is.
+    async fn reopen_after(
+        &mut self,
+        error: Error,
+        reopens: &mut usize,
+        resume_at: f64,
+        on_event: &mut dyn FnMut(Event) -> ControlFlow<()>,
+    ) -> Result<()> {
+        let Error::Core(CoreError::DeviceLost(reason)) = &error else { return Err(error) };
+        if *reopens == MAX_REOPENS {
+            return Err(Error::Core(CoreError::DeviceLost(format!(
+                "{reason} (the device was lost {} times in this transcription; not opening another)",
+                MAX_REOPENS + 1
+            ))));
+        }
+        *reopens += 1;
+        if on_event(Event::DeviceLost { reason, resume_at }).is_break() {
+            return Err(Error::CANCELLED);
+        }
+        self.reopen_device().await
+    }
+
     fn progress(
         &self,
         on_event: &mut dyn FnMut(Event) -> ControlFlow<()>,
@@ -386,6 +471,11 @@ impl Whisper {
         }
         Ok(seq)
     }
+}
+
+/// `time` in the joined speech as a time of the recording (the same without a VAD map).
+fn recording_time(map: Option<&TimeMap>, time: f64) -> f64 {
+    map.map_or(time, |map| map.original_time(time, None, false))
 }
 
 /// The stretches of log-mel frames to transcribe, as faster-whisper makes them from

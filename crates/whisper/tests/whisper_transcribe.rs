@@ -119,6 +119,7 @@ fn progress_reaches_the_end_and_segments_stream_in_order() {
         events.push(match e {
             Event::Segment(s) => format!("segment {:.2}", s.start),
             Event::Progress { done, total } => format!("progress {done:.2}/{total:.2}"),
+            Event::DeviceLost { reason, .. } => format!("device lost: {reason}"),
         });
         ControlFlow::Continue(())
     }))

@@ -62,6 +62,15 @@ pub trait Backend {
         None
     }
 
+    /// A new device of the same kind, chosen as this one was, for when this one is lost
+    /// ([`Error::DeviceLost`]: a driver reset, a browser reclaiming the GPU, `destroy()`):
+    /// what a transcription compiles its program on again to resume. A backend whose device
+    /// cannot be lost (the CPU executors) answers with an error saying so.
+    fn reopen(&self) -> BoxFuture<'_, Box<dyn Backend>> {
+        let name = self.name();
+        Box::pin(std::future::ready(Err(Error::Backend(format!("the {name} backend cannot open its device again")))))
+    }
+
     /// Prepares one plan to run (see [`Backend::compile_linked`]).
     fn compile<'a>(&'a self, plan: &'a Plan, weights: &'a Weights) -> BoxFuture<'a, Box<dyn Executable>> {
         Box::pin(async move {
@@ -239,6 +248,10 @@ pub trait BlockingBackend {
     fn with_f32_products(&self) -> Option<Box<dyn Backend>> {
         None
     }
+    /// See [`Backend::reopen`].
+    fn reopen_now(&self) -> Result<Box<dyn Backend>> {
+        Err(Error::Backend(format!("the {} backend cannot open its device again", BlockingBackend::name(self))))
+    }
 }
 
 impl<B: BlockingBackend> Backend for B {
@@ -256,6 +269,10 @@ impl<B: BlockingBackend> Backend for B {
 
     fn with_f32_products(&self) -> Option<Box<dyn Backend>> {
         BlockingBackend::with_f32_products(self)
+    }
+
+    fn reopen(&self) -> BoxFuture<'_, Box<dyn Backend>> {
+        Box::pin(std::future::ready(self.reopen_now()))
     }
 }
 

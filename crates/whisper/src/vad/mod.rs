@@ -22,6 +22,7 @@ pub use speech::{SpeechChunk, TimeMap, VadOptions, collect, speech_chunks};
 pub use weights::VadWeights;
 
 /// The network planned on the host (no backend needed).
+#[derive(Clone)]
 pub struct VadPlan {
     plan: Plan,
     weights: VadWeights,
@@ -38,6 +39,8 @@ impl VadPlan {
 /// The network compiled on a backend.
 pub struct Vad {
     exe: Box<dyn Executable>,
+    /// Kept to compile the network again on a new device after a loss.
+    plan: VadPlan,
 }
 
 impl Vad {
@@ -46,7 +49,12 @@ impl Vad {
     pub async fn compile(backend: &dyn Backend, plan: &VadPlan) -> Result<Vad> {
         let exact = backend.with_f32_products();
         let backend = exact.as_deref().unwrap_or(backend);
-        Ok(Vad { exe: backend.compile(&plan.plan, &plan.weights.weights).await? })
+        Ok(Vad { exe: backend.compile(&plan.plan, &plan.weights.weights).await?, plan: plan.clone() })
+    }
+
+    /// The network compiled again on `backend` (a device opened after this one's was lost).
+    pub async fn recompile(&self, backend: &dyn Backend) -> Result<Vad> {
+        Vad::compile(backend, &self.plan).await
     }
 
     /// The speech probability of every [`WINDOW`] samples of `audio` (16 kHz), as faster-whisper

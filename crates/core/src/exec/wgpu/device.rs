@@ -254,6 +254,8 @@ pub struct WgpuBackend {
     pub(super) pipeline_cache: Option<StoredPipelines>,
     /// Where dispatch times go when profiling ([`WgpuOptions::profile`]).
     pub(super) profile: Option<Profile>,
+    /// What the device was opened with, to open another the same way ([`Backend::reopen`]).
+    options: WgpuOptions,
 }
 
 impl WgpuBackend {
@@ -379,6 +381,7 @@ impl WgpuBackend {
             cache: Mutex::new(PipelineCache::default()),
             pipeline_cache,
             profile: options.profile.clone(),
+            options: options.clone(),
         })
     }
 
@@ -413,7 +416,8 @@ impl WgpuBackend {
         self.cpu_kernels
     }
 
-    /// The device, e.g. to read its internal counters in tests.
+    /// The device, e.g. to read its internal counters in tests, or to destroy it (a test of
+    /// what follows a lost device).
     pub fn device(&self) -> &wgpu::Device {
         &self.device
     }
@@ -501,7 +505,19 @@ impl Backend for WgpuBackend {
                 cache: Mutex::new(PipelineCache::default()),
                 pipeline_cache: None,
                 profile: None,
+                options: WgpuOptions {
+                    allow_matrix_units: false,
+                    pipeline_cache: None,
+                    profile: None,
+                    ..self.options.clone()
+                },
             }) as Box<dyn Backend>
         })
+    }
+
+    /// The adapter asked for again and a device opened on it with the same options: after a
+    /// loss the old adapter may be gone too (a browser's adapter opens one device only).
+    fn reopen(&self) -> BoxFuture<'_, Box<dyn Backend>> {
+        Box::pin(async move { Ok(Box::new(WgpuBackend::with_options(&self.options).await?) as Box<dyn Backend>) })
     }
 }

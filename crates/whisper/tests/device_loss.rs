@@ -1,0 +1,282 @@
+//! A device lost in the middle of a transcription. On wgpu (lavapipe here) the device is
+//! really destroyed after the first window: the transcription opens a new one, says so once,
+//! goes on from the window in work and ends with the transcript an undisturbed run gives.
+//! The policy around it (how many losses are survived, what a failed reopening or another
+//! error does) on a backend whose runs fail as a lost device's do when a test says so.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::ops::ControlFlow;
+use std::rc::Rc;
+
+use susurrus_core::exec::{Backend, BoxFuture, Chain, Executable, Weights};
+use susurrus_core::plan::Plan;
+use susurrus_core::tensor::Tensor;
+use susurrus_testkit::golden;
+use susurrus_whisper::files::load_files;
+use susurrus_whisper::transcribe::MAX_REOPENS;
+use susurrus_whisper::{Error, Event, TranscribeOptions, Transcript, Whisper};
+
+/// The small random model (one-second windows) on `backend`.
+fn small_model(backend: Box<dyn Backend>) -> Whisper {
+    let (weights, tokenizer) = load_files(&susurrus_testkit::whisper::small_model_files(3).unwrap()).unwrap();
+    pollster::block_on(Whisper::new(backend, &weights, tokenizer)).unwrap()
+}
+
+/// Three seconds of a gliding tone with a little noise: three windows of the small model.
+fn audio() -> Vec<f32> {
+    (0..48000)
+        .map(|i| {
+            let t = i as f32 / 16000.0;
+            0.3 * (2.0 * std::f32::consts::PI * (200.0 + 60.0 * t) * t).sin()
+                + 0.01 * ((i * 7919 % 101) as f32 - 50.0) / 50.0
+        })
+        .collect()
+}
+
+/// Greedy with the temperature fallback (its random numbers must be replayed alike), text
+/// only (the timestamp tokens suppressed: the random model's would jump to the end), so
+/// each one-second window is decoded in turn.
+fn options(w: &Whisper) -> TranscribeOptions {
+    let timestamps = w.tokenizer().special_ids().timestamp_begin..w.config().n_vocab as u32;
+    let suppress = std::iter::once(-1).chain(timestamps.map(i64::from)).collect();
+    TranscribeOptions {
+        beam_size: 1,
+        best_of: 2,
+        temperatures: vec![0.0, 1.0],
+        suppress_tokens: Some(suppress),
+        ..Default::default()
+    }
+}
+
+fn quietly(w: &mut Whisper, pcm: &[f32]) -> Result<Transcript, Error> {
+    let options = options(w);
+    pollster::block_on(w.transcribe(pcm, &options, &mut |_| ControlFlow::Continue(())))
+}
+
+#[test]
+fn a_destroyed_wgpu_device_is_replaced_and_the_transcript_is_unchanged() {
+    let backend = golden::wgpu();
+    let device = backend.device().clone();
+    let mut w = small_model(Box::new(backend));
+    let pcm = audio();
+    let want = quietly(&mut w, &pcm).unwrap();
+    assert!(!want.segments.is_empty(), "the random model says something on this audio: {want:?}");
+    assert!(
+        want.segments.iter().any(|s| s.temperature > 0.0),
+        "a window falls back to sampling (the random numbers a resumed window must replay)"
+    );
+
+    let mut destroyed_at = None;
+    let mut lost = Vec::new();
+    let options = options(&w);
+    let got = pollster::block_on(w.transcribe(&pcm, &options, &mut |event| {
+        match event {
+            Event::Progress { done, .. } if done > 0.0 && destroyed_at.is_none() => {
+                device.destroy();
+                destroyed_at = Some(done);
+            }
+            Event::DeviceLost { reason, resume_at } => lost.push((reason.to_string(), resume_at)),
+            _ => {}
+        }
+        ControlFlow::Continue(())
+    }))
+    .unwrap();
+    let destroyed_at = destroyed_at.expect("a window ended before the last");
+    assert!(destroyed_at < want.duration, "destroyed after the last window: {destroyed_at}");
+    assert_eq!(lost.len(), 1, "{lost:?}");
+    let (reason, resume_at) = &lost[0];
+    assert!(reason.to_lowercase().contains("destroy"), "the reason names the destruction: {reason}");
+    assert_eq!(*resume_at, destroyed_at, "resumed at the window after the last finished one");
+    assert_eq!(got, want);
+    // The new device stays the model's.
+    assert_eq!(quietly(&mut w, &pcm).unwrap(), want);
+}
+
+/// What the test tells the [`Losing`] backend's runs to do.
+#[derive(Default)]
+struct Faults {
+    /// Runs so far (a chain of decoder steps is one).
+    runs: Cell<usize>,
+    /// The runs that fail, counted as `runs` counts them.
+    fail_at: RefCell<Vec<usize>>,
+    /// Whether a failure is a lost device (else another error of the device).
+    as_loss: Cell<bool>,
+    /// Whether reopening fails.
+    reopen_fails: Cell<bool>,
+    /// Devices opened again.
+    reopened: Cell<usize>,
+}
+
+impl Faults {
+    /// Counts a run; its error when it is to fail.
+    fn run(&self) -> susurrus_core::Result<()> {
+        let run = self.runs.get();
+        self.runs.set(run + 1);
+        if !self.fail_at.borrow().contains(&run) {
+            return Ok(());
+        }
+        Err(if self.as_loss.get() {
+            susurrus_core::Error::DeviceLost("Unknown: the driver reset the GPU".into())
+        } else {
+            susurrus_core::Error::Backend("out of memory".into())
+        })
+    }
+
+    /// The next transcription's runs `runs` fail (counted from its start).
+    fn fail(&self, runs: impl IntoIterator<Item = usize>) {
+        self.runs.set(0);
+        *self.fail_at.borrow_mut() = runs.into_iter().collect();
+    }
+}
+
+/// The reference executor, whose runs fail as [`Faults`] say; reopening gives the same.
+struct Losing {
+    inner: Box<dyn Backend>,
+    faults: Rc<Faults>,
+}
+
+struct LosingExecutable {
+    inner: Box<dyn Executable>,
+    faults: Rc<Faults>,
+}
+
+impl Backend for Losing {
+    fn name(&self) -> &'static str {
+        "losing"
+    }
+
+    fn compile_linked<'a>(
+        &'a self,
+        plans: Vec<&'a Plan>,
+        weights: &'a Weights,
+    ) -> BoxFuture<'a, Vec<Box<dyn Executable>>> {
+        Box::pin(async move {
+            let executables = self.inner.compile_linked(plans, weights).await?;
+            Ok(executables
+                .into_iter()
+                .map(|inner| Box::new(LosingExecutable { inner, faults: self.faults.clone() }) as Box<dyn Executable>)
+                .collect())
+        })
+    }
+
+    fn reopen(&self) -> BoxFuture<'_, Box<dyn Backend>> {
+        Box::pin(async move {
+            if self.faults.reopen_fails.get() {
+                return Err(susurrus_core::Error::Backend("no adapter found".into()));
+            }
+            self.faults.reopened.set(self.faults.reopened.get() + 1);
+            Ok(Box::new(Losing { inner: Box::new(golden::cpu()), faults: self.faults.clone() }) as Box<dyn Backend>)
+        })
+    }
+}
+
+impl Executable for LosingExecutable {
+    fn run<'a>(
+        &'a mut self,
+        inputs: &'a HashMap<String, Tensor>,
+        scalars: &'a HashMap<String, u32>,
+        outputs: &'a [&'a str],
+    ) -> BoxFuture<'a, HashMap<String, Tensor>> {
+        Box::pin(async move {
+            self.faults.run()?;
+            self.inner.run(inputs, scalars, outputs).await
+        })
+    }
+
+    fn run_chain<'a>(&'a mut self, chain: Chain<'a>) -> BoxFuture<'a, Vec<HashMap<String, Tensor>>> {
+        Box::pin(async move {
+            self.faults.run()?;
+            self.inner.run_chain(chain).await
+        })
+    }
+
+    fn run_repeatedly<'a>(
+        &'a mut self,
+        inputs: &'a HashMap<String, Tensor>,
+        scalars: &'a HashMap<String, u32>,
+        times: usize,
+    ) -> BoxFuture<'a, ()> {
+        self.inner.run_repeatedly(inputs, scalars, times)
+    }
+
+    fn read_state<'a>(&'a mut self, name: &'a str) -> BoxFuture<'a, Tensor> {
+        self.inner.read_state(name)
+    }
+}
+
+fn losing_model() -> (Whisper, Rc<Faults>) {
+    let faults = Rc::new(Faults::default());
+    let backend = Losing { inner: Box::new(golden::cpu()), faults: faults.clone() };
+    (small_model(Box::new(backend)), faults)
+}
+
+/// Transcribes with the runs `fail_at` failing; the times it resumed at and the result.
+fn failing(
+    w: &mut Whisper,
+    faults: &Faults,
+    fail_at: impl IntoIterator<Item = usize>,
+) -> (Vec<f64>, Result<Transcript, Error>) {
+    let pcm = audio();
+    let mut lost = Vec::new();
+    faults.fail(fail_at);
+    let options = options(w);
+    let result = pollster::block_on(w.transcribe(&pcm, &options, &mut |event| {
+        if let Event::DeviceLost { resume_at, .. } = event {
+            lost.push(resume_at);
+        }
+        ControlFlow::Continue(())
+    }));
+    faults.fail([]);
+    (lost, result)
+}
+
+#[test]
+fn losses_are_survived_up_to_a_limit_and_then_are_the_error() {
+    let (mut w, faults) = losing_model();
+    faults.fail([]);
+    let want = quietly(&mut w, &audio()).unwrap();
+    let runs = faults.runs.get();
+    assert!(runs > 8, "{runs} runs");
+    faults.as_loss.set(true);
+
+    // Losses at a third and two thirds of the work: two new devices, the same transcript.
+    let (lost, got) = failing(&mut w, &faults, [runs / 3, 2 * runs / 3]);
+    assert_eq!(lost.len(), 2, "{lost:?}");
+    assert!(lost[0] <= lost[1], "the second resumption at or after the first: {lost:?}");
+    assert_eq!(got.unwrap(), want);
+    assert_eq!(faults.reopened.get(), 2);
+
+    // The first run on every new device lost too: after MAX_REOPENS new devices, the next loss
+    // is the error.
+    let (lost, got) = failing(&mut w, &faults, runs / 2..runs / 2 + MAX_REOPENS + 1);
+    assert_eq!(lost.len(), MAX_REOPENS, "{lost:?}");
+    assert!(lost.iter().all(|&t| t == lost[0]), "resumed at the same window each time: {lost:?}");
+    assert_eq!(
+        got.unwrap_err().to_string(),
+        format!(
+            "GPU device lost: Unknown: the driver reset the GPU (the device was lost {} times in this \
+             transcription; not opening another)",
+            MAX_REOPENS + 1
+        )
+    );
+    // The model works on its last device.
+    assert_eq!(quietly(&mut w, &audio()).unwrap(), want);
+}
+
+#[test]
+fn a_failed_reopening_or_another_error_ends_the_transcription() {
+    let (mut w, faults) = losing_model();
+    faults.as_loss.set(true);
+    faults.reopen_fails.set(true);
+    let (lost, got) = failing(&mut w, &faults, [2]);
+    assert_eq!(lost, vec![0.0], "reported before the new device is asked for");
+    assert_eq!(got.unwrap_err().to_string(), "backend error: no adapter found");
+
+    faults.reopen_fails.set(false);
+    faults.as_loss.set(false);
+    let (lost, got) = failing(&mut w, &faults, [2]);
+    assert!(lost.is_empty(), "{lost:?}");
+    assert_eq!(got.unwrap_err().to_string(), "backend error: out of memory");
+    assert_eq!(faults.reopened.get(), 0);
+}
