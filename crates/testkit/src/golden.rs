@@ -215,11 +215,14 @@ pub const CLIPS: [&str; 7] = ["short_1", "short_2", "short_3", "noisy", "silence
 /// slow backends run (the reference executor, int8), where the fast CPU backend runs every clip.
 pub const SHORT_CLIPS: [&str; 5] = ["short_1", "short_2", "short_3", "noisy", "silence"];
 
-/// What wgpu runs on lavapipe, a software GPU: one clip's every decoding path (greedy, without
-/// timestamps, beam search, word timestamps, suppressed tokens, repetition penalty); the other
-/// options (no-speech skips, the hallucination guard, the VAD filter) are host logic that every
-/// backend shares, run on the fast CPU backend.
-pub const LAVAPIPE_RUNS: [&str; 1] = ["short_1"];
+/// What wgpu runs on lavapipe, a software GPU: one clip's decoding paths that run graphs of
+/// their own (greedy chains, beam search, the alignment graph of word timestamps, the
+/// selection with per-token penalties). Its other runs (without timestamps, suppressed
+/// tokens) differ only in the prompt and the ids a compiled list bans, and the other options
+/// (no-speech skips, the hallucination guard, the VAD filter) are host logic that every
+/// backend shares: the fast CPU backend runs them all.
+pub const LAVAPIPE_RUNS: [&str; 4] =
+    ["short_1/default", "short_1/beam_5", "short_1/word_timestamps", "short_1/repetition_penalty"];
 
 /// Every multilingual clip (German, Spanish, French, Japanese, English).
 pub const MULTILINGUAL_CLIPS: [&str; 5] = ["de", "es", "fr", "ja", "en"];

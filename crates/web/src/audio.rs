@@ -3,8 +3,13 @@
 //! browser's WebAudio (`decodeAudioData` on an `OfflineAudioContext` running at 16 kHz,
 //! which also resamples); an `AudioBuffer` at another rate is resampled by rendering it
 //! through such a context. Channels are averaged, as the native command does.
+//!
+//! The samples stay in JavaScript memory ([`JsAudio`]): a transcription copies into the
+//! module's memory only the stretch a window needs, so the WebAssembly memory (which never
+//! shrinks) is the same for a 2-hour recording as for a minute.
 
 use js_sys::{ArrayBuffer, Float32Array, Uint8Array};
+use susurrus_whisper::Audio;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{AudioBuffer, Blob, OfflineAudioContext};
@@ -18,10 +23,33 @@ pub const SAMPLE_RATE: f32 = 16000.0;
 const ACCEPTED: &str = "audio must be a Float32Array of 16 kHz mono samples, an AudioBuffer, \
                         the bytes of an audio file (ArrayBuffer or Uint8Array) or a Blob";
 
-/// 16 kHz mono samples of `input`.
-pub async fn to_samples(input: &JsValue) -> Result<Vec<f32>, JsValue> {
+/// Samples mixed down a block at a time (of the module's memory, per channel).
+const MIX_BLOCK: u32 = 1 << 16;
+
+/// 16 kHz mono samples in JavaScript memory, read by a transcription a stretch at a time.
+pub struct JsAudio(pub Float32Array);
+
+impl Audio for JsAudio {
+    fn len(&self) -> usize {
+        self.0.length() as usize
+    }
+
+    fn read(&self, start: usize, out: &mut [f32]) -> susurrus_whisper::Result<()> {
+        let len = self.len();
+        let end = (start + out.len()).min(len);
+        let n = end.saturating_sub(start);
+        if n > 0 {
+            self.0.subarray(start as u32, end as u32).copy_to(&mut out[..n]);
+        }
+        out[n..].fill(0.0);
+        Ok(())
+    }
+}
+
+/// 16 kHz mono samples of `input`, in JavaScript memory (a caller's `Float32Array` as it is).
+pub async fn to_samples(input: &JsValue) -> Result<Float32Array, JsValue> {
     if let Some(samples) = input.dyn_ref::<Float32Array>() {
-        return Ok(samples.to_vec());
+        return Ok(samples.clone());
     }
     if let Some(buffer) = input.dyn_ref::<AudioBuffer>() {
         return from_audio_buffer(buffer).await;
@@ -43,7 +71,7 @@ pub async fn to_samples(input: &JsValue) -> Result<Vec<f32>, JsValue> {
 }
 
 /// Decodes the bytes of an audio file (any format the browser reads) to 16 kHz mono.
-async fn decode(bytes: Uint8Array) -> Result<Vec<f32>, JsValue> {
+async fn decode(bytes: Uint8Array) -> Result<Float32Array, JsValue> {
     // Read before decodeAudioData detaches the buffer.
     let size = bytes.length();
     if size == 0 {
@@ -61,14 +89,14 @@ async fn decode(bytes: Uint8Array) -> Result<Vec<f32>, JsValue> {
 }
 
 /// An `AudioBuffer` at any rate as 16 kHz mono.
-async fn from_audio_buffer(buffer: &AudioBuffer) -> Result<Vec<f32>, JsValue> {
+async fn from_audio_buffer(buffer: &AudioBuffer) -> Result<Float32Array, JsValue> {
     if buffer.sample_rate() == SAMPLE_RATE {
         return mix_down(buffer);
     }
     let channels = buffer.number_of_channels();
     let length = (f64::from(buffer.length()) * f64::from(SAMPLE_RATE) / f64::from(buffer.sample_rate())).ceil() as u32;
     if length == 0 {
-        return Ok(Vec::new());
+        return Ok(Float32Array::new_with_length(0));
     }
     let context = context(channels, length)?;
     let render = |e: JsValue| js_error(format!("cannot resample the audio to 16 kHz: {}", describe(&e)));
@@ -95,20 +123,37 @@ fn context(channels: u32, length: u32) -> Result<OfflineAudioContext, JsValue> {
     )
 }
 
-/// The average of the buffer's channels.
-fn mix_down(buffer: &AudioBuffer) -> Result<Vec<f32>, JsValue> {
+/// The average of the buffer's channels, in JavaScript memory: one channel as the browser
+/// holds it (copied, so the buffer may go), more mixed a block at a time.
+fn mix_down(buffer: &AudioBuffer) -> Result<Float32Array, JsValue> {
     let channels = buffer.number_of_channels();
-    let read =
-        |c: u32| buffer.get_channel_data(c).map_err(|e| js_error(format!("cannot read channel {c}: {}", describe(&e))));
-    let mut mono = read(0)?;
-    if channels > 1 {
-        for c in 1..channels {
-            for (m, s) in mono.iter_mut().zip(read(c)?) {
-                *m += s;
-            }
+    // `getChannelData` itself, not web-sys's, which copies the channel into the module.
+    let read = |c: u32| -> Result<Float32Array, JsValue> {
+        let method = js_sys::Reflect::get(buffer, &"getChannelData".into())?.dyn_into::<js_sys::Function>()?;
+        method.call1(buffer, &c.into())?.dyn_into::<Float32Array>()
+    };
+    let read = |c: u32| read(c).map_err(|e| js_error(format!("cannot read channel {c}: {}", describe(&e))));
+    let first = read(0)?;
+    if channels == 1 {
+        return Ok(first.slice(0, first.length()));
+    }
+    let rest = (1..channels).map(read).collect::<Result<Vec<_>, _>>()?;
+    let length = first.length();
+    let mono = Float32Array::new_with_length(length);
+    let scale = 1.0 / channels as f32;
+    let mut block = Vec::new();
+    let mut other = Vec::new();
+    for start in (0..length).step_by(MIX_BLOCK as usize) {
+        let end = (start + MIX_BLOCK).min(length);
+        block.resize((end - start) as usize, 0.0);
+        first.subarray(start, end).copy_to(&mut block);
+        for channel in &rest {
+            other.resize(block.len(), 0.0);
+            channel.subarray(start, end).copy_to(&mut other);
+            block.iter_mut().zip(&other).for_each(|(m, s)| *m += s);
         }
-        let scale = 1.0 / channels as f32;
-        mono.iter_mut().for_each(|m| *m *= scale);
+        block.iter_mut().for_each(|m| *m *= scale);
+        mono.subarray(start, end).copy_from(&block);
     }
     Ok(mono)
 }

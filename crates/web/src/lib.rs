@@ -203,7 +203,8 @@ pub async fn decode_audio(
     #[wasm_bindgen(unchecked_param_type = "AudioInput")] input: JsValue,
 ) -> Result<js_sys::Float32Array, JsValue> {
     let samples = audio::to_samples(&input).await?;
-    Ok(js_sys::Float32Array::from(samples.as_slice()))
+    // A caller's own array comes back as a copy, as decoded audio is a new one.
+    Ok(if input.is_instance_of::<js_sys::Float32Array>() { samples.slice(0, samples.length()) } else { samples })
 }
 
 /// A transcription result as a document: `txt` (one segment a line), `srt`, `vtt` or `json`;

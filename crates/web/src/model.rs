@@ -160,7 +160,7 @@ impl Model {
                 }
             };
             let started = now_ms();
-            let transcript = whisper.transcribe(&samples, &options, &mut on_event).await;
+            let transcript = whisper.transcribe_audio(&audio::JsAudio(samples), &options, &mut on_event).await;
             pace.set_signal(None);
             let transcript = match (transcript, callback_error) {
                 (_, Some(e)) => return Err(e),
@@ -216,7 +216,8 @@ impl Model {
         #[allow(clippy::await_holding_refcell_ref)]
         future_to_promise(async move {
             let options = bench_options(&options.map(JsValue::from).unwrap_or(JsValue::UNDEFINED))?;
-            let samples = audio::to_samples(&audio).await?;
+            // The bench repeats short clips: in the module's memory.
+            let samples = audio::to_samples(&audio).await?.to_vec();
             let mut loaded = loaded
                 .try_borrow_mut()
                 .map_err(|_| js_error("this model is already transcribing; wait for that to finish"))?;

@@ -505,3 +505,54 @@ async fn a_destroyed_webgpu_device_is_replaced_and_reported() {
     assert_eq!(devices_opened(), opened + 1, "one new device ({reason})");
     assert_eq!(segments(&transcribe(&model, &audio, text_only(&[])).await.unwrap()), reference, "on the new device");
 }
+
+/// The WebAssembly memory's size in MB (it only grows: its size after a transcription is the
+/// most the transcription needed).
+fn wasm_memory_mb() -> f64 {
+    let memory: js_sys::WebAssembly::Memory = wasm_bindgen::memory().dyn_into().unwrap();
+    f64::from(memory.buffer().dyn_into::<js_sys::ArrayBuffer>().unwrap().byte_length()) / 1e6
+}
+
+/// Memory in the page is flat in the recording's length: a random model with the real 30 s
+/// windows (one encoder layer) transcribes a short and then a long generated recording, and
+/// the module's memory must not grow by 8 MB in between. The samples stay in JavaScript memory
+/// (the caller's array) and only a window's stretch is copied in; keeping them in the module
+/// adds 3.84 MB a minute (measured: 30 to 107 MB from 2 to 20 minutes on the CPU). On the CPU 2
+/// and 20 minutes (77 MB of samples, more than earlier tests can leave free in the module);
+/// on WebGPU, whose SwiftShader adapter takes 6 s a window here, 1 and 5 minutes.
+#[wasm_bindgen_test]
+async fn module_memory_is_flat_in_the_recordings_length() {
+    use susurrus_testkit::whisper::{model_files, small_config};
+    let mut config = small_config();
+    (config.n_audio_ctx, config.encoder_layers, config.encoder_heads) = (1500, 1, 1);
+    let files = model_files(config, 11, WeightFormat::F16).unwrap();
+    let named: Vec<(&str, &[u8])> = files.iter().map(|(n, b)| (n.as_str(), b.as_slice())).collect();
+    // Made in JavaScript memory a second at a time, not in the module's.
+    let minutes = |m: u32| -> JsValue {
+        let second: Vec<f32> = (0..16000).map(|i| 0.1 * ((i % 400) as f32 / 200.0 - 1.0)).collect();
+        let samples = Float32Array::new_with_length(m * 60 * 16000);
+        for s in 0..m * 60 {
+            samples.subarray(s * 16000, (s + 1) * 16000).copy_from(&second);
+        }
+        samples.into()
+    };
+    for (backend, short, long) in [("cpu", 2, 20), ("webgpu", 1, 5)] {
+        let model = Model::load(as_files(&named), Some(object(&[("backend", backend.into())]))).await.unwrap();
+        let options = || object(&[("beamSize", 1.into()), ("temperatures", Array::of1(&0.0.into()).into())]);
+        transcribe(&model, &minutes(short), options()).await.unwrap();
+        let after_short = wasm_memory_mb();
+        let result = transcribe(&model, &minutes(long), options()).await.unwrap();
+        assert_eq!(get(&get(&result, "timings"), "audioDurationS").as_f64(), Some(f64::from(long * 60)));
+        let after_long = wasm_memory_mb();
+        web_sys::console::log_1(
+            &format!(
+                "{backend}: module memory after {short} min {after_short:.1} MB, after {long} min {after_long:.1} MB"
+            )
+            .into(),
+        );
+        assert!(
+            after_long - after_short < 8.0,
+            "{backend}: the module's memory grew from {after_short:.1} MB to {after_long:.1} MB"
+        );
+    }
+}
