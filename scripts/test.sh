@@ -64,10 +64,36 @@ stage "cargo check -p susurrus-native --target aarch64-apple-darwin (macOS, Meta
 stage "cargo test --workspace: build" cargo test --workspace --no-run
 stage "setup: system packages, npm tools, NVRTC, the models, int8 tiny.en (background)" wait_for_downloads
 stage "cargo test --workspace" cargo test --workspace
-stage "browser: wasm-pack test --headless --chrome (crates/web)" \
-  bash -c 'cd crates/web && WASM_BINDGEN_TEST_TIMEOUT=900 wasm-pack test --mode no-install \
-    --headless --chrome --chromedriver /usr/bin/chromedriver'
-stage "browser end to end: the demo page and the npm package with the real model (tests/e2e)" \
-  ./tests/e2e/run.sh
+# The browser suite and the end-to-end tests side by side: each spends most of its time in a
+# single-threaded WebAssembly transcription or waiting on Chromium, so two cores serve both
+# (their builds take turns on cargo's lock). Each writes a log of its own, printed when both end.
+browser_suites() {
+  local logs failed=() name
+  logs=$(mktemp -d)
+  timed() {
+    local t0=$SECONDS rc=0
+    "$@" || rc=$?
+    echo "-- took $((SECONDS - t0)) s (exit code $rc)"
+    return "$rc"
+  }
+  (cd crates/web && timed env WASM_BINDGEN_TEST_TIMEOUT=900 wasm-pack test --mode no-install \
+    --headless --chrome --chromedriver /usr/bin/chromedriver) >"$logs/browser" 2>&1 &
+  local browser=$!
+  timed ./tests/e2e/run.sh >"$logs/e2e" 2>&1 &
+  local e2e=$!
+  wait "$browser" || failed+=("the browser suite")
+  wait "$e2e" || failed+=("the end-to-end tests")
+  for name in browser e2e; do
+    printf '\n-- %s --\n' "$name"
+    cat "$logs/$name"
+  done
+  rm -rf "$logs"
+  if ((${#failed[@]})); then
+    echo "test: failed: ${failed[*]}" >&2
+    return 1
+  fi
+}
+stage "browser: wasm-pack test --headless --chrome (crates/web) beside the end to end tests of the demo page and the npm package with the real model (tests/e2e)" \
+  browser_suites
 
 printf '\n== all passed ==\n'
