@@ -66,7 +66,9 @@ stage "setup: system packages, npm tools, NVRTC, the models, int8 tiny.en (backg
 stage "cargo test --workspace" cargo test --workspace
 # The browser suite and the end-to-end tests side by side: each spends most of its time in a
 # single-threaded WebAssembly transcription or waiting on Chromium, so two cores serve both
-# (their builds take turns on cargo's lock). Each writes a log of its own, printed when both end.
+# (their builds take turns on cargo's lock). The suite is built in release, as the package the
+# end-to-end tests build is, so the dependencies are compiled for wasm32 once, not twice. Each
+# writes a log of its own, printed when both end.
 browser_suites() {
   local logs failed=() name
   logs=$(mktemp -d)
@@ -76,7 +78,7 @@ browser_suites() {
     echo "-- took $((SECONDS - t0)) s (exit code $rc)"
     return "$rc"
   }
-  (cd crates/web && timed env WASM_BINDGEN_TEST_TIMEOUT=900 wasm-pack test --mode no-install \
+  (cd crates/web && timed env WASM_BINDGEN_TEST_TIMEOUT=900 wasm-pack test --release --mode no-install \
     --headless --chrome --chromedriver /usr/bin/chromedriver) >"$logs/browser" 2>&1 &
   local browser=$!
   timed ./tests/e2e/run.sh >"$logs/e2e" 2>&1 &
