@@ -139,14 +139,11 @@ impl Whisper {
         if !options.vad {
             return self.transcribe_speech(audio, options, None, 0, on_event).await;
         }
-        if self.vad.is_none() {
-            return Err(Error::bad_option(
-                "vad: the Silero VAD network is not loaded (load it before transcribing with vad)",
-            ));
-        }
         let mut reopens = 0;
         let probabilities = loop {
-            let Some(vad) = self.vad.as_mut() else { return Err(Error::backend("the VAD network is gone")) };
+            let vad = self.vad.as_mut().ok_or_else(|| {
+                Error::bad_option("vad: the Silero VAD network is not loaded (load it before transcribing with vad)")
+            })?;
             // Cancellation points while the network runs; no audio is transcribed yet.
             let mut on_block = |_: usize| on_event(Event::Progress { done: 0.0, total: duration });
             match vad.probabilities(audio, &mut on_block).await {
@@ -251,7 +248,6 @@ impl Whisper {
                 }
             }
         };
-
         let sot_sequence = self.sot_sequence(&language, options.task)?;
 
         // Where speech last ended (word timestamps' pause rule).
