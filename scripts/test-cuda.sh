@@ -3,8 +3,8 @@
 # the golden clips token for token, graph replay and device errors (crates/native/tests/cuda.rs).
 #
 #   scripts/test-cuda.sh          build and run (a machine with cargo and an NVIDIA GPU)
-#   scripts/test-cuda.sh build    build only: target/gpu-suite/cuda-tests (for a GPU machine
-#                                 without cargo; take the binary along with the repository)
+#   scripts/test-cuda.sh build    build only: target/gpu-suite/cuda-tests and susurrus (for a GPU
+#                                 machine without cargo; take both along with the repository)
 #   scripts/test-cuda.sh run      run target/gpu-suite/cuda-tests from the repository root
 #
 # The run needs the NVIDIA driver, NVRTC and cuBLAS (CUDA 13): the CUDA toolkit's libraries,
@@ -26,7 +26,10 @@ for line in sys.stdin:
         print(m["executable"])' | tail -n 1)
   [ -n "$bin" ] || { echo "test-cuda: the test binary was not built" >&2; exit 1; }
   cp "$bin" "$suite/cuda-tests"
-  echo "test-cuda: built $suite/cuda-tests"
+  # The command, for the device-loss test (a new process takes over from the one that lost
+  # the GPU); cargo built it beside the suite for the tests.
+  cp target/release/susurrus "$suite/susurrus"
+  echo "test-cuda: built $suite/cuda-tests and $suite/susurrus"
 }
 
 run() {

@@ -28,6 +28,11 @@ pub enum Error {
     /// The GPU device was lost; the executor must be rebuilt on a new device.
     #[error("GPU device lost: {0}")]
     DeviceLost(String),
+    /// The GPU device was lost and this process cannot open it again (a CUDA context that
+    /// met a sticky error is unusable until the process ends): the work goes on only in a new
+    /// process, from where it stood ([`crate`] users: the whisper crate's checkpoints).
+    #[error("GPU device lost to this process: {0}")]
+    DeviceLostToProcess(String),
     /// A backend could not be created or a resource could not be allocated.
     #[error("backend error: {0}")]
     Backend(String),

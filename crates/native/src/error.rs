@@ -42,6 +42,10 @@ pub enum Error {
     /// A batch in which some inputs failed (each was reported as it failed).
     #[error("{failed} of {total} files failed")]
     FilesFailed { failed: usize, total: usize },
+    /// The batch went on in a new process (the GPU was lost to this one), which reported its
+    /// own errors and ended with status `code`: this process ends with it.
+    #[error("the process the batch was handed to ended with status {code}")]
+    HandedOver { code: u8 },
 }
 
 impl Error {
@@ -50,11 +54,13 @@ impl Error {
         Error::Io { path: path.display().to_string(), source }
     }
 
-    /// The command's exit status for this error: 141 for [`Error::ReaderGone`], 1 otherwise
+    /// The command's exit status for this error: 141 for [`Error::ReaderGone`], the new
+    /// process's for [`Error::HandedOver`], 1 otherwise
     /// (the argument parser's own errors exit with 2).
     pub fn exit_code(&self) -> u8 {
         match self {
             Error::ReaderGone => 141,
+            Error::HandedOver { code } => *code,
             _ => 1,
         }
     }
@@ -62,7 +68,7 @@ impl Error {
     /// Whether the error is worth a message on stderr: not when the reader of standard output
     /// left, which it knows.
     pub fn is_reported(&self) -> bool {
-        !matches!(self, Error::ReaderGone)
+        !matches!(self, Error::ReaderGone | Error::HandedOver { .. })
     }
 
     /// An [`Error::Audio`] for the input named `source_name`.

@@ -11,6 +11,7 @@ pub mod cpu;
 pub mod cuda;
 pub mod destination;
 pub mod error;
+pub mod handover;
 pub mod info;
 pub mod model_dir;
 pub mod output;

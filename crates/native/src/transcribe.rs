@@ -9,16 +9,18 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
+use susurrus_core::Error as CoreError;
+use susurrus_whisper::Error as WhisperError;
 use susurrus_whisper::options::{MAX_BEAM_SIZE, MAX_BEST_OF};
 use susurrus_whisper::subtitles::CueOptions;
 use susurrus_whisper::vad::{VadOptions, VadPlan, VadWeights};
-use susurrus_whisper::{Event, Task, TranscribeOptions, Whisper};
+use susurrus_whisper::{Audio, Event, Resume, Segment, Task, TranscribeOptions, Whisper};
 
 use crate::audio::{self, Samples};
 use crate::backend::RunArgs;
 use crate::error::{Error, Result};
 use crate::output::{self, Format, Load, Meta, Timings};
-use crate::{destination, model_dir};
+use crate::{destination, handover, model_dir};
 
 const AFTER_HELP: &str = "\
 Output:
@@ -194,6 +196,15 @@ pub struct TranscribeArgs {
     /// --vad: audio kept on each side of speech. Default: 400.
     #[arg(long, value_name = "MS")]
     pub vad_speech_pad_ms: Option<u32>,
+    /// Loses the GPU on purpose after this many windows of the first file, as a driver reset
+    /// would (wgpu: the device destroyed; CUDA: a kernel that traps): what the device-loss
+    /// suites run the command with. Not in `--help`.
+    #[arg(long, value_name = "WINDOWS", hide = true, value_parser = clap::value_parser!(u32).range(1..))]
+    pub lose_gpu_after: Option<u32>,
+    /// A hand-over folder ([`handover`]): the batch goes on from where a process that lost the
+    /// GPU stood. Only the command passes it, to itself. Not in `--help`.
+    #[arg(long = "resume-from", value_name = "DIR", hide = true)]
+    pub resume_from: Option<PathBuf>,
 }
 
 /// The `--task` choices.
@@ -327,8 +338,11 @@ pub fn run(args: &TranscribeArgs) -> Result<()> {
     let options = args.options()?;
     options.validate()?;
     let cues = args.cue_options()?;
+    let taken = args.resume_from.as_deref().map(handover::take).transpose()?;
+    let start = taken.as_ref().map_or(0, |t| t.state.file);
     check_inputs(args)?;
-    check_outputs(args)?;
+    // A handed-over batch: the files before the one in work are written already.
+    check_outputs(args, start)?;
     let dir = model_dir::resolve(args.run.model.as_deref())?;
     let vad = if args.vad { Some(model_dir::resolve_vad(args.vad_model.as_deref())?) } else { None };
 
@@ -338,11 +352,33 @@ pub fn run(args: &TranscribeArgs) -> Result<()> {
     };
     check_model_options(&whisper, &options, &dir)?;
 
-    let mut session = Session { whisper, options, cues, load, args, printed: false };
-    let mut failed = 0;
-    for input in &args.files {
-        match session.transcribe(input) {
+    let printed = taken.as_ref().is_some_and(|t| t.state.printed);
+    // Lost once, in the first process.
+    let lose_gpu_after = if taken.is_some() { None } else { args.lose_gpu_after };
+    let mut failed = taken.as_ref().map_or(0, |t| t.state.failed);
+    let mut unfinished =
+        taken.map(|t| Unfinished { samples: t.samples, segments: t.state.segments, resume: t.state.resume });
+    let mut session = Session { whisper, options, cues, load, args, printed, lose_gpu_after };
+    for (index, input) in args.files.iter().enumerate().skip(start) {
+        match session.transcribe(input, unfinished.take()) {
             Ok(()) => {}
+            Err(Failure::Lost(lost)) => {
+                let state = handover::State {
+                    file: index,
+                    samples: lost.samples.len(),
+                    segments: lost.segments,
+                    resume: lost.resume,
+                    failed,
+                    printed: session.printed,
+                };
+                // The lost context's memory goes back to the device before the new process
+                // takes its own.
+                drop(session);
+                return match handover::continue_in_new_process(&state, &lost.samples)? {
+                    0 => Ok(()),
+                    code => Err(Error::HandedOver { code }),
+                };
+            }
             // A reader that stopped reading (`| head`) wants no more.
             Err(Failure::Output(Error::Io { source, .. })) if source.kind() == std::io::ErrorKind::BrokenPipe => {
                 return Err(Error::ReaderGone);
@@ -394,14 +430,15 @@ fn output_paths(args: &TranscribeArgs) -> Result<Vec<(&Path, PathBuf)>> {
     args.files.iter().map(|input| Ok((input.as_path(), dir.join(output_name(input, args.format)?)))).collect()
 }
 
-/// Where the transcripts go, checked before the model loads: the output folder writable and
-/// no transcript replacing an input or (without `--overwrite`) an existing file; else
-/// standard output open.
-fn check_outputs(args: &TranscribeArgs) -> Result<()> {
+/// Where the transcripts of the files from `from` on go, checked before the model loads: the
+/// output folder writable and no transcript replacing an input or (without `--overwrite`) an
+/// existing file; else standard output open.
+fn check_outputs(args: &TranscribeArgs, from: usize) -> Result<()> {
     match &args.output_dir {
         Some(dir) => {
             destination::check_dir(dir)?;
-            destination::check_outputs(&output_paths(args)?, &args.files, args.overwrite)
+            let paths: Vec<_> = output_paths(args)?.into_iter().skip(from).collect();
+            destination::check_outputs(&paths, &args.files, args.overwrite)
         }
         None => destination::check_stdout(),
     }
@@ -435,11 +472,21 @@ fn check_model_options(whisper: &Whisper, options: &TranscribeOptions, dir: &Pat
     Ok(())
 }
 
-/// How one input failed: the input alone (reported, the batch goes on) or the output every
-/// input needs (standard output closed: the batch stops).
+/// How one input failed: the input alone (reported, the batch goes on), the output every
+/// input needs (standard output closed: the batch stops), or the GPU, lost to this process
+/// (the batch goes on in a new one, [`handover`]).
 enum Failure {
     Input(Error),
     Output(Error),
+    Lost(Box<Unfinished>),
+}
+
+/// A file whose transcription stopped part way: its samples, the segments reported, where
+/// the seek loop stood.
+struct Unfinished {
+    samples: Samples,
+    segments: Vec<Segment>,
+    resume: Resume,
 }
 
 /// Opens the backend and, on threads beside it, reads the model folder (weights and
@@ -487,70 +534,117 @@ struct Session<'a> {
     args: &'a TranscribeArgs,
     /// Whether a file's output has gone to standard output yet (for the separating line).
     printed: bool,
+    /// `--lose-gpu-after`, until the file it applies to (the first) takes it.
+    lose_gpu_after: Option<u32>,
 }
 
 impl Session<'_> {
-    fn transcribe(&mut self, input: &Path) -> std::result::Result<(), Failure> {
+    /// Transcribes `input`, or goes on with it from where `unfinished` says another process
+    /// stopped.
+    fn transcribe(&mut self, input: &Path, unfinished: Option<Unfinished>) -> std::result::Result<(), Failure> {
         let name = input_name(input);
         let audio_started = Instant::now();
-        // A long recording's samples wait in a temporary file, so memory stays flat in its length.
-        let decoded = if is_stdin(input) {
-            audio::decode_reader_into(std::io::stdin(), "-", Samples::new())
-        } else {
-            audio::decode_file_into(input, Samples::new())
-        }
-        .map_err(Failure::Input)?;
+        let resumed = unfinished.is_some();
+        let Unfinished { samples, mut segments, mut resume } = match unfinished {
+            Some(unfinished) => unfinished,
+            None => {
+                // A long recording's samples wait in a temporary file, so memory stays flat in
+                // its length.
+                let decoded = if is_stdin(input) {
+                    audio::decode_reader_into(std::io::stdin(), "-", Samples::new())
+                } else {
+                    audio::decode_file_into(input, Samples::new())
+                }
+                .map_err(Failure::Input)?;
+                for warning in &decoded.warnings {
+                    eprintln!("susurrus: warning: {name}: {warning}");
+                }
+                Unfinished { samples: decoded.samples, segments: Vec::new(), resume: Resume::default() }
+            }
+        };
         let audio_time = audio_started.elapsed();
-        for warning in &decoded.warnings {
-            eprintln!("susurrus: warning: {name}: {warning}");
-        }
 
-        let duration = decoded.duration();
+        let duration = samples.len() as f64 / f64::from(audio::SAMPLE_RATE);
         let bar = Clear(progress_bar(&name, duration));
         let format = self.args.format;
         let to_stdout_live = format == Format::Txt && self.args.output_dir.is_none();
-        if to_stdout_live {
+        if to_stdout_live && !resumed {
             let header = self.header(&name);
             bar.0.suspend(|| write_stdout(&header)).map_err(Failure::Output)?;
         }
         let timestamps = self.options.timestamps;
         let mut stdout_error = None;
-        let mut on_event = |event: Event| -> ControlFlow<()> {
-            match event {
-                Event::Segment(segment) => {
-                    let line = output::txt_line(segment, timestamps);
-                    if to_stdout_live {
-                        if let Err(e) = bar.0.suspend(|| write_stdout(&line)) {
-                            stdout_error = Some(e);
+        let mut lose_after = self.lose_gpu_after.take();
+        let started = Instant::now();
+        let result = loop {
+            // Where the transcription stands after each window, and the devices lost.
+            let mut latest = resume.clone();
+            let mut windows = 0;
+            let mut on_event = |event: Event| -> ControlFlow<()> {
+                match event {
+                    Event::Segment(segment) => {
+                        let line = output::txt_line(segment, timestamps);
+                        if to_stdout_live {
+                            if let Err(e) = bar.0.suspend(|| write_stdout(&line)) {
+                                stdout_error = Some(e);
+                                return ControlFlow::Break(());
+                            }
+                        } else {
+                            bar.0.println(line.trim_end());
+                        }
+                        segments.push(segment.clone());
+                    }
+                    // `total` counts whole mel frames; the bar counts the samples' duration.
+                    Event::Progress { done, total } => {
+                        let done = if done >= total { duration } else { done };
+                        bar.0.set_message(format!("{done:.1}/{duration:.1} s"));
+                        bar.0.set_position(milliseconds(done));
+                    }
+                    // Never silent: the transcript is whole, but the user learns the GPU went away.
+                    Event::DeviceLost { reason, resume_at } => {
+                        latest.devices_lost += 1;
+                        bar.0.suspend(|| {
+                            eprintln!(
+                                "susurrus: warning: {name}: the GPU device was lost ({reason}); opening it again and \
+                                 resuming at {resume_at:.1} s"
+                            )
+                        });
+                    }
+                    Event::Checkpoint(checkpoint) => {
+                        latest.checkpoint = Some(checkpoint.clone());
+                        windows += 1;
+                        if lose_after == Some(windows) {
                             return ControlFlow::Break(());
                         }
-                    } else {
-                        bar.0.println(line.trim_end());
                     }
                 }
-                // `total` counts whole mel frames; the bar counts the samples' duration.
-                Event::Progress { done, total } => {
-                    let done = if done >= total { duration } else { done };
-                    bar.0.set_message(format!("{done:.1}/{duration:.1} s"));
-                    bar.0.set_position(milliseconds(done));
-                }
-                // Never silent: the transcript is whole, but the user learns the GPU went away.
-                Event::DeviceLost { reason, resume_at } => bar.0.suspend(|| {
-                    eprintln!(
-                        "susurrus: warning: {name}: the GPU device was lost ({reason}); opened it again and \
-                         resumed at {resume_at:.1} s"
-                    )
-                }),
+                ControlFlow::Continue(())
+            };
+            let result =
+                pollster::block_on(self.whisper.transcribe_resuming(&samples, &self.options, &resume, &mut on_event));
+            resume = latest;
+            // Stopped to lose the device: lost, and the transcription goes on from there.
+            if lose_after.is_some_and(|n| n == windows) && result.as_ref().err() == Some(&WhisperError::CANCELLED) {
+                lose_after = None;
+                self.whisper.lose_device().map_err(|e| Failure::Input(e.into()))?;
+                continue;
             }
-            ControlFlow::Continue(())
+            break result;
         };
-        let started = Instant::now();
-        let result = pollster::block_on(self.whisper.transcribe_audio(&decoded.samples, &self.options, &mut on_event));
         let transcribe_time = started.elapsed();
         if let Some(e) = stdout_error {
             return Err(Failure::Output(e));
         }
-        let transcript = result.map_err(|e| Failure::Input(e.into()))?;
+        let mut transcript = match result {
+            Err(WhisperError::Core(CoreError::DeviceLostToProcess(why))) => {
+                bar.0.suspend(|| eprintln!("susurrus: warning: {name}: {why}; going on in a new process"));
+                return Err(Failure::Lost(Box::new(Unfinished { samples, segments, resume })));
+            }
+            result => result.map_err(|e| Failure::Input(e.into()))?,
+        };
+        // With the segments of the runs before (another process's, a device's lost).
+        transcript.text = segments.iter().map(|s| s.text.as_str()).collect();
+        transcript.segments = segments;
 
         let timings = Timings::new(&self.load, audio_time, transcribe_time, transcript.duration);
         let meta =

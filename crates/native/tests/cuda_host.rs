@@ -89,12 +89,13 @@ fn every_op_case_lowers_to_kernels_of_the_module() {
         }
     }
     assert!(failures.is_empty(), "{} case(s) failed:\n{}", failures.len(), failures.join("\n"));
-    // Every kernel of the module is used by some case.
+    // Every kernel of the module is used by some case (but the trap the device-loss suite
+    // loses the device with).
     let defined: Vec<&str> = source
         .split("extern \"C\" __global__ void ")
         .skip(1)
         .filter_map(|rest| rest.split('(').next())
-        .filter(|name| !kernels.contains(name))
+        .filter(|name| !kernels.contains(name) && *name != "lose_device")
         .collect();
     assert!(defined.is_empty(), "kernels no op case launches: {defined:?}");
 }

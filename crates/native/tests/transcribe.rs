@@ -756,6 +756,69 @@ fn a_reader_that_stops_reading_ends_the_batch_quietly_with_status_141() {
     assert_eq!((out.status.code(), text(&out.stderr)), (Some(141), String::new()));
 }
 
+/// The small random model (one-second windows) as a model folder.
+fn small_model() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = scratch("small-model");
+        for (name, bytes) in susurrus_testkit::whisper::small_model_files(3).unwrap() {
+            std::fs::write(dir.join(name), bytes).unwrap();
+        }
+        dir
+    })
+}
+
+/// The transcript of each JSON line of `out` (its segments' times, tokens and scores and the
+/// text), without the timings.
+fn json_transcripts(out: &Output) -> Vec<(Value, Value)> {
+    assert!(out.status.success(), "exit {:?}, stderr:\n{}", out.status, text(&out.stderr));
+    text(&out.stdout)
+        .lines()
+        .map(|line| {
+            let got: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+            (got["segments"].clone(), got["text"].clone())
+        })
+        .collect()
+}
+
+/// The GPU lost after the first of three windows of a batch's first file (`--lose-gpu-after
+/// 1`: the wgpu device destroyed, on lavapipe): the command says so once, with where it
+/// resumed, and prints what an undisturbed run prints, for both files. The small random model
+/// decodes text only (timestamps suppressed), greedy with a sampled fallback, on three
+/// one-second windows.
+#[test]
+fn a_gpu_lost_mid_transcription_is_reported_and_the_transcripts_are_unchanged() {
+    use susurrus_testkit::whisper::{small_model_text_only, three_windows_of_tone, wav_file};
+    let dir = scratch("device-loss");
+    let (first, second) = (dir.join("tone.wav"), dir.join("again.wav"));
+    for wav in [&first, &second] {
+        std::fs::write(wav, wav_file(&three_windows_of_tone())).unwrap();
+    }
+    let suppress: Vec<String> = small_model_text_only().iter().map(|id| id.to_string()).collect();
+    let suppress = suppress.join(",");
+    let mut args = vec!["--backend", "wgpu", "--model", path_str(small_model()), "--format", "json"];
+    args.extend(["--beam-size", "1", "--best-of", "2", "--temperature", "0,1", "--suppress-tokens", &suppress]);
+    args.extend([path_str(&first), path_str(&second)]);
+    let undisturbed = transcribe(&args, None, &[]);
+    let want = json_transcripts(&undisturbed);
+    assert_eq!(want.len(), 2);
+    assert!(want[0].0.as_array().is_some_and(|s| s.len() >= 2), "the model speaks in several windows: {want:?}");
+    assert!(!text(&undisturbed.stderr).contains("device was lost"));
+
+    args.extend(["--lose-gpu-after", "1"]);
+    let lost = transcribe(&args, None, &[]);
+    assert_eq!(json_transcripts(&lost), want);
+    let stderr = text(&lost.stderr);
+    let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains("device was lost")).collect();
+    assert_eq!(warnings.len(), 1, "{stderr}");
+    let name = path_str(&first);
+    assert!(
+        warnings[0].starts_with(&format!("susurrus: warning: {name}: the GPU device was lost ("))
+            && warnings[0].ends_with("); opening it again and resuming at 1.0 s"),
+        "{stderr}"
+    );
+}
+
 /// A random model at the small test width with the real 30 s windows (one encoder layer of one
 /// head keeps runs short), as a model folder.
 fn long_window_model() -> &'static Path {
@@ -797,17 +860,7 @@ fn memory_is_flat_in_the_recordings_length() {
         let mut stdin = child.stdin.take().unwrap();
         // A 16-bit WAV of a slow chirp written as the command reads it: nothing on disk.
         let writer = std::thread::spawn(move || {
-            let data = (samples * 2) as u32;
-            let mut header = Vec::new();
-            header.extend_from_slice(b"RIFF");
-            header.extend_from_slice(&(36 + data).to_le_bytes());
-            header.extend_from_slice(b"WAVEfmt ");
-            for field in [16u32, 1 | (1 << 16), 16_000, 32_000, 2 | (16 << 16)] {
-                header.extend_from_slice(&field.to_le_bytes());
-            }
-            header.extend_from_slice(b"data");
-            header.extend_from_slice(&data.to_le_bytes());
-            stdin.write_all(&header)?;
+            stdin.write_all(&susurrus_testkit::whisper::wav_header(samples))?;
             let mut block = Vec::with_capacity(2 * 16_000);
             for second in 0..samples / 16_000 {
                 block.clear();

@@ -245,6 +245,53 @@ pub fn released_shape_files(
     ]))
 }
 
+/// Three seconds of a gliding tone with a little noise: three one-second windows of the small
+/// model, on which it says something in each (the device-loss suites lose the device after
+/// the first).
+pub fn three_windows_of_tone() -> Vec<f32> {
+    (0..48000)
+        .map(|i| {
+            let t = i as f32 / 16000.0;
+            0.3 * (2.0 * std::f32::consts::PI * (200.0 + 60.0 * t) * t).sin()
+                + 0.01 * ((i * 7919 % 101) as f32 - 50.0) / 50.0
+        })
+        .collect()
+}
+
+/// Tokens the small model is kept from with `suppress_tokens` so that it decodes text only,
+/// window after window: -1 (the non-speech symbols) and every timestamp token (a random
+/// model's would jump to the end of the audio).
+pub fn small_model_text_only() -> Vec<i64> {
+    let n_vocab = small_config().n_vocab as i64;
+    std::iter::once(-1).chain(n_vocab - TIMESTAMPS as i64..n_vocab).collect()
+}
+
+/// The 44-byte header of a 16-bit PCM WAV file of `samples` 16 kHz mono samples (the samples
+/// follow it as little-endian i16s).
+pub fn wav_header(samples: usize) -> Vec<u8> {
+    let data = (samples * 2) as u32;
+    let mut bytes = Vec::with_capacity(44);
+    bytes.extend_from_slice(b"RIFF");
+    bytes.extend_from_slice(&(36 + data).to_le_bytes());
+    bytes.extend_from_slice(b"WAVEfmt ");
+    // Chunk size 16, PCM, one channel, 16 kHz, 32000 bytes a second, 2-byte frames of 16 bits.
+    for field in [16u32, 1 | (1 << 16), 16_000, 32_000, 2 | (16 << 16)] {
+        bytes.extend_from_slice(&field.to_le_bytes());
+    }
+    bytes.extend_from_slice(b"data");
+    bytes.extend_from_slice(&data.to_le_bytes());
+    bytes
+}
+
+/// `samples` (16 kHz mono) as a 16-bit PCM WAV file.
+pub fn wav_file(samples: &[f32]) -> Vec<u8> {
+    let mut bytes = wav_header(samples.len());
+    for s in samples {
+        bytes.extend_from_slice(&((s.clamp(-1.0, 1.0) * 32767.0) as i16).to_le_bytes());
+    }
+    bytes
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -149,6 +149,8 @@ impl Model {
                     Event::DeviceLost { reason, resume_at } => {
                         call(&callbacks.on_device_lost, to_js(&DeviceLost { reason, resume_at }))
                     }
+                    // A browser's lost device is opened again in the page; nothing resumes elsewhere.
+                    Event::Checkpoint(_) => Ok(()),
                 };
                 if let Err(e) = called {
                     callback_error.get_or_insert(e);

@@ -105,6 +105,10 @@ impl Backend for Paced {
             async move { Ok(Box::new(Paced::new(self.inner.reopen().await?, self.pace.clone())) as Box<dyn Backend>) },
         )
     }
+
+    fn lose_device(&self) -> Result<()> {
+        self.inner.lose_device()
+    }
 }
 
 struct PacedExecutable {

@@ -12,8 +12,8 @@
 
 use std::collections::VecDeque;
 
-use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha12Rng;
 
 use crate::beam::BeamSearch;
 use crate::error::{Error, Result};
@@ -97,7 +97,7 @@ impl WindowDecoder<'_> {
         prompt: &[u32],
         sot: usize,
         temperature: f32,
-        rng: &mut StdRng,
+        rng: &mut NoiseRng,
     ) -> Result<Decoded> {
         if temperature == 0.0 {
             if self.options.beam_size > 1 {
@@ -123,7 +123,7 @@ impl WindowDecoder<'_> {
         prompt: &[u32],
         sot: usize,
         temperature: Option<f32>,
-        rng: &mut StdRng,
+        rng: &mut NoiseRng,
     ) -> Result<Decoded> {
         let max_steps = self.max_steps(program, prompt);
         let mut noise = vec![0.0f32; if temperature.is_some() { self.vocab as usize } else { 0 }];
@@ -227,7 +227,7 @@ impl WindowDecoder<'_> {
         program: &mut Program,
         prompt: &[u32],
         sot: usize,
-        rng: &mut StdRng,
+        rng: &mut NoiseRng,
     ) -> Result<Decoded> {
         let o = self.options;
         let mut all = Vec::new();
@@ -318,16 +318,21 @@ fn mode(temperature: Option<f32>, noise: &[f32]) -> Sampling<'_> {
 }
 
 /// Fills `noise` with standard Gumbel draws `-ln(-ln(u))`, `u` uniform in (0, 1).
-fn gumbel(noise: &mut [f32], rng: &mut StdRng) {
+fn gumbel(noise: &mut [f32], rng: &mut NoiseRng) {
     for n in noise {
         let u: f64 = rng.random_range(f64::MIN_POSITIVE..1.0);
         *n = -(-u.ln()).ln() as f32;
     }
 }
 
-/// The sampling noise generator of a transcription.
-pub(crate) fn noise_rng(seed: u64) -> StdRng {
-    StdRng::seed_from_u64(seed)
+/// The sampling noise generator of a transcription: ChaCha12, the generator `StdRng` is
+/// (the same stream from the same seed), named so that its position can be read and set
+/// ([`crate::Checkpoint`] carries it to another process).
+pub(crate) type NoiseRng = ChaCha12Rng;
+
+/// The noise generator a transcription with `seed` starts from.
+pub(crate) fn noise_rng(seed: u64) -> NoiseRng {
+    NoiseRng::seed_from_u64(seed)
 }
 
 #[cfg(test)]

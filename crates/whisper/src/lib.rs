@@ -7,6 +7,7 @@ pub mod align;
 pub mod audio;
 pub mod beam;
 pub mod bench;
+pub mod checkpoint;
 pub mod config;
 pub mod convert;
 pub mod ct2;
@@ -32,6 +33,7 @@ pub mod weights;
 pub mod words;
 
 pub use audio::{Audio, Pcm};
+pub use checkpoint::{Checkpoint, Resume};
 pub use error::{Error, Result};
 pub use model::{PreparedModel, Whisper};
 pub use options::{Task, TranscribeOptions};

@@ -123,6 +123,12 @@ impl Whisper {
         &self.mel
     }
 
+    /// Loses the backend's device on purpose ([`Backend::lose_device`]), as a driver reset
+    /// would: how the device-loss suites force one between two windows.
+    pub fn lose_device(&self) -> Result<()> {
+        Ok(self.backend.lose_device()?)
+    }
+
     /// Opens the backend's device again after it was lost ([`Backend::reopen`]) and compiles
     /// the program as it was (and the VAD network, when loaded) on it. Nothing changes when
     /// that fails: the error says why.

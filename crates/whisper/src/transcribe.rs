@@ -14,7 +14,8 @@ use susurrus_core::Error as CoreError;
 
 use crate::Whisper;
 use crate::audio::{Audio, Pcm, SCAN_BLOCK};
-use crate::decode::{Decoded, WindowDecoder, noise_rng};
+use crate::checkpoint::{Checkpoint, Resume, rng_position, set_rng_position};
+use crate::decode::{Decoded, NoiseRng, WindowDecoder, noise_rng};
 use crate::error::{Error, Result};
 use crate::hallucination::{Guard, WindowTimes, guard};
 use crate::mel::HOP_LENGTH;
@@ -35,7 +36,7 @@ const TAIL_PADDING: usize = 160;
 const INPUT_STRIDE: usize = 2;
 
 /// A piece of the transcript between two timestamps.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Segment {
     /// Start and end in seconds from the start of the audio.
     pub start: f64,
@@ -84,6 +85,9 @@ pub enum Event<'a> {
     /// start of the window in work (segments already reported stand; the rest comes out as
     /// it would have).
     DeviceLost { reason: &'a str, resume_at: f64 },
+    /// A window is done (its segments reported): where the transcription stands, for a
+    /// caller that may have to go on in another process ([`Whisper::transcribe_resuming`]).
+    Checkpoint(&'a Checkpoint),
 }
 
 /// Lost devices one transcription opens a new device after; the next loss is its error (a
@@ -133,13 +137,28 @@ impl Whisper {
         options: &TranscribeOptions,
         on_event: &mut dyn FnMut(Event) -> ControlFlow<()>,
     ) -> Result<Transcript> {
+        self.transcribe_resuming(audio, options, &Resume::default(), on_event).await
+    }
+
+    /// [`Whisper::transcribe_audio`] from where `resume` says an earlier run of the same
+    /// audio and options stood: after its checkpoint, the windows (and segments) that run
+    /// would have gone on with; the transcript holds the segments from there on. With the
+    /// VAD, the network runs again (the speech it finds is the same).
+    pub async fn transcribe_resuming(
+        &mut self,
+        audio: &dyn Audio,
+        options: &TranscribeOptions,
+        resume: &Resume,
+        on_event: &mut dyn FnMut(Event) -> ControlFlow<()>,
+    ) -> Result<Transcript> {
         options.validate()?;
         check_audio(audio)?;
         let duration = audio.len() as f64 / SAMPLE_RATE as f64;
         if !options.vad {
-            return self.transcribe_speech(audio, options, None, 0, on_event).await;
+            return self.transcribe_speech(audio, options, None, resume, on_event).await;
         }
-        let mut reopens = 0;
+        let mut resume = resume.clone();
+        let reopens = &mut resume.devices_lost;
         let probabilities = loop {
             let vad = self.vad.as_mut().ok_or_else(|| {
                 Error::bad_option("vad: the Silero VAD network is not loaded (load it before transcribing with vad)")
@@ -148,20 +167,20 @@ impl Whisper {
             let mut on_block = |_: usize| on_event(Event::Progress { done: 0.0, total: duration });
             match vad.probabilities(audio, &mut on_block).await {
                 Ok(probabilities) => break probabilities,
-                Err(error) => self.reopen_after(error, &mut reopens, 0.0, on_event).await?,
+                Err(error) => self.reopen_after(error, reopens, 0.0, on_event).await?,
             }
         };
         let chunks = speech_chunks(&probabilities, audio.len(), &options.vad_options);
         let speech = collect(audio, &chunks);
         let map = (!chunks.is_empty()).then(|| TimeMap::new(&chunks));
-        let mut transcript = self.transcribe_speech(&speech, options, map.as_ref(), reopens, on_event).await?;
+        let mut transcript = self.transcribe_speech(&speech, options, map.as_ref(), &resume, on_event).await?;
         transcript.duration = duration;
         Ok(transcript)
     }
 
     /// Transcribes `audio` (checked); `map`, when given, maps segment and word times from
-    /// `audio` (the joined speech) back to the recording before they are reported. `reopens`:
-    /// devices already opened again in this transcription (by the VAD).
+    /// `audio` (the joined speech) back to the recording before they are reported. `resume`:
+    /// the checkpoint to go on from, and the devices already lost in this transcription.
     ///
     /// A lost device is opened again ([`Whisper::reopen_after`]) and the window in work runs
     /// again from the state it started with (its seek, the pause rule's last speech, the
@@ -172,9 +191,11 @@ impl Whisper {
         audio: &dyn Audio,
         options: &TranscribeOptions,
         map: Option<&TimeMap>,
-        mut reopens: usize,
+        resume: &Resume,
         on_event: &mut dyn FnMut(Event) -> ControlFlow<()>,
     ) -> Result<Transcript> {
+        let mut reopens = resume.devices_lost;
+        let checkpoint = resume.checkpoint.as_ref();
         let duration = audio.len() as f64 / SAMPLE_RATE as f64;
         let ids = self.tokenizer.special_ids().clone();
         self.prepare_selection(options).await?;
@@ -190,7 +211,9 @@ impl Whisper {
         let clips = seek_clips(&options.clip_timestamps, content_frames);
 
         let mut all_tokens: Vec<u32> = Vec::new();
-        if let Some(prompt) = &options.initial_prompt {
+        if let Some(checkpoint) = checkpoint {
+            all_tokens.clone_from(&checkpoint.previous);
+        } else if let Some(prompt) = &options.initial_prompt {
             let ids = self.tokenizer.encode(&format!(" {}", prompt.trim()));
             all_tokens.extend(ids.map_err(|e| Error::bad_option(format!("initial_prompt: {e}")))?);
         }
@@ -213,12 +236,19 @@ impl Whisper {
         let mut prompt_reset_since = 0;
         let mut segments: Vec<Segment> = Vec::new();
         let mut rng = noise_rng(options.seed);
+        if let Some(checkpoint) = checkpoint {
+            set_rng_position(&mut rng, checkpoint.rng_position);
+        }
         let vocab = self.config.n_vocab as u32;
 
         // The window the encoder holds, as (start, frames).
         let mut encoded = None;
-        let (language, language_probability) = match self.fixed_language(options)? {
-            Some(language) => (language, 1.0),
+        let fixed = match checkpoint {
+            Some(checkpoint) => Some((checkpoint.language.clone(), checkpoint.language_probability)),
+            None => self.fixed_language(options)?.map(|language| (language, 1.0)),
+        };
+        let (language, language_probability) = match fixed {
+            Some(fixed) => fixed,
             None if content_frames == 0 => ("en".to_string(), 1.0),
             None => {
                 // The reference detects on the first 3000 frames of the whole log-mel from
@@ -251,9 +281,20 @@ impl Whisper {
         let sot_sequence = self.sot_sequence(&language, options.task)?;
 
         // Where speech last ended (word timestamps' pause rule).
-        let mut last_speech = 0.0;
-        let mut clip = 0;
-        let mut seek = clips[0].0;
+        let mut last_speech = checkpoint.map_or(0.0, |c| c.last_speech);
+        let mut clip = checkpoint.map_or(0, |c| c.clip);
+        let mut seek = checkpoint.map_or(clips[0].0, |c| c.seek);
+        // Where the loop stands after a window, as a checkpoint.
+        let keep = self.config.n_text_ctx / 2 - 1;
+        let stands = |clip: usize, seek: usize, last_speech: f64, rng: &NoiseRng, previous: &[u32]| Checkpoint {
+            clip,
+            seek,
+            last_speech,
+            rng_position: rng_position(rng),
+            previous: previous[previous.len().saturating_sub(keep)..].to_vec(),
+            language: language.clone(),
+            language_probability,
+        };
         while let Some(&(clip_start, clip_end)) = clips.get(clip) {
             let clip_end = clip_end.min(content_frames);
             seek = seek.max(clip_start);
@@ -294,7 +335,6 @@ impl Whisper {
             if !previous.is_empty() || hotwords.is_some() {
                 prompt.push(ids.start_of_prev);
                 prompt.extend(hotwords.iter().flatten());
-                let keep = self.config.n_text_ctx / 2 - 1;
                 prompt.extend_from_slice(&previous[previous.len().saturating_sub(keep)..]);
             }
             let sot = prompt.len();
@@ -328,7 +368,8 @@ impl Whisper {
                 && !options.log_prob_threshold.is_some_and(|th| result.avg_logprob > th as f64);
             if skip {
                 seek += segment_size;
-                self.progress(on_event, seek, content_frames, frame_seconds)?;
+                let stand = stands(clip, seek, last_speech, &rng, &all_tokens[prompt_reset_since..]);
+                self.window_done(on_event, &stand, content_frames, frame_seconds)?;
                 continue;
             }
 
@@ -372,7 +413,8 @@ impl Whisper {
                         Guard::Keep => {}
                         Guard::SkipLeading { gap } => {
                             seek = window_seek + (gap * FRAMES_PER_SECOND).round_ties_even() as usize;
-                            self.progress(on_event, seek, content_frames, frame_seconds)?;
+                            let stand = stands(clip, seek, last_speech, &rng, &all_tokens[prompt_reset_since..]);
+                            self.window_done(on_event, &stand, content_frames, frame_seconds)?;
                             continue;
                         }
                         Guard::Cut { index, seek } => {
@@ -404,7 +446,8 @@ impl Whisper {
             if !options.condition_on_previous_text || result.temperature > options.prompt_reset_on_temperature {
                 prompt_reset_since = all_tokens.len();
             }
-            self.progress(on_event, seek, content_frames, frame_seconds)?;
+            let stand = stands(clip, seek, last_speech, &rng, &all_tokens[prompt_reset_since..]);
+            self.window_done(on_event, &stand, content_frames, frame_seconds)?;
         }
         let text = segments.iter().map(|s| s.text.as_str()).collect();
         Ok(Transcript { segments, text, language, language_probability, duration })
@@ -435,14 +478,18 @@ impl Whisper {
         self.reopen_device().await
     }
 
-    fn progress(
+    /// Reports a finished window: where the transcription stands, then the progress.
+    fn window_done(
         &self,
         on_event: &mut dyn FnMut(Event) -> ControlFlow<()>,
-        seek: usize,
+        stand: &Checkpoint,
         content_frames: usize,
         frame_seconds: f64,
     ) -> Result<()> {
-        let done = seek.min(content_frames) as f64 * frame_seconds;
+        if on_event(Event::Checkpoint(stand)).is_break() {
+            return Err(Error::CANCELLED);
+        }
+        let done = stand.seek.min(content_frames) as f64 * frame_seconds;
         let total = content_frames as f64 * frame_seconds;
         if on_event(Event::Progress { done, total }).is_break() {
             return Err(Error::CANCELLED);

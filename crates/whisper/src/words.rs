@@ -28,7 +28,7 @@ const ASCII_PUNCTUATION: &str = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~";
 const SENTENCE_END_MARKS: &str = ".\u{3002}!\u{ff01}?\u{ff1f}";
 
 /// A word with its time in the recording.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Word {
     /// Seconds from the start of the audio, rounded to 0.01 s.
     pub start: f64,

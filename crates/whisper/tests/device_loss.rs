@@ -15,7 +15,7 @@ use susurrus_core::tensor::Tensor;
 use susurrus_testkit::golden;
 use susurrus_whisper::files::load_files;
 use susurrus_whisper::transcribe::MAX_REOPENS;
-use susurrus_whisper::{Error, Event, TranscribeOptions, Transcript, Whisper};
+use susurrus_whisper::{Checkpoint, Error, Event, Pcm, Resume, TranscribeOptions, Transcript, Whisper};
 
 /// The small random model (one-second windows) on `backend`.
 fn small_model(backend: Box<dyn Backend>) -> Whisper {
@@ -23,34 +23,25 @@ fn small_model(backend: Box<dyn Backend>) -> Whisper {
     pollster::block_on(Whisper::new(backend, &weights, tokenizer)).unwrap()
 }
 
-/// Three seconds of a gliding tone with a little noise: three windows of the small model.
 fn audio() -> Vec<f32> {
-    (0..48000)
-        .map(|i| {
-            let t = i as f32 / 16000.0;
-            0.3 * (2.0 * std::f32::consts::PI * (200.0 + 60.0 * t) * t).sin()
-                + 0.01 * ((i * 7919 % 101) as f32 - 50.0) / 50.0
-        })
-        .collect()
+    susurrus_testkit::whisper::three_windows_of_tone()
 }
 
 /// Greedy with the temperature fallback (its random numbers must be replayed alike), text
 /// only (the timestamp tokens suppressed: the random model's would jump to the end), so
 /// each one-second window is decoded in turn.
-fn options(w: &Whisper) -> TranscribeOptions {
-    let timestamps = w.tokenizer().special_ids().timestamp_begin..w.config().n_vocab as u32;
-    let suppress = std::iter::once(-1).chain(timestamps.map(i64::from)).collect();
+fn options() -> TranscribeOptions {
     TranscribeOptions {
         beam_size: 1,
         best_of: 2,
         temperatures: vec![0.0, 1.0],
-        suppress_tokens: Some(suppress),
+        suppress_tokens: Some(susurrus_testkit::whisper::small_model_text_only()),
         ..Default::default()
     }
 }
 
 fn quietly(w: &mut Whisper, pcm: &[f32]) -> Result<Transcript, Error> {
-    let options = options(w);
+    let options = options();
     pollster::block_on(w.transcribe(pcm, &options, &mut |_| ControlFlow::Continue(())))
 }
 
@@ -69,7 +60,7 @@ fn a_destroyed_wgpu_device_is_replaced_and_the_transcript_is_unchanged() {
 
     let mut destroyed_at = None;
     let mut lost = Vec::new();
-    let options = options(&w);
+    let options = options();
     let got = pollster::block_on(w.transcribe(&pcm, &options, &mut |event| {
         match event {
             Event::Progress { done, .. } if done > 0.0 && destroyed_at.is_none() => {
@@ -220,7 +211,7 @@ fn failing(
     let pcm = audio();
     let mut lost = Vec::new();
     faults.fail(fail_at);
-    let options = options(w);
+    let options = options();
     let result = pollster::block_on(w.transcribe(&pcm, &options, &mut |event| {
         if let Event::DeviceLost { resume_at, .. } = event {
             lost.push(resume_at);
@@ -278,5 +269,57 @@ fn a_failed_reopening_or_another_error_ends_the_transcription() {
     let (lost, got) = failing(&mut w, &faults, [2]);
     assert!(lost.is_empty(), "{lost:?}");
     assert_eq!(got.unwrap_err().to_string(), "backend error: out of memory");
+    assert_eq!(faults.reopened.get(), 0);
+}
+
+/// Where a process whose device is lost for good (CUDA after a sticky error) hands over: the
+/// checkpoint after each window, serialised as it travels to a new process, resumes a model
+/// loaded afresh with the rest of the transcript, segment for segment (the fallback's random
+/// numbers included).
+#[test]
+fn a_checkpoint_resumes_a_new_model_with_the_rest_of_the_transcript() {
+    let pcm = audio();
+    let mut w = small_model(Box::new(golden::cpu()));
+    let options = options();
+    // Each checkpoint with the number of segments reported before it.
+    let mut checkpoints = Vec::new();
+    let mut reported = 0;
+    let want = pollster::block_on(w.transcribe(&pcm, &options, &mut |event| {
+        match event {
+            Event::Segment(_) => reported += 1,
+            Event::Checkpoint(c) => checkpoints.push((serde_json::to_string(c).unwrap(), reported)),
+            _ => {}
+        }
+        ControlFlow::Continue(())
+    }))
+    .unwrap();
+    assert_eq!(checkpoints.len(), 3, "one per one-second window: {checkpoints:?}");
+    assert!(want.segments.iter().any(|s| s.temperature > 0.0), "a window samples: {want:?}");
+
+    for (json, reported) in &checkpoints[..2] {
+        let checkpoint: Checkpoint = serde_json::from_str(json).unwrap();
+        let resume = Resume { checkpoint: Some(checkpoint.clone()), devices_lost: 1 };
+        let mut fresh = small_model(Box::new(golden::cpu()));
+        let mut first = None;
+        let rest = pollster::block_on(fresh.transcribe_resuming(&Pcm(&pcm), &options, &resume, &mut |event| {
+            if let Event::Checkpoint(c) = event {
+                first.get_or_insert(c.seconds());
+            }
+            ControlFlow::Continue(())
+        }))
+        .unwrap();
+        assert_eq!(rest.segments, want.segments[*reported..], "resumed at {} s", checkpoint.seconds());
+        assert_eq!(rest.language, want.language);
+        assert!(first.unwrap() > checkpoint.seconds(), "the next window after the checkpoint's");
+    }
+
+    // The losses of earlier processes count towards the limit: one more is the error.
+    let (mut w, faults) = losing_model();
+    faults.as_loss.set(true);
+    faults.fail([0]);
+    let resume = Resume { checkpoint: None, devices_lost: MAX_REOPENS };
+    let got =
+        pollster::block_on(w.transcribe_resuming(&Pcm(&pcm), &options, &resume, &mut |_| ControlFlow::Continue(())));
+    assert!(got.unwrap_err().to_string().contains("the device was lost 4 times in this transcription"));
     assert_eq!(faults.reopened.get(), 0);
 }

@@ -120,6 +120,7 @@ fn progress_reaches_the_end_and_segments_stream_in_order() {
             Event::Segment(s) => format!("segment {:.2}", s.start),
             Event::Progress { done, total } => format!("progress {done:.2}/{total:.2}"),
             Event::DeviceLost { reason, .. } => format!("device lost: {reason}"),
+            Event::Checkpoint(c) => format!("checkpoint {:.2}", c.seconds()),
         });
         ControlFlow::Continue(())
     }))
@@ -131,6 +132,15 @@ fn progress_reaches_the_end_and_segments_stream_in_order() {
     let streamed: Vec<String> = events.iter().filter(|e| e.starts_with("segment")).cloned().collect();
     assert_eq!(streamed, starts);
     assert!(events.iter().filter(|e| e.starts_with("progress")).count() >= 2, "{events:?}");
+    // Every window ends with where it leaves the transcription, then the progress to there
+    // (the last window's seek may pass the content's end).
+    for (i, event) in events.iter().enumerate().filter(|(_, e)| e.starts_with("progress")) {
+        let (done, total) = event.trim_start_matches("progress ").split_once('/').unwrap();
+        let checkpoint = events[i - 1].strip_prefix("checkpoint ").unwrap_or_else(|| panic!("{events:?}"));
+        if done != total {
+            assert_eq!(checkpoint, done, "{events:?}");
+        }
+    }
 }
 
 /// Weights that bypass the loaders' check (built in memory) with a NaN: the window's scores

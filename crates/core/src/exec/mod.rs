@@ -71,6 +71,14 @@ pub trait Backend {
         Box::pin(std::future::ready(Err(Error::Backend(format!("the {name} backend cannot open its device again")))))
     }
 
+    /// Loses the device on purpose, as a driver reset would (wgpu: `Device::destroy`; CUDA:
+    /// a kernel that traps): how the device-loss suites force one in the middle of a
+    /// transcription, in the library and through the command. A backend whose device cannot
+    /// be lost (the CPU executors) answers with an error saying so.
+    fn lose_device(&self) -> Result<()> {
+        Err(Error::Backend(format!("the {} backend has no device to lose", self.name())))
+    }
+
     /// Prepares one plan to run (see [`Backend::compile_linked`]).
     fn compile<'a>(&'a self, plan: &'a Plan, weights: &'a Weights) -> BoxFuture<'a, Box<dyn Executable>> {
         Box::pin(async move {
@@ -252,6 +260,10 @@ pub trait BlockingBackend {
     fn reopen_now(&self) -> Result<Box<dyn Backend>> {
         Err(Error::Backend(format!("the {} backend cannot open its device again", BlockingBackend::name(self))))
     }
+    /// See [`Backend::lose_device`].
+    fn lose_device(&self) -> Result<()> {
+        Err(Error::Backend(format!("the {} backend has no device to lose", BlockingBackend::name(self))))
+    }
 }
 
 impl<B: BlockingBackend> Backend for B {
@@ -273,6 +285,10 @@ impl<B: BlockingBackend> Backend for B {
 
     fn reopen(&self) -> BoxFuture<'_, Box<dyn Backend>> {
         Box::pin(std::future::ready(self.reopen_now()))
+    }
+
+    fn lose_device(&self) -> Result<()> {
+        BlockingBackend::lose_device(self)
     }
 }
 

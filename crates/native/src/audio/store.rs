@@ -81,6 +81,12 @@ impl Samples {
         Samples::default()
     }
 
+    /// The `len` samples of a file of little-endian f32s (a hand-over's, which another
+    /// process wrote).
+    pub fn from_file(file: File, len: usize) -> Samples {
+        Samples { len, store: Store::File(file) }
+    }
+
     /// Whether the samples went to a temporary file.
     pub fn on_disk(&self) -> bool {
         !matches!(self.store, Store::Memory(_))

@@ -82,10 +82,26 @@ fn load_kernels(ctx: &Arc<CudaContext>, arch: &str, cache_dir: Option<&Path>) ->
     Ok(modules.into_iter().flatten().collect())
 }
 
-/// A driver error as an [`Error`] saying what was being done.
+/// A driver error as an [`Error`] saying what was being done. The sticky errors (a fault in
+/// a kernel, an uncorrectable ECC error, a GPU gone from the bus or reset) are
+/// [`Error::DeviceLost`]: the context is unusable from then on.
 pub(super) fn driver(what: &str, e: DriverError) -> Error {
+    use sys::CUresult::*;
     match e.0 {
-        sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => Error::Backend(format!("cuda: out of device memory {what}")),
+        CUDA_ERROR_OUT_OF_MEMORY => Error::Backend(format!("cuda: out of device memory {what}")),
+        code @ (CUDA_ERROR_ILLEGAL_ADDRESS
+        | CUDA_ERROR_LAUNCH_FAILED
+        | CUDA_ERROR_LAUNCH_TIMEOUT
+        | CUDA_ERROR_HARDWARE_STACK_ERROR
+        | CUDA_ERROR_ILLEGAL_INSTRUCTION
+        | CUDA_ERROR_MISALIGNED_ADDRESS
+        | CUDA_ERROR_INVALID_ADDRESS_SPACE
+        | CUDA_ERROR_INVALID_PC
+        | CUDA_ERROR_ASSERT
+        | CUDA_ERROR_ECC_UNCORRECTABLE
+        | CUDA_ERROR_DEVICE_UNAVAILABLE
+        | CUDA_ERROR_CONTEXT_IS_DESTROYED
+        | CUDA_ERROR_UNKNOWN) => Error::DeviceLost(format!("cuda: {what} failed: {code:?}")),
         code => Error::Backend(format!("cuda: {what} failed: {code:?}")),
     }
 }
@@ -197,6 +213,25 @@ impl CudaBackend {
 
     pub fn precision(&self) -> Precision {
         self.precision
+    }
+
+    /// Runs the trapping kernel of `kernels/cuda/device.cu` and waits for it: from then on
+    /// every call on this context fails with a sticky error ([`Error::DeviceLost`]).
+    pub(super) fn trap(&self) -> Result<()> {
+        let function = self.function("lose_device")?;
+        self.ctx.bind_to_thread().map_err(|e| driver("binding the context", e))?;
+        // SAFETY: a kernel without parameters, on this backend's stream.
+        unsafe {
+            result::launch_kernel(function.cu_function(), (1, 1, 1), (1, 1, 1), 0, self.stream.cu_stream(), &mut [])
+        }
+        .map_err(|e| driver("launching lose_device", e))?;
+        match self.stream.synchronize() {
+            Err(e) => match driver("running lose_device", e) {
+                Error::DeviceLost(_) => Ok(()),
+                other => Err(other),
+            },
+            Ok(()) => Err(Error::Backend("cuda: the trapping kernel ran to its end".into())),
+        }
     }
 
     /// The kernel `name`, from whichever module defines it.

@@ -48,4 +48,18 @@ impl BlockingBackend for CudaBackend {
     fn with_f32_products(&self) -> Option<Box<dyn susurrus_core::exec::Backend>> {
         (self.precision == Precision::F16).then(|| Box::new(self.with_precision(Precision::F32)) as _)
     }
+
+    /// Never in this process: a context that met a sticky error poisons the process (a new
+    /// context, or the primary one reset, fails with the same error), so the work goes on in a
+    /// new one ([`susurrus_core::Error::DeviceLostToProcess`]; the command hands over to one).
+    fn reopen_now(&self) -> Result<Box<dyn susurrus_core::exec::Backend>> {
+        Err(susurrus_core::Error::DeviceLostToProcess(
+            "a CUDA context that met a sticky error cannot be used again, nor another opened, in the same process"
+                .into(),
+        ))
+    }
+
+    fn lose_device(&self) -> Result<()> {
+        self.trap()
+    }
 }

@@ -520,4 +520,9 @@ impl Backend for WgpuBackend {
     fn reopen(&self) -> BoxFuture<'_, Box<dyn Backend>> {
         Box::pin(async move { Ok(Box::new(WgpuBackend::with_options(&self.options).await?) as Box<dyn Backend>) })
     }
+
+    fn lose_device(&self) -> Result<()> {
+        self.device.destroy();
+        Ok(())
+    }
 }

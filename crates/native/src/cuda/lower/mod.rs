@@ -269,7 +269,7 @@ fn lower_op(op: &Op, ctx: &LowerCtx) -> Result<Vec<Launch>> {
 }
 
 /// The kernel files, in the order the module holds them.
-pub const SOURCES: [(&str, &str); 7] = [
+pub const SOURCES: [(&str, &str); 8] = [
     ("elementwise.cu", include_str!("../../../../../kernels/cuda/elementwise.cu")),
     ("layout.cu", include_str!("../../../../../kernels/cuda/layout.cu")),
     ("reduce.cu", include_str!("../../../../../kernels/cuda/reduce.cu")),
@@ -277,6 +277,7 @@ pub const SOURCES: [(&str, &str); 7] = [
     ("conv.cu", include_str!("../../../../../kernels/cuda/conv.cu")),
     ("matmul.cu", include_str!("../../../../../kernels/cuda/matmul.cu")),
     ("attention.cu", include_str!("../../../../../kernels/cuda/attention.cu")),
+    ("device.cu", include_str!("../../../../../kernels/cuda/device.cu")),
 ];
 
 /// Every parameter struct the kernels take.
