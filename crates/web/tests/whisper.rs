@@ -447,6 +447,32 @@ export function destroyLastDevice() {
 export function devicesOpened() {
   return globalThis.susurrusTestDevices.length;
 }
+export function recordBuffers() {
+  if (globalThis.susurrusTestBuffers) return;
+  const bytes = (globalThis.susurrusTestBuffers = { live: 0, peak: 0 });
+  const create = GPUDevice.prototype.createBuffer;
+  GPUDevice.prototype.createBuffer = function (descriptor) {
+    const buffer = create.call(this, descriptor);
+    bytes.live += descriptor.size;
+    bytes.peak = Math.max(bytes.peak, bytes.live);
+    const destroy = buffer.destroy;
+    let destroyed = false;
+    buffer.destroy = function () {
+      if (!destroyed) {
+        destroyed = true;
+        bytes.live -= descriptor.size;
+      }
+      return destroy.call(this);
+    };
+    return buffer;
+  };
+}
+export function gpuBufferPeak() {
+  const bytes = globalThis.susurrusTestBuffers;
+  const peak = bytes.peak;
+  bytes.peak = bytes.live;
+  return peak;
+}
 ")]
 extern "C" {
     /// Keeps every `GPUDevice` the page opens from here on (the browser's own method, wrapped).
@@ -457,6 +483,13 @@ extern "C" {
     fn destroy_last_device();
     #[wasm_bindgen(js_name = devicesOpened)]
     fn devices_opened() -> u32;
+    /// Counts the bytes of the GPU buffers the page creates from here on, less those destroyed
+    /// (the browser's own methods, wrapped): the GPU memory the page holds.
+    #[wasm_bindgen(js_name = recordBuffers)]
+    fn record_buffers();
+    /// The most bytes of GPU buffers held at once since the last call (or since recording began).
+    #[wasm_bindgen(js_name = gpuBufferPeak)]
+    fn gpu_buffer_peak() -> f64;
 }
 
 /// The model's WebGPU device destroyed after the first window: the transcription opens
@@ -515,7 +548,9 @@ fn wasm_memory_mb() -> f64 {
 
 /// Memory in the page is flat in the recording's length: a random model with the real 30 s
 /// windows (one encoder layer) transcribes a short and then a long generated recording, and
-/// the module's memory must not grow by 8 MB in between. The samples stay in JavaScript memory
+/// the module's memory must not grow by 8 MB in between; on WebGPU, the most GPU buffer bytes
+/// held at once during the long one must be those of the short one (every buffer of the
+/// browser's `createBuffer` counted until its `destroy`). The samples stay in JavaScript memory
 /// (the caller's array) and only a window's stretch is copied in; keeping them in the module
 /// adds 3.84 MB a minute (measured: 30 to 107 MB from 2 to 20 minutes on the CPU). On the CPU 2
 /// and 20 minutes (77 MB of samples, more than earlier tests can leave free in the module);
@@ -536,14 +571,29 @@ async fn module_memory_is_flat_in_the_recordings_length() {
         }
         samples.into()
     };
+    record_buffers();
     for (backend, short, long) in [("cpu", 2, 20), ("webgpu", 1, 5)] {
         let model = Model::load(as_files(&named), Some(object(&[("backend", backend.into())]))).await.unwrap();
         let options = || object(&[("beamSize", 1.into()), ("temperatures", Array::of1(&0.0.into()).into())]);
+        gpu_buffer_peak();
         transcribe(&model, &minutes(short), options()).await.unwrap();
         let after_short = wasm_memory_mb();
+        let gpu_short = gpu_buffer_peak() / 1e6;
         let result = transcribe(&model, &minutes(long), options()).await.unwrap();
         assert_eq!(get(&get(&result, "timings"), "audioDurationS").as_f64(), Some(f64::from(long * 60)));
         let after_long = wasm_memory_mb();
+        let gpu_long = gpu_buffer_peak() / 1e6;
+        if backend == "webgpu" {
+            web_sys::console::log_1(
+                &format!("webgpu: GPU buffers at most {gpu_short:.2} MB in {short} min, {gpu_long:.2} MB in {long} min")
+                    .into(),
+            );
+            assert!(gpu_short > 1.0, "the model's buffers were counted: {gpu_short:.2} MB");
+            assert!(
+                gpu_long <= gpu_short,
+                "webgpu: GPU buffers grew from {gpu_short:.2} MB ({short} min) to {gpu_long:.2} MB ({long} min)"
+            );
+        }
         web_sys::console::log_1(
             &format!(
                 "{backend}: module memory after {short} min {after_short:.1} MB, after {long} min {after_long:.1} MB"
