@@ -1,5 +1,5 @@
 // The benchmark page (www/bench.html, what scripts/bench-browser-gpu.sh opens on the GPU
-// machine) in headless Chromium with the real tiny.en model on the CPU executor (this machine
+// machine) in headless Chromium with the real tiny.en model on the CPU backend (this machine
 // has no GPU): it loads the model through the package's worker, transcribes the bundled sample
 // with the native CLI's text, and reports the package's bench() figures consistently.
 // Run by tests/e2e/run.sh.
@@ -42,7 +42,7 @@ await runTest("bench-page", async (onCleanup) => {
     "beamMsPerStep", "transcribeMs", "transcribeBeamMs"]) {
     assert(typeof r[key] === "number" && r[key] > 0, `${key} is ${r[key]}`);
   }
-  assertEqual([r.encoderKernels, r.stepKernels], [null, null], "kernel counts (the CPU executor records none)");
+  assertEqual([r.encoderKernels, r.stepKernels], [null, null], "kernel counts (the CPU backend records none)");
   // WebAudio's resampler and the CLI's may end a sample apart.
   assert(Math.abs(r.audioDurationS - native.timings.audio_duration_s) < 1e-3,
     `audio duration ${r.audioDurationS} s in the page, ${native.timings.audio_duration_s} s natively`);

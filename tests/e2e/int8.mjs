@@ -1,6 +1,6 @@
 // An int8 model in the demo page: tiny.en quantized by CTranslate2 (scripts/fetch-model.sh
 // tiny.en-int8, a CTranslate2 folder as faster-whisper users have it) served by `susurrus
-// serve`, loaded and run through the page's own controls on the CPU executor (wasm). Its
+// serve`, loaded and run through the page's own controls on the CPU backend (wasm). Its
 // transcript of the golden clip short_2 stays within 10% word error of the f16 reference's
 // (faster-whisper on tiny.en, tests/fixtures/golden/short_2.json); the native suites check
 // int8 token for token against the reference executor on every backend.

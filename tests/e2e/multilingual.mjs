@@ -5,7 +5,7 @@
 // language and its detected probability must be faster-whisper's (tests/fixtures/golden/base,
 // made by tests/golden/make_golden.sh). Then the demo page itself, through its controls: the
 // base model loads with its 99 languages in the language list, and German speech transcribed
-// with "detect" shows the reference's language and probability. The CPU executor in wasm: on
+// with "detect" shows the reference's language and probability. The CPU backend in wasm: on
 // Chromium's SwiftShader
 // WebGPU adapter a base-model window takes minutes (wgpu on lavapipe checks the GPU kernels
 // on these clips natively).

@@ -1,6 +1,6 @@
 // End-to-end test of the demo page (www/) in headless Chromium: loads the real whisper-tiny.en
 // through the page with an empty model cache (on WebGPU where the browser has a hardware adapter;
-// where its only adapter is a software one, as Chromium's SwiftShader in CI, on the CPU executor
+// where its only adapter is a software one, as Chromium's SwiftShader in CI, on the CPU backend
 // that "auto" picks there: a SwiftShader transcription of the clip takes 200 s, and the browser
 // suite runs random models of every kind on it),
 // transcribes the golden clip short_2.wav through the UI and compares the text and segment

@@ -3,7 +3,7 @@
 // --vad-model` at /vad/silero_vad_v6.onnx) and transcribes the golden clip vad.wav (68 s: three
 // passages between long noisy pauses) with `vad: true`, greedy: every segment's token ids, text
 // and times must be faster-whisper's with vad_filter=True (run "vad" of
-// tests/fixtures/golden/vad.json), on the CPU executor. (The network on WebGPU is checked against
+// tests/fixtures/golden/vad.json), on the CPU backend. (The network on WebGPU is checked against
 // onnxruntime natively on lavapipe, whisper_golden.rs; a tiny.en window on Chromium's
 // SwiftShader adapter takes minutes, and the page test runs the real model there.)
 // First, a model loaded without the network says so in `info.vad`, and `vad: true` on it

@@ -7,7 +7,8 @@ pub mod bench;
 pub mod bench_memory;
 pub mod bench_ops;
 pub mod convert;
-pub mod cpu;
+/// The fast CPU backend (its own crate, which the browser package uses too).
+pub use susurrus_cpu as cpu;
 pub mod cuda;
 pub mod destination;
 pub mod error;

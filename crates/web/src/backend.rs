@@ -1,18 +1,19 @@
 //! Which backend a model runs on: WebGPU when the browser has a hardware adapter, else the
-//! CPU executor compiled to WebAssembly. `auto` falls back to the CPU and says why; asking
-//! for `webgpu` where there is none is an error.
+//! fast CPU backend (`susurrus-cpu`) compiled to WebAssembly with SIMD128, on one thread.
+//! `auto` falls back to the CPU and says why; asking for `webgpu` where there is none is an
+//! error.
 //!
 //! A software adapter (`isFallbackAdapter`, e.g. Chromium's SwiftShader without a GPU) counts
-//! as none for `auto`: it emulates the GPU on the CPU and is far slower than the CPU executor
+//! as none for `auto`: it emulates the GPU on the CPU and is far slower than the CPU backend
 //! (the tiny.en model on a 5 s clip, headless Chromium on 2 cores: 140-232 s on SwiftShader,
-//! 5.7 s on the CPU executor). `webgpu` still runs on it.
+//! seconds on the CPU). `webgpu` still runs on it.
 
 use std::rc::Rc;
 
 use js_sys::{Function, Reflect};
 use susurrus_core::exec::Backend;
-use susurrus_core::exec::cpu::CpuBackend;
 use susurrus_core::exec::wgpu::WgpuBackend;
+use susurrus_cpu::FastCpuBackend;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 
@@ -45,7 +46,7 @@ pub struct Opened {
     pub pace: Rc<Pace>,
     /// `"webgpu"` or `"cpu"`.
     pub kind: &'static str,
-    /// The GPU adapter's name, or a description of the CPU executor.
+    /// The GPU adapter's name, or a description of the CPU backend.
     pub adapter: String,
     /// Why `auto` chose the CPU, when it did.
     pub fallback_reason: Option<String>,
@@ -83,7 +84,7 @@ async fn adapter_info() -> Result<AdapterInfo, String> {
     Ok(AdapterInfo { description, fallback })
 }
 
-/// What the CPU executor reports as its adapter.
+/// What the CPU backend reports as its adapter.
 const CPU_ADAPTER: &str = "CPU (WebAssembly, one thread)";
 
 /// Opens the backend `choice` names.
@@ -93,19 +94,22 @@ pub async fn open(choice: BackendChoice) -> Result<Opened, JsValue> {
         Ok::<_, String>(gpu(backend, info.description))
     };
     match choice {
-        BackendChoice::Cpu => Ok(cpu(None)),
+        BackendChoice::Cpu => cpu(None),
         BackendChoice::WebGpu => match adapter_info().await {
             Ok(info) => webgpu(info).await.map_err(js_error),
             Err(why) => Err(js_error(why)),
         },
-        BackendChoice::Auto => Ok(match adapter_info().await {
+        BackendChoice::Auto => match adapter_info().await {
             Ok(info) if info.fallback => cpu(Some(format!(
-                "the only WebGPU adapter, {}, emulates a GPU in software, slower than the CPU executor",
+                "the only WebGPU adapter, {}, emulates a GPU in software, slower than the CPU backend",
                 info.description
             ))),
-            Ok(info) => webgpu(info).await.unwrap_or_else(|why| cpu(Some(why))),
+            Ok(info) => match webgpu(info).await {
+                Ok(opened) => Ok(opened),
+                Err(why) => cpu(Some(why)),
+            },
             Err(why) => cpu(Some(why)),
-        }),
+        },
     }
 }
 
@@ -120,13 +124,15 @@ fn gpu(backend: WgpuBackend, adapter: String) -> Opened {
     }
 }
 
-fn cpu(fallback_reason: Option<String>) -> Opened {
+/// The fast CPU backend on the page's (or worker's) one thread.
+fn cpu(fallback_reason: Option<String>) -> Result<Opened, JsValue> {
     let pace = Pace::new(true);
-    Opened {
-        backend: Box::new(CpuBackend::with_step_hook(Pace::step_hook(&pace))),
+    let backend = FastCpuBackend::new(Some(1)).map_err(|e| js_error(e.to_string()))?;
+    Ok(Opened {
+        backend: Box::new(Paced::new(Box::new(backend), pace.clone())),
         pace,
         kind: "cpu",
         adapter: CPU_ADAPTER.to_string(),
         fallback_reason,
-    }
+    })
 }

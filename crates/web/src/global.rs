@@ -24,7 +24,7 @@ fn get(target: &JsValue, name: &str) -> JsValue {
 }
 
 thread_local! {
-    /// `performance`, looked up once: the CPU executor reads the clock after every op.
+    /// `performance`, looked up once: the pacing reads the clock before every run.
     static PERFORMANCE: Option<web_sys::Performance> = get(&global(), "performance").dyn_into().ok();
 }
 

@@ -1,7 +1,7 @@
 //! Susurrus in the browser: the wasm-bindgen API of the npm package "susurrus".
 //!
 //! [`Model`] loads a Whisper model (from a folder URL through the Cache API, or from picked
-//! files) onto WebGPU or the CPU executor and transcribes audio with streamed segments,
+//! files) onto WebGPU or the CPU and transcribes audio with streamed segments,
 //! progress and cancellation. The package's main-thread client and module worker
 //! (`crates/web/js`) wrap this API so a page never blocks. Logic that needs no browser lives
 //! in plain Rust functions (tested natively); the wrappers turn errors into JS `Error`s.

@@ -1,10 +1,9 @@
 //! Cooperative pacing in the browser. At each checkpoint the work stops with
 //! [`Error::Cancelled`] when the caller's `AbortSignal` has fired and, on the CPU backend,
-//! the event loop gets a turn once the thread has been busy for [`BUSY_MS`]. The CPU executor
-//! passes a checkpoint after every op (its step hook, [`Pace::step_hook`]); WebGPU
-//! executables before every run ([`Paced`]).
+//! the event loop gets a turn once the thread has been busy for [`BUSY_MS`]. Executables pass
+//! a checkpoint before every run (and every chain of decoder steps): [`Paced`].
 //!
-//! Why: WebAssembly runs on one thread and the CPU executor's futures never wait, so without
+//! Why: WebAssembly runs on one thread and the CPU backend's runs never wait, so without
 //! these turns a worker would not see an abort message until the whole transcription ended,
 //! and a page using the direct API would freeze. WebGPU runs wait for the GPU already (each
 //! readback is a promise), so there only the signal is checked.
@@ -14,7 +13,6 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 use susurrus_core::error::{Error, Result};
-use susurrus_core::exec::cpu::StepHook;
 use susurrus_core::exec::{Backend, BoxFuture, Chain, Executable, Weights};
 use susurrus_core::plan::Plan;
 use susurrus_core::tensor::Tensor;
@@ -49,15 +47,6 @@ impl Pace {
         self.signal.borrow().as_ref().is_some_and(AbortSignal::aborted)
     }
 
-    /// The CPU executor's step hook: a checkpoint after every op.
-    pub fn step_hook(pace: &Rc<Pace>) -> StepHook {
-        let pace = Rc::clone(pace);
-        Rc::new(move || {
-            let pace = Rc::clone(&pace);
-            Box::pin(async move { pace.checkpoint().await })
-        })
-    }
-
     /// Where work may be cancelled or paused.
     async fn checkpoint(&self) -> Result<()> {
         if self.yields && global::now_ms() - self.last_turn.get() >= BUSY_MS {
@@ -68,7 +57,7 @@ impl Pace {
     }
 }
 
-/// A backend whose executables pass a [`Pace`] checkpoint before every run (WebGPU).
+/// A backend whose executables pass a [`Pace`] checkpoint before every run.
 pub struct Paced {
     inner: Box<dyn Backend>,
     pace: Rc<Pace>,

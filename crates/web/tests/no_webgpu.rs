@@ -1,5 +1,5 @@
 //! A browser without WebGPU (its `navigator.gpu` removed before anything asks for it): `auto`
-//! runs on the CPU executor and says why, `webgpu` is an error that says what is missing.
+//! runs on the CPU backend and says why, `webgpu` is an error that says what is missing.
 //! A file of its own: each test file gets a fresh page, so no other test sees the removal.
 #![cfg(target_arch = "wasm32")]
 

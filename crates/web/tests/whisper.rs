@@ -1,6 +1,6 @@
 //! The package's API in a real browser (headless Chromium; WebGPU is its SwiftShader
 //! adapter here): a small random-weight Whisper gives the same tokens on WebGPU and on the
-//! CPU executor, every misuse is a JS `Error` with a clear message, aborting keeps the model
+//! CPU backend, every misuse is a JS `Error` with a clear message, aborting keeps the model
 //! usable, cached files load without the network. Run with `wasm-pack test --headless --chrome`.
 #![cfg(target_arch = "wasm32")]
 
@@ -53,7 +53,7 @@ async fn transcribe(model: &Model, audio: &JsValue, options: js_sys::Object) -> 
 }
 
 /// The segments of `audio` transcribed by `model` (picked files) with `beams` beams (1:
-/// greedily) on WebGPU and on the CPU executor; checks that each backend reports itself and
+/// greedily) on WebGPU and on the CPU backend; checks that each backend reports itself and
 /// that something was decoded.
 async fn segments_on_webgpu_and_cpu(model: &JsValue, what: &str, beams: u32) -> [Vec<(f64, f64, Vec<u32>)>; 2] {
     let audio: JsValue = test_audio().into();
@@ -123,7 +123,7 @@ async fn bench_reports_the_pieces_on_webgpu_and_cpu() {
 }
 
 /// The small model with int8 matrices (as `susurrus convert --quantize int8` writes them):
-/// it loads, and WebGPU (int8 dequantized in the kernels' loads) gives the CPU executor's
+/// it loads, and WebGPU (int8 dequantized in the kernels' loads) gives the CPU backend's
 /// tokens.
 #[wasm_bindgen_test]
 async fn int8_model_gives_the_same_tokens_on_webgpu_and_cpu() {
@@ -137,7 +137,7 @@ async fn int8_model_gives_the_same_tokens_on_webgpu_and_cpu() {
 /// and 16 audio positions, so SwiftShader runs it in seconds) with f32 weights, on a WebGPU
 /// device that holds WebGPU's default buffer limits: its 266 MB token embedding is above the
 /// 128 MiB binding limit, so it is read as two blocks of rows, and the encoder output and the
-/// decoder's choices are the CPU executor's.
+/// decoder's choices are the CPU backend's.
 #[wasm_bindgen_test]
 async fn large_v3_shapes_run_within_the_default_buffer_limits() {
     let options = WgpuOptions { default_buffer_limits: true, ..WgpuOptions::default() };
@@ -244,7 +244,7 @@ async fn bad_audio_and_options_are_errors_and_the_model_stays_usable() {
 
     // One transcription at a time: the second call while the first runs is refused. The first
     // gets a minute of audio (60 one-second windows of the small model), so it runs long enough
-    // on the CPU executor to give the event loop a turn, whatever the build's speed.
+    // on the CPU backend to give the event loop a turn, whatever the build's speed.
     let audio: JsValue = test_audio().into();
     let clip = test_audio().to_vec();
     let minute: Vec<f32> = clip.iter().copied().cycle().take(clip.len() * 20).collect();
@@ -585,8 +585,10 @@ async fn module_memory_is_flat_in_the_recordings_length() {
         let gpu_long = gpu_buffer_peak() / 1e6;
         if backend == "webgpu" {
             web_sys::console::log_1(
-                &format!("webgpu: GPU buffers at most {gpu_short:.2} MB in {short} min, {gpu_long:.2} MB in {long} min")
-                    .into(),
+                &format!(
+                    "webgpu: GPU buffers at most {gpu_short:.2} MB in {short} min, {gpu_long:.2} MB in {long} min"
+                )
+                .into(),
             );
             assert!(gpu_short > 1.0, "the model's buffers were counted: {gpu_short:.2} MB");
             assert!(

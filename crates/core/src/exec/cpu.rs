@@ -21,32 +21,13 @@ use crate::ops::{EvalCtx, Op};
 use crate::plan::{Plan, PlanOptions, Storage};
 use crate::tensor::Tensor;
 
-/// Awaited between the steps of every run of a [`CpuBackend`] that has one: where an
-/// embedder on a single thread gives its event loop a turn, or stops the run (an error ends
-/// it; the next run starts afresh). The browser package uses it so that an abort takes
-/// effect within one op, not after the whole encoder.
-pub type StepHook = Rc<dyn Fn() -> BoxFuture<'static, ()>>;
-
 /// The reference backend: runs every op with its reference evaluation.
-#[derive(Clone, Default)]
-pub struct CpuBackend {
-    step_hook: Option<StepHook>,
-}
-
-impl std::fmt::Debug for CpuBackend {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CpuBackend").field("step_hook", &self.step_hook.is_some()).finish()
-    }
-}
+#[derive(Clone, Debug, Default)]
+pub struct CpuBackend;
 
 impl CpuBackend {
     pub fn new() -> Self {
-        CpuBackend::default()
-    }
-
-    /// A backend whose runs await `hook` after every step.
-    pub fn with_step_hook(hook: StepHook) -> Self {
-        CpuBackend { step_hook: Some(hook) }
+        CpuBackend
     }
 }
 
@@ -92,7 +73,6 @@ impl CpuBackend {
             own_states: linked.states.iter().map(|&i| (i, link.states[i].name.clone())).collect(),
             states: HashMap::new(),
             shared: Rc::clone(shared),
-            step_hook: self.step_hook.clone(),
         }))
     }
 }
@@ -164,7 +144,6 @@ struct CpuExecutable {
     /// put back after it.
     states: HashMap<usize, Tensor>,
     shared: Shared,
-    step_hook: Option<StepHook>,
 }
 
 /// `t` seen with `ty`'s shape: the same data, reshaped when a view (reshape) of it is read.
@@ -319,9 +298,6 @@ impl CpuExecutable {
                 }
             };
             self.write(id, &value)?;
-            if let Some(hook) = &self.step_hook {
-                hook().await?;
-            }
         }
         Ok(())
     }
@@ -409,34 +385,5 @@ mod tests {
         assert_eq!(got["rows"].dtype(), DType::F16);
         // Row 0 of x against row 0 of the table: 0.0999755859375 + 2 - 6.
         assert_eq!(got["logits"].to_f32()[0], 0.099_975_586 + 2.0 - 6.0);
-    }
-
-    #[test]
-    fn the_step_hook_runs_after_every_step_and_its_error_stops_the_run() {
-        use std::cell::Cell;
-        let mut g = Graph::new("two_steps");
-        let x = g.input("x", TensorType::new(DType::F32, [4])).unwrap();
-        let doubled = g.add(x, x).unwrap();
-        let squared = g.mul(doubled, doubled).unwrap();
-        g.output("y", squared).unwrap();
-        let plan = crate::plan::plan(g).unwrap();
-        let calls = Rc::new(Cell::new(0usize));
-        let stop_at = Rc::new(Cell::new(usize::MAX));
-        let (c, s) = (Rc::clone(&calls), Rc::clone(&stop_at));
-        let hook: StepHook = Rc::new(move || {
-            c.set(c.get() + 1);
-            let stop = c.get() >= s.get();
-            Box::pin(async move { if stop { Err(Error::Cancelled) } else { Ok(()) } })
-        });
-        let mut exe = pollster::block_on(CpuBackend::with_step_hook(hook).compile(&plan, &HashMap::new())).unwrap();
-        let inputs = HashMap::from([("x".to_string(), Tensor::f32([4], vec![1.0, 2.0, 3.0, 4.0]).unwrap())]);
-        let run = |exe: &mut Box<dyn Executable>| pollster::block_on(exe.run(&inputs, &HashMap::new(), &["y"]));
-        assert_eq!(run(&mut exe).unwrap()["y"].to_f32(), vec![4.0, 16.0, 36.0, 64.0]);
-        assert_eq!(calls.get(), 2, "one call per op step");
-        stop_at.set(3);
-        assert_eq!(run(&mut exe).unwrap_err(), Error::Cancelled);
-        assert_eq!(calls.get(), 3, "the run stopped at the hook's error");
-        stop_at.set(usize::MAX);
-        assert_eq!(run(&mut exe).unwrap()["y"].to_f32(), vec![4.0, 16.0, 36.0, 64.0]);
     }
 }

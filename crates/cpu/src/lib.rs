@@ -2,7 +2,7 @@
 //! kernels for the ops that carry the work (linear layers, attention, convolutions, norms,
 //! elementwise programs, layout moves) and the core's reference evaluation for the rest.
 //!
-//! Compiling turns a plan into a list of [`compile::Step`]s with every operand a byte region
+//! Compiling turns a plan into a list of `compile::Step`s with every operand a byte region
 //! of the place the link layer gave it (the plan's arena, a weight, a constant or a
 //! persistent buffer); a run
 //! copies the inputs into the arena, runs the steps in order on a thread pool owned by the
@@ -16,6 +16,7 @@
 mod compile;
 mod kernels;
 mod memory;
+mod pool;
 pub mod simd;
 
 use std::cell::RefCell;
@@ -37,10 +38,11 @@ use susurrus_core::{Error, Result};
 use compile::Step;
 use kernels::{Kernel, Scratch};
 use memory::{Bases, Region, tensor_base};
+use pool::Pool;
 
 /// The fast CPU backend.
 pub struct FastCpuBackend {
-    pool: Arc<rayon::ThreadPool>,
+    pool: Pool,
     profile: Option<Profile>,
 }
 
@@ -50,16 +52,7 @@ pub use susurrus_core::exec::Profile;
 impl FastCpuBackend {
     /// A backend running on `threads` threads (default: one per core).
     pub fn new(threads: Option<usize>) -> Result<Self> {
-        if threads == Some(0) {
-            return Err(Error::BadOption("--threads must be at least 1".into()));
-        }
-        let n = threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(n)
-            .thread_name(|i| format!("susurrus-cpu-{i}"))
-            .build()
-            .map_err(|e| Error::Backend(format!("cpu: cannot start {n} threads: {e}")))?;
-        Ok(FastCpuBackend { pool: Arc::new(pool), profile: None })
+        Ok(FastCpuBackend { pool: Pool::new(threads)?, profile: None })
     }
 
     /// Records the time of every step into `profile` (one clock read per step).
@@ -70,7 +63,7 @@ impl FastCpuBackend {
 
     /// The threads kernels run on.
     pub fn threads(&self) -> usize {
-        self.pool.current_num_threads()
+        self.pool.threads()
     }
 }
 
@@ -129,7 +122,7 @@ impl FastCpuBackend {
             inputs,
             outputs,
             scratch: Scratch::default(),
-            pool: Arc::clone(&self.pool),
+            pool: self.pool.clone(),
             profile: self.profile.clone(),
         };
         exe.check_regions()?;
@@ -156,7 +149,7 @@ struct FastCpuExecutable {
     inputs: Vec<(String, Place)>,
     outputs: HashMap<String, (NodeId, Place)>,
     scratch: Scratch,
-    pool: Arc<rayon::ThreadPool>,
+    pool: Pool,
     profile: Option<Profile>,
 }
 
@@ -238,7 +231,7 @@ impl FastCpuExecutable {
             arena[place.offset..place.offset + bytes.len()].copy_from_slice(&bytes);
         }
         let bases = self.bases();
-        let threads = self.pool.current_num_threads();
+        let threads = self.pool.threads();
         let (steps, plan, scratch, profile) = (&self.steps, &self.plan, &mut self.scratch, &self.profile);
         self.pool.install(|| {
             for step in steps {

@@ -36,6 +36,17 @@ macro_rules! multiversion {
     };
 }
 
+/// `a * b + c`: fused where the hardware fuses (x86-64's FMA, in the AVX2 versions); in
+/// WebAssembly, whose SIMD has no fused multiply-add, with two roundings (a fused one there
+/// is a call to a software `fmaf`, which also keeps the loops from vectorising).
+#[inline(always)]
+fn fma(a: f32, b: f32, c: f32) -> f32 {
+    #[cfg(target_family = "wasm")]
+    return a * b + c;
+    #[cfg(not(target_family = "wasm"))]
+    a.mul_add(b, c)
+}
+
 /// Accumulators a reduction keeps: independent sums let the loop vectorise and pipeline.
 const LANES: usize = 16;
 
@@ -49,11 +60,11 @@ multiversion! {
         let mut cb = b.chunks_exact(LANES);
         for (x, y) in (&mut ca).zip(&mut cb) {
             for l in 0..LANES {
-                acc[l] = x[l].mul_add(y[l], acc[l]);
+                acc[l] = fma(x[l], y[l], acc[l]);
             }
         }
         for (l, (x, y)) in ca.remainder().iter().zip(cb.remainder()).enumerate() {
-            acc[l] = x.mul_add(*y, acc[l]);
+            acc[l] = fma(*x, *y, acc[l]);
         }
         fold(acc)
     }
@@ -80,12 +91,17 @@ pub fn dot_f16(a: &[f32], b: &[f16]) -> f32 {
         // SAFETY: the CPU has AVX2, FMA and F16C.
         return unsafe { dot_f16_avx2(a, b) };
     }
-    let mut acc = [0.0f32; LANES];
-    let n = a.len().min(b.len());
-    for i in 0..n {
-        acc[i % LANES] = a[i].mul_add(b[i].to_f32(), acc[i % LANES]);
+    #[cfg(all(target_family = "wasm", target_feature = "simd128"))]
+    return wasm::dot_f16(a, b);
+    #[cfg(not(all(target_family = "wasm", target_feature = "simd128")))]
+    {
+        let mut acc = [0.0f32; LANES];
+        let n = a.len().min(b.len());
+        for i in 0..n {
+            acc[i % LANES] = fma(a[i], f16_to_f32(b[i]), acc[i % LANES]);
+        }
+        fold(acc)
     }
-    fold(acc)
 }
 
 /// `out[j] = dot_f16(x, m[j*k..(j+1)*k])` for every row `j` of `m` (f16 weight rows).
@@ -138,7 +154,7 @@ unsafe fn dot_f16_avx2(a: &[f32], b: &[f16]) -> f32 {
         _mm256_storeu_ps(acc.as_mut_ptr().add(8), hi);
     }
     for i in blocks * LANES..n {
-        acc[i % LANES] = a[i].mul_add(b[i].to_f32(), acc[i % LANES]);
+        acc[i % LANES] = fma(a[i], f16_to_f32(b[i]), acc[i % LANES]);
     }
     fold(acc)
 }
@@ -153,11 +169,11 @@ multiversion! {
             let mut cr = row.chunks_exact(LANES);
             for (a, b) in (&mut cx).zip(&mut cr) {
                 for l in 0..LANES {
-                    acc[l] = a[l].mul_add(b[l], acc[l]);
+                    acc[l] = fma(a[l], b[l], acc[l]);
                 }
             }
             for (l, (a, b)) in cx.remainder().iter().zip(cr.remainder()).enumerate() {
-                acc[l] = a.mul_add(*b, acc[l]);
+                acc[l] = fma(*a, *b, acc[l]);
             }
             *o = fold(acc);
         }
@@ -174,11 +190,11 @@ multiversion! {
             let mut cr = row.chunks_exact(LANES);
             for (a, b) in (&mut cx).zip(&mut cr) {
                 for l in 0..LANES {
-                    acc[l] = a[l].mul_add(f32::from(b[l]), acc[l]);
+                    acc[l] = fma(a[l], f32::from(b[l]), acc[l]);
                 }
             }
             for (l, (a, b)) in cx.remainder().iter().zip(cr.remainder()).enumerate() {
-                acc[l] = a.mul_add(f32::from(*b), acc[l]);
+                acc[l] = fma(*a, f32::from(*b), acc[l]);
             }
             *o = fold(acc) * s;
         }
@@ -200,7 +216,7 @@ multiversion! {
         out.fill(0.0);
         for (&w, row) in p.iter().zip(v.chunks_exact(d)) {
             for (o, &x) in out.iter_mut().zip(row) {
-                *o = w.mul_add(x, *o);
+                *o = fma(w, x, *o);
             }
         }
     }
@@ -218,7 +234,97 @@ multiversion! {
 multiversion! {
     /// Widens f16 to f32.
     fn widen(src: &[f16], dst: &mut [f32]) {
+        #[cfg(all(target_family = "wasm", target_feature = "simd128"))]
+        wasm::widen(src, dst);
+        #[cfg(all(target_family = "wasm", not(target_feature = "simd128")))]
+        for (d, &h) in dst.iter_mut().zip(src) {
+            *d = f16_to_f32(h);
+        }
+        #[cfg(not(target_family = "wasm"))]
         half::slice::HalfFloatSliceExt::convert_to_f32_slice(src, dst);
+    }
+}
+
+/// An f16 as f32, exactly, without branches (so loops over weights vectorise where no
+/// conversion instruction exists: WebAssembly, x86-64 without F16C). The magnitude's bits
+/// moved to an f32's places read as a number 2^112 too small, for normal and subnormal values
+/// alike; infinities and NaNs (exponent all ones) get the f32 exponent all ones instead.
+#[inline(always)]
+pub fn f16_to_f32(h: f16) -> f32 {
+    let h = u32::from(h.to_bits());
+    let magnitude = (h & 0x7fff) << 13;
+    // 2^112: f32 exponent bits 112 + 127.
+    let finite = f32::from_bits(magnitude) * f32::from_bits(0x7780_0000);
+    let value = if magnitude >= 0x0f80_0000 { f32::from_bits(magnitude | 0x7f80_0000) } else { finite };
+    f32::from_bits(value.to_bits() | ((h & 0x8000) << 16))
+}
+
+/// WebAssembly SIMD128 versions of the loops LLVM does not vectorise by itself: the f16
+/// weights widened four lanes at a time ([`f16_to_f32`]'s arithmetic), products summed in
+/// the lanes and order of the portable loops, so both give the same numbers.
+#[cfg(all(target_family = "wasm", target_feature = "simd128"))]
+mod wasm {
+    use std::arch::wasm32::*;
+
+    use half::f16;
+
+    use super::{LANES, f16_to_f32, fma, fold};
+
+    /// Four f16s (zero-extended to u32 lanes) as f32s.
+    #[inline(always)]
+    fn widen4(h: v128) -> v128 {
+        let magnitude = u32x4_shl(v128_and(h, u32x4_splat(0x7fff)), 13);
+        let finite = f32x4_mul(magnitude, f32x4_splat(f32::from_bits(0x7780_0000)));
+        let special = u32x4_ge(magnitude, u32x4_splat(0x0f80_0000));
+        let value = v128_bitselect(v128_or(magnitude, u32x4_splat(0x7f80_0000)), finite, special);
+        v128_or(value, u32x4_shl(v128_and(h, u32x4_splat(0x8000)), 16))
+    }
+
+    pub fn dot_f16(a: &[f32], b: &[f16]) -> f32 {
+        let n = a.len().min(b.len());
+        let (pa, pb) = (a.as_ptr(), b.as_ptr());
+        let mut acc = [f32x4_splat(0.0); LANES / 4];
+        for at in (0..n / LANES).map(|i| i * LANES) {
+            for half in 0..2 {
+                let at = at + 8 * half;
+                // SAFETY: at + 8 <= n elements of both slices; unaligned loads are allowed.
+                let (h, x0, x1) = unsafe {
+                    (
+                        v128_load(pb.add(at).cast::<v128>()),
+                        v128_load(pa.add(at).cast::<v128>()),
+                        v128_load(pa.add(at + 4).cast::<v128>()),
+                    )
+                };
+                let (w0, w1) = (widen4(u32x4_extend_low_u16x8(h)), widen4(u32x4_extend_high_u16x8(h)));
+                acc[2 * half] = f32x4_add(f32x4_mul(x0, w0), acc[2 * half]);
+                acc[2 * half + 1] = f32x4_add(f32x4_mul(x1, w1), acc[2 * half + 1]);
+            }
+        }
+        let mut lanes = [0.0f32; LANES];
+        for (j, v) in acc.iter().enumerate() {
+            // SAFETY: lanes holds 16 floats, j < 4.
+            unsafe { v128_store(lanes.as_mut_ptr().add(4 * j).cast::<v128>(), *v) };
+        }
+        for i in n / LANES * LANES..n {
+            lanes[i % LANES] = fma(a[i], f16_to_f32(b[i]), lanes[i % LANES]);
+        }
+        fold(lanes)
+    }
+
+    pub fn widen(src: &[f16], dst: &mut [f32]) {
+        let n = src.len().min(dst.len());
+        let (ps, pd) = (src.as_ptr(), dst.as_mut_ptr());
+        for at in (0..n / 8).map(|i| i * 8) {
+            // SAFETY: at + 8 <= n elements of both slices.
+            unsafe {
+                let h = v128_load(ps.add(at).cast::<v128>());
+                v128_store(pd.add(at).cast::<v128>(), widen4(u32x4_extend_low_u16x8(h)));
+                v128_store(pd.add(at + 4).cast::<v128>(), widen4(u32x4_extend_high_u16x8(h)));
+            }
+        }
+        for i in n / 8 * 8..n {
+            dst[i] = f16_to_f32(src[i]);
+        }
     }
 }
 
@@ -234,15 +340,15 @@ pub fn exp(x: f32) -> f32 {
     // Round to nearest by adding and subtracting 1.5 * 2^23 (plain arithmetic, so the loop
     // vectorises; `f32::round` becomes a libm call).
     const ROUND: f32 = 12_582_912.0;
-    let k = x.mul_add(std::f32::consts::LOG2_E, ROUND) - ROUND;
-    let r = k.mul_add(-LN2_LO, k.mul_add(-LN2_HI, x));
+    let k = fma(x, std::f32::consts::LOG2_E, ROUND) - ROUND;
+    let r = fma(k, -LN2_LO, fma(k, -LN2_HI, x));
     let mut p = 1.987_569_1e-4f32;
-    p = p.mul_add(r, 1.398_199_9e-3);
-    p = p.mul_add(r, 8.333_452e-3);
-    p = p.mul_add(r, 4.166_579_6e-2);
-    p = p.mul_add(r, 1.666_666_5e-1);
-    p = p.mul_add(r, 0.5);
-    let er = p.mul_add(r * r, r) + 1.0;
+    p = fma(p, r, 1.398_199_9e-3);
+    p = fma(p, r, 8.333_452e-3);
+    p = fma(p, r, 4.166_579_6e-2);
+    p = fma(p, r, 1.666_666_5e-1);
+    p = fma(p, r, 0.5);
+    let er = fma(p, r * r, r) + 1.0;
     // 2^k through the exponent bits; k is in [-126, 128] after the clamp, and k = 128 (x near
     // the top) is split so the scale stays representable.
     let ki = k as i32;
@@ -258,21 +364,21 @@ pub fn exp(x: f32) -> f32 {
 #[inline(always)]
 pub fn erf(x: f32) -> f32 {
     let a = x.abs();
-    let t = 1.0 / 0.327_591_1f32.mul_add(a, 1.0);
+    let t = 1.0 / fma(0.327_591_1f32, a, 1.0);
     let mut p = 1.061_405_4f32;
-    p = p.mul_add(t, -1.453_152_1);
-    p = p.mul_add(t, 1.421_413_7);
-    p = p.mul_add(t, -0.284_496_72);
-    p = p.mul_add(t, 0.254_829_6);
+    p = fma(p, t, -1.453_152_1);
+    p = fma(p, t, 1.421_413_7);
+    p = fma(p, t, -0.284_496_72);
+    p = fma(p, t, 0.254_829_6);
     let far = (1.0 - p * t * exp(-a * a)).copysign(x);
     // 2/sqrt(pi) * (x - x^3/3 + x^5/10 - x^7/42 + x^9/216 - x^11/1320)
     let x2 = x * x;
     let mut s = -1.0f32 / 1320.0;
-    s = s.mul_add(x2, 1.0 / 216.0);
-    s = s.mul_add(x2, -1.0 / 42.0);
-    s = s.mul_add(x2, 1.0 / 10.0);
-    s = s.mul_add(x2, -1.0 / 3.0);
-    s = s.mul_add(x2, 1.0);
+    s = fma(s, x2, 1.0 / 216.0);
+    s = fma(s, x2, -1.0 / 42.0);
+    s = fma(s, x2, 1.0 / 10.0);
+    s = fma(s, x2, -1.0 / 3.0);
+    s = fma(s, x2, 1.0);
     let near = std::f32::consts::FRAC_2_SQRT_PI * x * s;
     if a < 0.5 { near } else { far }
 }
@@ -311,14 +417,14 @@ multiversion! {
         let mut chunks = x.chunks_exact_mut(LANES);
         for c in &mut chunks {
             for l in 0..LANES {
-                let e = exp(c[l].mul_add(scale, -max));
+                let e = exp(fma(c[l], scale, -max));
                 c[l] = e;
                 acc[l] += e;
             }
         }
         let mut tail = 0.0;
         for v in chunks.into_remainder() {
-            *v = exp(v.mul_add(scale, -max));
+            *v = exp(fma(*v, scale, -max));
             tail += *v;
         }
         let inv = 1.0 / (fold(acc) + tail);
@@ -350,7 +456,7 @@ multiversion! {
         let var = lane_sum(x, |v| (v - mean) * (v - mean)) / n;
         let inv = 1.0 / (var + eps).sqrt();
         for ((v, g), b) in x.iter_mut().zip(gamma).zip(beta) {
-            *v = ((*v - mean) * inv).mul_add(*g, *b);
+            *v = fma((*v - mean) * inv, *g, *b);
         }
     }
 }
@@ -358,6 +464,20 @@ multiversion! {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every one of the 65536 f16 values, against the `half` crate's conversion.
+    #[test]
+    fn f16_to_f32_is_exact_for_every_value() {
+        for bits in 0..=u16::MAX {
+            let h = f16::from_bits(bits);
+            let (got, want) = (f16_to_f32(h), h.to_f32());
+            if want.is_nan() {
+                assert!(got.is_nan(), "{bits:#06x}: {got}");
+            } else {
+                assert_eq!(got.to_bits(), want.to_bits(), "{bits:#06x}: {got} for {want}");
+            }
+        }
+    }
 
     #[test]
     fn exp_is_within_two_ulp_of_std() {
