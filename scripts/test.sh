@@ -58,7 +58,7 @@ stage "setup: rust components, targets and tools" ./scripts/setup.sh rust
 stage "cargo fmt --all --check" cargo fmt --all --check
 stage "cargo clippy --workspace --all-targets (native, wasm32)" \
   bash -c 'cargo clippy --workspace --all-targets -- -D warnings &&
-    cargo clippy -p susurrus-web --target wasm32-unknown-unknown --all-targets -- -D warnings'
+    cargo clippy -p susurrus-web -p susurrus-cpu --target wasm32-unknown-unknown --all-targets -- -D warnings'
 stage "cargo check -p susurrus-native --target aarch64-apple-darwin (macOS, Metal)" \
   cargo check -p susurrus-native --target aarch64-apple-darwin
 stage "cargo test --workspace: build" cargo test --workspace --no-run
