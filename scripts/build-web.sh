@@ -2,6 +2,12 @@
 # Builds the npm package `susurrus` into target/npm/susurrus (wasm-pack for the wasm-bindgen
 # module, tsc for the main-thread client and the worker, crates/web/js) and copies it to
 # www/pkg, where the demo page imports it. Run scripts/setup.sh first (tools on PATH).
+#
+# The module is built twice: the plain build (stable Rust), and in threads/ the threaded one
+# (shared memory: atomics, and std rebuilt with them, which needs the nightly compiler that
+# fuzz/rust-toolchain.toml pins, with rust-src; its own target folder, target/threads, so the
+# two builds do not rebuild each other). The worker loads the threaded build where the page is
+# cross-origin isolated, the plain one elsewhere.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="${HOME}/.cache/susurrus/tools/bin:${PATH}"
@@ -14,9 +20,22 @@ rm -rf "$out"
 # wasm-pack's own .gitignore would hide the package from git-based tools; package.json says
 # which files ship.
 rm -f "${out}/.gitignore"
+nightly=$(awk -F'"' '/^channel/ { print $2 }' fuzz/rust-toolchain.toml)
+# Shared memory, imported (each worker instantiates the module on the same memory), up to
+# WebAssembly's 4 GiB, and the thread-local storage symbols wasm-bindgen sets up per thread.
+threads_link_args() {
+  local args=(--shared-memory --import-memory --max-memory=4294967296 --export=__wasm_init_tls
+    --export=__tls_size --export=__tls_align --export=__tls_base)
+  printf -- '-C link-arg=%s ' "${args[@]}"
+}
+(cd crates/web && RUSTUP_TOOLCHAIN="$nightly" CARGO_TARGET_DIR=../../target/threads \
+  RUSTFLAGS="-C target-feature=+atomics,+bulk-memory,+mutable-globals,+simd128 $(threads_link_args)" \
+  wasm-pack --quiet build --mode no-install --target web --release \
+  --out-dir "../../${out}/threads" --out-name susurrus . -- -Z build-std=panic_abort,std)
+rm -f "${out}/threads/.gitignore" "${out}/threads/package.json"
 # wasm-bindgen's classes declare [Symbol.dispose]; name the lib that declares it, so consumers
 # type-check with any lib setting (e.g. ["dom", "es2022"]).
-sed -i '1i /// <reference lib="esnext.disposable" />' "${out}/susurrus.d.ts"
+sed -i '1i /// <reference lib="esnext.disposable" />' "${out}/susurrus.d.ts" "${out}/threads/susurrus.d.ts"
 
 cp crates/web/js/*.ts crates/web/js/tsconfig.json crates/web/js/README.md "$out/"
 "$tsc" -p "${out}/tsconfig.json"
@@ -42,7 +61,9 @@ const pkg = {
     "./susurrus.js": { types: "./susurrus.d.ts", default: "./susurrus.js" },
   },
   files: ["index.js", "index.d.ts", "worker.js", "worker.d.ts", "protocol.js", "protocol.d.ts",
-          "susurrus.js", "susurrus.d.ts", "susurrus_bg.wasm", "susurrus_bg.wasm.d.ts", "README.md"],
+          "susurrus.js", "susurrus.d.ts", "susurrus_bg.wasm", "susurrus_bg.wasm.d.ts", "README.md",
+          "threads/susurrus.js", "threads/susurrus.d.ts", "threads/susurrus_bg.wasm",
+          "threads/susurrus_bg.wasm.d.ts", "threads/snippets"],
   sideEffects: false,
   keywords: ["whisper", "speech-recognition", "transcription", "webgpu", "wasm"],
 };
@@ -52,4 +73,5 @@ JS
 
 rm -rf www/pkg
 cp -r "$out" www/pkg
-printf 'build-web: %s (wasm %s KB) -> www/pkg\n' "$out" "$(( $(stat -c %s "${out}/susurrus_bg.wasm") / 1024 ))"
+printf 'build-web: %s (wasm %s KB, threaded %s KB) -> www/pkg\n' "$out" \
+  "$(( $(stat -c %s "${out}/susurrus_bg.wasm") / 1024 ))" "$(( $(stat -c %s "${out}/threads/susurrus_bg.wasm") / 1024 ))"

@@ -5,14 +5,16 @@
 #   scripts/setup.sh [PART...]    PART: rust system node nvrtc fuzz (default: all but fuzz)
 #
 # - rust:   the rustfmt and clippy components, the wasm32 and aarch64-apple-darwin targets,
-#           wasm-pack and wasm-bindgen-cli (built from crates.io: minutes of CPU, once)
+#           wasm-pack and wasm-bindgen-cli (built from crates.io: minutes of CPU, once), and
+#           for the web package's threaded build the nightly Rust fuzz/rust-toolchain.toml pins
+#           with std's sources and the wasm32 target
+# - fuzz:   that nightly and cargo-fuzz, for scripts/fuzz.sh only, which asks for it (not part
+#           of the default)
 # - system: Debian packages: Mesa's software Vulkan driver (lavapipe) for the native GPU tests,
 #           Chromium and its WebDriver for the browser tests, Node.js and npm, Python's venv
 #           (CTranslate2's quantizer makes the int8 test model)
 # - node:   TypeScript and playwright-core for the web package and its browser tests
 # - nvrtc:  NVIDIA's NVRTC library, for compiling the CUDA kernels in the host-side tests
-# - fuzz:   the nightly Rust pinned in fuzz/rust-toolchain.toml and cargo-fuzz, for
-#           scripts/fuzz.sh only, which asks for it (not part of the default)
 # The parts other than rust are mostly downloads: scripts/test.sh runs them in the
 # background while the compiler works. Tools built from crates.io go to
 # ~/.cache/susurrus/tools (put its bin/ on PATH, as scripts/test.sh does).
@@ -62,6 +64,32 @@ setup_rust() {
   local bindgen_version
   bindgen_version=$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/[^0-9.]/, ""); print; exit }' Cargo.lock)
   install_tool wasm-bindgen-cli "$bindgen_version" wasm-bindgen
+  setup_nightly rust-src
+  if ! rustup target list --toolchain "$(nightly)" --installed | grep -qx wasm32-unknown-unknown; then
+    echo "setup: adding rustup target wasm32-unknown-unknown to $(nightly)"
+    rustup target add --toolchain "$(nightly)" wasm32-unknown-unknown
+  fi
+}
+
+# The nightly Rust fuzz/rust-toolchain.toml pins: cargo fuzz needs one (sanitizers, coverage
+# instrumentation), and so does the web package's threaded build (std rebuilt with atomics).
+nightly() {
+  awk -F'"' '/^channel/ { print $2 }' fuzz/rust-toolchain.toml
+}
+
+# Installs that nightly with the fewest components, and `$@`'s components.
+setup_nightly() {
+  if ! rustup toolchain list | grep -q "^$(nightly)-"; then
+    echo "setup: installing the Rust toolchain $(nightly)"
+    rustup toolchain install --profile minimal "$(nightly)"
+  fi
+  local component
+  for component in "$@"; do
+    if ! rustup component list --toolchain "$(nightly)" --installed | grep -q "^${component}"; then
+      echo "setup: adding rustup component ${component} to $(nightly)"
+      rustup component add --toolchain "$(nightly)" "$component"
+    fi
+  done
 }
 
 install_tool() { # crate version binary [--locked]
@@ -118,15 +146,8 @@ setup_nvrtc() {
   fi
 }
 
-# cargo fuzz needs a nightly compiler (sanitizers, coverage instrumentation): the one
-# fuzz/rust-toolchain.toml pins, with the fewest components.
 setup_fuzz() {
-  local nightly
-  nightly=$(awk -F'"' '/^channel/ { print $2 }' fuzz/rust-toolchain.toml)
-  if ! rustup toolchain list | grep -q "^${nightly}-"; then
-    echo "setup: installing the Rust toolchain ${nightly} (for cargo fuzz)"
-    rustup toolchain install --profile minimal "$nightly"
-  fi
+  setup_nightly
   install_tool cargo-fuzz 0.13.2 cargo-fuzz --locked
 }
 

@@ -289,9 +289,11 @@ export async function waitForState(page, selector, states, what, timeoutMs) {
  * The demo page (`www/`) served by `susurrus serve` with the model folder `model` and the VAD
  * network, open in a fresh headless Chromium with `timeoutMs` as the page's default timeout; the server and the
  * browser close through `onCleanup`. Returns the page and the problems `watchPage` collects
- * (its lines logged under `name`).
+ * (its lines logged under `name`). `susurrus serve` makes the page cross-origin isolated (so the
+ * package runs its threaded build); with `isolated: false` the browser gets every reply without
+ * the two headers that do it, as from a server that does not send them (the plain build).
  */
-export async function openDemoPage(name, model, onCleanup, timeoutMs) {
+export async function openDemoPage(name, model, onCleanup, timeoutMs, { isolated = true } = {}) {
   const server = await startServer(["--root", join(repoRoot, "www"), "--model", model, "--vad-model", vadModel]);
   onCleanup(() => server.stop());
   const browser = await launchBrowser();
@@ -299,6 +301,24 @@ export async function openDemoPage(name, model, onCleanup, timeoutMs) {
   const page = await browser.newPage();
   page.setDefaultTimeout(timeoutMs);
   const problems = watchPage(page, (line) => console.log(`${name}:${line}`));
+  if (!isolated) {
+    await page.route("**/*", async (route) => {
+      const response = await route.fetch();
+      const headers = { ...response.headers() };
+      delete headers["cross-origin-opener-policy"];
+      delete headers["cross-origin-embedder-policy"];
+      await route.fulfill({ response, headers });
+    });
+  }
   await page.goto(server.url);
+  assertEqual(await page.evaluate(() => self.crossOriginIsolated), isolated, "the page's crossOriginIsolated");
   return { page, problems };
+}
+
+/** What the package's CPU backend calls itself on a page that is (or is not) cross-origin
+ *  isolated: the threaded build with one worker per core (at most 8), else one thread. */
+export async function expectedCpuAdapter(page, isolated) {
+  const cores = await page.evaluate(() => navigator.hardwareConcurrency);
+  const threads = isolated ? Math.max(1, Math.min(cores, 8)) : 1;
+  return threads === 1 ? "CPU (WebAssembly, one thread)" : `CPU (WebAssembly, ${threads} threads)`;
 }

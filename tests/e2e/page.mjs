@@ -19,7 +19,8 @@
 import { mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import {
-  assert, assertEqual, clipWav, launchBrowser, modelDir, reference, repoRoot, runTest, seconds, startServer, vadModel,
+  assert, assertEqual, clipWav, expectedCpuAdapter, launchBrowser, modelDir, reference, repoRoot, runTest, seconds,
+  startServer, vadModel,
   watchPage, wordsReference,
 } from "./common.mjs";
 
@@ -158,6 +159,11 @@ await runTest("page", async (onCleanup) => {
   await waitForState(page, "#load-status", ["cache-cleared"], 30_000, "clearing the model cache");
   const first = await loadModel(page, expectedBackend, `first load (cache cleared), backend ${expectedBackend}`);
   assertEqual(first.backend, expectedBackend, `backend the page reports after loading with backend ${expectedBackend}`);
+  // `susurrus serve` makes the page cross-origin isolated: the CPU runs the threaded build.
+  assertEqual(await page.evaluate(() => self.crossOriginIsolated), true, "the served page's crossOriginIsolated");
+  if (expectedBackend === "cpu") {
+    assertEqual(first.adapter, await expectedCpuAdapter(page, true), "the CPU backend on a cross-origin isolated page");
+  }
   assertEqual(first.fromCache, "false", "data-from-cache of #load-status after the cache was cleared");
   assert(!first.text.includes("from cache"), `#load-status claims a cache hit right after clearing the cache: ${first.text}`);
   const firstRequests = await settledRequests(server);

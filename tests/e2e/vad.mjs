@@ -9,12 +9,13 @@
 // First, a model loaded without the network says so in `info.vad`, and `vad: true` on it
 // rejects with an error naming the network.
 // Run by tests/e2e/run.sh; needs target/debug/susurrus, www/pkg, the model (SUSURRUS_MODEL) and
-// the network (SUSURRUS_VAD_MODEL, from scripts/fetch-model.sh silero-vad).
+// the network (SUSURRUS_VAD_MODEL, from scripts/fetch-model.sh silero-vad). The page is served
+// without cross-origin isolation, so this is the package's plain (one-thread) build.
 
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import {
-  assert, assertEqual, compareWithRun, modelDir, openDemoPage, packageOptions, readWav, repoRoot, runTest,
+  assert, assertEqual, compareWithRun, expectedCpuAdapter, modelDir, openDemoPage, packageOptions, readWav, repoRoot, runTest,
   seconds,
 } from "./common.mjs";
 
@@ -56,7 +57,10 @@ async function transcribe(page, samples, options) {
 }
 
 await runTest("vad", async (onCleanup) => {
-  const { page, problems: pageProblems } = await openDemoPage("vad", modelDir, onCleanup, TRANSCRIBE_TIMEOUT_MS);
+  // Served without cross-origin isolation: the package's plain build, one thread (the page
+  // test runs the threaded one).
+  const { page, problems: pageProblems } =
+    await openDemoPage("vad", modelDir, onCleanup, TRANSCRIBE_TIMEOUT_MS, { isolated: false });
   const record = JSON.parse(readFileSync(join(repoRoot, "tests/fixtures/golden/vad.json"), "utf8"));
   const run = record.runs.find((r) => r.name === "vad");
   assert(run, "vad.json has no run named vad");
@@ -75,6 +79,8 @@ await runTest("vad", async (onCleanup) => {
 
   const loaded = await load(page, "cpu", VAD_URL);
   assertEqual([loaded.info.backend, loaded.info.vad], ["cpu", true], "backend and info.vad loaded with vad");
+  assertEqual([loaded.info.adapter, loaded.info.threads], [await expectedCpuAdapter(page, false), 1],
+    "the CPU backend's adapter and threads where the page is not cross-origin isolated");
   const started = Date.now();
   const result = await transcribe(page, samples, options);
   assert(!result.error, `vad: ${result.error}`);

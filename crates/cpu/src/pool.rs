@@ -1,6 +1,8 @@
-//! The threads kernels run on: natively a rayon pool of the backend's own; in the browser
-//! (where WebAssembly has no threads without shared memory) the calling thread, through
-//! rayon's fallback for targets without threads, which runs parallel iterators in order.
+//! The threads kernels run on: natively a rayon pool of the backend's own; in WebAssembly
+//! rayon's global pool: with shared memory (the threaded build, where the page started
+//! workers for it, wasm-bindgen-rayon's `initThreadPool`) those workers, else the calling
+//! thread alone through rayon's fallback for targets without threads, which runs parallel
+//! iterators in order.
 
 use susurrus_core::{Error, Result};
 
@@ -11,7 +13,8 @@ pub(crate) struct Pool {
 }
 
 impl Pool {
-    /// `threads` threads (default: one per core); in the browser one.
+    /// `threads` threads (default: one per core); in WebAssembly the global pool's, which
+    /// `threads` must then match.
     pub fn new(threads: Option<usize>) -> Result<Pool> {
         if threads == Some(0) {
             return Err(Error::BadOption("--threads must be at least 1".into()));
@@ -27,9 +30,11 @@ impl Pool {
             Ok(Pool { pool: std::sync::Arc::new(pool) })
         }
         #[cfg(target_family = "wasm")]
-        match threads {
-            None | Some(1) => Ok(Pool {}),
-            Some(n) => Err(Error::BadOption(format!("threads: {n}: the WebAssembly build runs on one thread"))),
+        match (threads, rayon::current_num_threads()) {
+            (Some(asked), n) if asked != n => {
+                Err(Error::BadOption(format!("threads: {asked}: this WebAssembly build runs on {n}")))
+            }
+            _ => Ok(Pool {}),
         }
     }
 
@@ -37,7 +42,7 @@ impl Pool {
         #[cfg(not(target_family = "wasm"))]
         return self.pool.current_num_threads();
         #[cfg(target_family = "wasm")]
-        1
+        rayon::current_num_threads()
     }
 
     /// Runs `work` with parallel iterators on this pool's threads.

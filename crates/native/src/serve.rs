@@ -569,7 +569,10 @@ fn content_type(path: &Path) -> &'static str {
 }
 
 /// A response with what every reply carries: its type, its length (always Content-Length,
-/// never chunked: the page's download progress needs the total) and `Cache-Control: no-cache`.
+/// never chunked: the page's download progress needs the total), `Cache-Control: no-cache`,
+/// and the two headers that make the page cross-origin isolated (`Cross-Origin-Opener-Policy:
+/// same-origin`, `Cross-Origin-Embedder-Policy: require-corp`), without which a browser gives
+/// WebAssembly no shared memory and the package runs its CPU backend on one thread.
 fn reply(status: StatusCode, content_type: &'static str, len: u64, body: Body) -> Response {
     let mut response = Response::new(body);
     *response.status_mut() = status;
@@ -577,6 +580,8 @@ fn reply(status: StatusCode, content_type: &'static str, len: u64, body: Body) -
     headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
     headers.insert(CONTENT_LENGTH, HeaderValue::from(len));
     headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    headers.insert("cross-origin-opener-policy", HeaderValue::from_static("same-origin"));
+    headers.insert("cross-origin-embedder-policy", HeaderValue::from_static("require-corp"));
     response
 }
 

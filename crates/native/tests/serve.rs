@@ -250,6 +250,9 @@ fn files_come_with_their_type_length_and_bytes() {
         assert_eq!(reply.status, 200, "{target}");
         assert_eq!(reply.header("Content-Type"), Some(content_type), "{target}");
         assert_eq!(reply.header("Cache-Control"), Some("no-cache"), "{target}");
+        // Cross-origin isolated, so the package may run its threaded build.
+        assert_eq!(reply.header("Cross-Origin-Opener-Policy"), Some("same-origin"), "{target}");
+        assert_eq!(reply.header("Cross-Origin-Embedder-Policy"), Some("require-corp"), "{target}");
         assert_eq!(reply.header("Transfer-Encoding"), None, "{target}");
         let want = site.file(file);
         assert_eq!(reply.content_length(), want.len(), "{target}");

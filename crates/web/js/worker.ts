@@ -2,17 +2,36 @@
 // the page's Transcriber (index.ts), so the page stays responsive while the model works.
 // An "abort" request aborts the matching transcription's signal; the Rust side checks it
 // before every plan run and gives the event loop turns on the CPU backend, so the message
-// is seen mid-transcription.
+// is seen mid-transcription. On a cross-origin isolated page it runs the threaded build, whose
+// CPU backend works on a pool of workers of its own (started from here).
 
-import init, { Model } from "./susurrus.js";
+import type { Model } from "./susurrus.js";
 import type { Reply, Request } from "./protocol.js";
 
 interface WorkerScope {
   postMessage(message: Reply, transfer?: Transferable[]): void;
   onmessage: ((event: MessageEvent<Request>) => void) | null;
+  crossOriginIsolated?: boolean;
 }
 const scope = self as unknown as WorkerScope;
-const ready = init();
+
+/** The most CPU threads the threaded build starts (beyond that the decoder steps gain little). */
+const MAX_THREADS = 8;
+
+/** The module: where the page is cross-origin isolated (so WebAssembly may share memory) the
+ *  threaded build, with its CPU pool started on one worker per core, else the plain one. */
+async function start(): Promise<typeof import("./susurrus.js")> {
+  if (scope.crossOriginIsolated === true && typeof SharedArrayBuffer === "function") {
+    const threaded = await import("./threads/susurrus.js");
+    await threaded.default();
+    await threaded.initThreadPool(Math.max(1, Math.min(navigator.hardwareConcurrency || 1, MAX_THREADS)));
+    return threaded as unknown as typeof import("./susurrus.js");
+  }
+  const plain = await import("./susurrus.js");
+  await plain.default();
+  return plain;
+}
+const ready = start();
 let model: Model | null = null;
 const running = new Map<number, AbortController>();
 
@@ -22,7 +41,7 @@ function fail(id: number, error: unknown): void {
 }
 
 async function handle(request: Request): Promise<void> {
-  await ready;
+  const { Model } = await ready;
   switch (request.type) {
     case "load": {
       const { id, source, backend, cache, vad } = request;

@@ -50,6 +50,8 @@ pub struct Opened {
     pub adapter: String,
     /// Why `auto` chose the CPU, when it did.
     pub fallback_reason: Option<String>,
+    /// The CPU backend's threads (`None` on WebGPU).
+    pub threads: Option<usize>,
 }
 
 /// What the browser says of its default WebGPU adapter (`GPUAdapterInfo`).
@@ -83,9 +85,6 @@ async fn adapter_info() -> Result<AdapterInfo, String> {
     }
     Ok(AdapterInfo { description, fallback })
 }
-
-/// What the CPU backend reports as its adapter.
-const CPU_ADAPTER: &str = "CPU (WebAssembly, one thread)";
 
 /// Opens the backend `choice` names.
 pub async fn open(choice: BackendChoice) -> Result<Opened, JsValue> {
@@ -121,18 +120,25 @@ fn gpu(backend: WgpuBackend, adapter: String) -> Opened {
         kind: "webgpu",
         adapter,
         fallback_reason: None,
+        threads: None,
     }
 }
 
-/// The fast CPU backend on the page's (or worker's) one thread.
+/// The fast CPU backend: on the calling thread, or with the threaded build on the workers
+/// the page started for it ([`crate::init_thread_pool`]).
 fn cpu(fallback_reason: Option<String>) -> Result<Opened, JsValue> {
     let pace = Pace::new(true);
-    let backend = FastCpuBackend::new(Some(1)).map_err(|e| js_error(e.to_string()))?;
+    let backend = FastCpuBackend::new(None).map_err(|e| js_error(e.to_string()))?;
+    let threads = backend.threads();
     Ok(Opened {
         backend: Box::new(Paced::new(Box::new(backend), pace.clone())),
         pace,
         kind: "cpu",
-        adapter: CPU_ADAPTER.to_string(),
+        adapter: match threads {
+            1 => "CPU (WebAssembly, one thread)".to_string(),
+            n => format!("CPU (WebAssembly, {n} threads)"),
+        },
         fallback_reason,
+        threads: Some(threads),
     })
 }

@@ -20,6 +20,10 @@ pub use model::Model;
 use susurrus_core::{passes, plan};
 use susurrus_whisper::demo::{EncoderLayerShape, encoder_layer};
 use wasm_bindgen::prelude::*;
+/// `initThreadPool(n)`, in the threaded build only: starts `n` workers sharing the module's
+/// memory for the CPU backend's pool (call it once, before loading a model).
+#[cfg(target_feature = "atomics")]
+pub use wasm_bindgen_rayon::init_thread_pool;
 
 /// TypeScript types of the options and results, which serde-wasm-bindgen passes as plain
 /// objects (so wasm-bindgen cannot derive them). They mirror `options.rs` and `result.rs`.
@@ -43,6 +47,9 @@ export interface ModelInfo {
   adapter: string;
   /** Why "auto" runs on the CPU, when it does. */
   fallbackReason: string | null;
+  /** The CPU's threads: 1, or more where the page is cross-origin isolated and the package
+   *  runs its threaded build; null on WebGPU. */
+  threads: number | null;
   fromCache: boolean;
   loadMs: number;
   bytes: number;

@@ -32,6 +32,8 @@ struct ModelInfo {
     adapter: String,
     /// Why `auto` runs on the CPU, when it does.
     fallback_reason: Option<String>,
+    /// The CPU backend's threads (`None` on WebGPU).
+    threads: Option<usize>,
     from_cache: bool,
     load_ms: f64,
     bytes: f64,
@@ -95,6 +97,7 @@ impl Model {
             backend: placed.kind,
             adapter: placed.adapter,
             fallback_reason: placed.fallback_reason,
+            threads: placed.threads,
             from_cache: model.from_cache,
             load_ms: now_ms() - start,
             bytes: bytes as f64,
@@ -264,6 +267,7 @@ struct Placed {
     adapter: String,
     fallback_reason: Option<String>,
     pace: Rc<Pace>,
+    threads: Option<usize>,
 }
 
 /// Compiles the model on the backend `choice` names. `auto` moves to the CPU when WebGPU
@@ -273,14 +277,14 @@ async fn compile(
     weights: &WhisperWeights,
     tokenizer: Tokenizer,
 ) -> Result<(Whisper, Placed), JsValue> {
-    let Opened { backend, pace, kind, adapter, fallback_reason } = backend::open(choice).await?;
+    let Opened { backend, pace, kind, adapter, fallback_reason, threads } = backend::open(choice).await?;
     match Whisper::new(backend, weights, tokenizer.clone()).await {
-        Ok(w) => Ok((w, Placed { kind, adapter, fallback_reason, pace })),
+        Ok(w) => Ok((w, Placed { kind, adapter, fallback_reason, pace, threads })),
         Err(e) if choice == BackendChoice::Auto && kind == "webgpu" => {
-            let Opened { backend, pace, kind, adapter, .. } = backend::open(BackendChoice::Cpu).await?;
+            let Opened { backend, pace, kind, adapter, threads, .. } = backend::open(BackendChoice::Cpu).await?;
             let w = Whisper::new(backend, weights, tokenizer).await.map_err(from_core)?;
             let fallback_reason = Some(format!("WebGPU could not run the model: {e}"));
-            Ok((w, Placed { kind, adapter, fallback_reason, pace }))
+            Ok((w, Placed { kind, adapter, fallback_reason, pace, threads }))
         }
         Err(e) => Err(from_core(e)),
     }
