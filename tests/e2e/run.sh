@@ -14,7 +14,10 @@ started=$(date +%s)
 mkdir -p -m 700 "${XDG_RUNTIME_DIR:=/tmp/xdg-$(id -u)}"
 export XDG_RUNTIME_DIR
 
-cargo build -p susurrus-native
+# The `test` profile (target/debug, optimised a little): what `cargo test` builds, so after the
+# test command's cargo stage little is left to compile (the dev profile would be a second full
+# build of every dependency: 6.5 minutes on two cores).
+cargo build --profile test -p susurrus-native
 ./scripts/build-web.sh
 model=$(./scripts/fetch-model.sh | tail -n 1)
 base_model=$(./scripts/fetch-model.sh base | tail -n 1)
@@ -22,7 +25,7 @@ int8_model=$(./scripts/fetch-model.sh tiny.en-int8 | tail -n 1)
 vad_model=$(./scripts/fetch-model.sh silero-vad | tail -n 1)
 # large-v3's widths, one layer each side, random weights; its tokenizer from the base model's.
 large_model="$PWD/target/e2e/large-v3"
-cargo run -q -p susurrus-testkit --example random_model -- large-v3 1 "$large_model" "${base_model}/tokenizer.json"
+cargo run --profile test -q -p susurrus-testkit --example random_model -- large-v3 1 "$large_model" "${base_model}/tokenizer.json"
 
 export SUSURRUS_BIN="$PWD/target/debug/susurrus"
 export SUSURRUS_MODEL="$model"
