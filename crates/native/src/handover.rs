@@ -13,7 +13,7 @@
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use serde::{Deserialize, Serialize};
@@ -108,7 +108,7 @@ pub fn take(dir: &Path) -> Result<Taken> {
 }
 
 /// The samples, a block at a time.
-fn write_samples(path: &PathBuf, samples: &Samples) -> Result<()> {
+fn write_samples(path: &Path, samples: &Samples) -> Result<()> {
     let file = File::create(path).map_err(|e| Error::io(path, e))?;
     let mut writer = BufWriter::with_capacity(1 << 20, file);
     const BLOCK: usize = 1 << 18;
