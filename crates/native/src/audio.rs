@@ -6,7 +6,6 @@
 //! path), never a panic.
 
 mod decode;
-mod resample;
 mod store;
 
 use std::fs::File;
@@ -18,7 +17,8 @@ use symphonia::core::formats::probe::Hint;
 use symphonia::core::io::{MediaSource, MediaSourceStream, MediaSourceStreamOptions, ReadOnlySource};
 
 use crate::error::{Error, Result};
-pub use store::{IN_MEMORY, SampleSink, Samples};
+pub use store::Samples;
+pub use susurrus_whisper::audio::{IN_MEMORY, SampleSink};
 
 /// The sample rate Whisper listens at, and of every [`Decoded::samples`].
 pub const SAMPLE_RATE: u32 = 16_000;

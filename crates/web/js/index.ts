@@ -1,7 +1,8 @@
 // The package's entry point on the page. `Transcriber` runs the model in a module worker
 // (worker.ts) with the same API as the wasm `Model`, so transcribing never blocks the page.
-// Audio is decoded here, on the page, because WebAudio (decodeAudioData, OfflineAudioContext)
-// exists only there; the worker receives 16 kHz samples.
+// Files are decoded in the worker as it reads them (symphonia's demuxers, WebCodecs' decoders);
+// AudioBuffers and files it cannot decode are decoded here, on the page, because WebAudio
+// (decodeAudioData, OfflineAudioContext) exists only here.
 
 import init, {
   clearModelCache as wasmClearModelCache,
@@ -135,25 +136,46 @@ export class Transcriber {
   }
 
   /**
-   * Transcribes `audio`. Encoded audio and AudioBuffers are decoded on the page first;
-   * segments reach `onSegment` as the worker decodes them. Aborting `signal` rejects with an
+   * Transcribes `audio`. Files (bytes, Blobs) go to the worker, which decodes them as it reads
+   * them, so a long recording is never in memory whole; AudioBuffers, and files the worker
+   * cannot decode (a codec without WebCodecs there), are decoded on the page with WebAudio.
+   * Segments reach `onSegment` as the worker decodes them. Aborting `signal` rejects with an
    * Error named "AbortError" and keeps the model loaded.
    */
   async transcribe(audio: AudioInput, options: TranscribeOptions = {}): Promise<TranscribeResult> {
     const { onSegment, onProgress, onDeviceLost, signal, ...decoding } = options;
-    if (signal?.aborted) throw errorNamed("AbortError", "the transcription was aborted");
+    const aborted = () => {
+      if (signal?.aborted) throw errorNamed("AbortError", "the transcription was aborted");
+    };
+    const call = { onSegment, onProgress, onDeviceLost, signal, decoding };
+    aborted();
+    if (!(typeof AudioBuffer === "function" && audio instanceof AudioBuffer)) {
+      try {
+        return await this.#transcribeIn(audio as Float32Array | ArrayBuffer | Uint8Array | Blob, [], 0, call);
+      } catch (error) {
+        if (!(error instanceof Error) || error.name !== "UnsupportedAudioError") throw error;
+      }
+    }
     const started = performance.now();
-    const samples = audio instanceof Float32Array ? audio : await decodeAudio(audio);
-    const decodeMs = performance.now() - started;
-    if (signal?.aborted) throw errorNamed("AbortError", "the transcription was aborted");
+    const samples = await decodeAudio(audio);
+    aborted();
+    // Samples decoded here are handed over, not copied.
+    return this.#transcribeIn(samples, [samples.buffer], performance.now() - started, call);
+  }
+
+  async #transcribeIn(
+    audio: Float32Array | ArrayBuffer | Uint8Array | Blob,
+    transfer: Transferable[],
+    decodeMs: number,
+    call: Pick<TranscribeOptions, "onSegment" | "onProgress" | "onDeviceLost" | "signal"> & { decoding: TranscribeOptions },
+  ): Promise<TranscribeResult> {
+    const { onSegment, onProgress, onDeviceLost, signal, decoding } = call;
     const id = this.#next;
     const abort = () => this.#worker.postMessage({ id: 0, type: "abort", target: id } satisfies Request);
     signal?.addEventListener("abort", abort, { once: true });
     try {
-      // The caller's own array is copied; samples decoded here are handed over.
-      const transfer = samples === audio ? [] : [samples.buffer];
       const result = (await this.#request(
-        { type: "transcribe", audio: samples, options: decoding },
+        { type: "transcribe", audio, options: decoding },
         { onSegment, onProgress, onDeviceLost },
         transfer,
       )) as TranscribeResult;

@@ -9,7 +9,8 @@ export type DecodingOptions = Record<string, unknown>;
 
 export type Request =
   | { id: number; type: "load"; source: string | File[]; backend?: BackendChoice; cache?: boolean; vad?: string }
-  | { id: number; type: "transcribe"; audio: Float32Array; options: DecodingOptions }
+  /** 16 kHz samples, or a file the worker decodes as it reads it. */
+  | { id: number; type: "transcribe"; audio: Float32Array | ArrayBuffer | Uint8Array | Blob; options: DecodingOptions }
   | { id: number; type: "bench"; audio: Float32Array; options: BenchOptions }
   | { id: number; type: "abort"; target: number };
 

@@ -1,6 +1,7 @@
 //! Audio in the browser: whatever the caller has (16 kHz samples, an `AudioBuffer`, the
-//! bytes of a file, a `Blob`) becomes 16 kHz mono samples. Encoded audio is decoded by the
-//! browser's WebAudio (`decodeAudioData` on an `OfflineAudioContext` running at 16 kHz,
+//! bytes of a file, a `Blob`) becomes 16 kHz mono samples. A transcription decodes encoded
+//! audio as it reads it ([`to_audio`], with [`crate::stream`]); what that cannot read, and
+//! `decodeAudio`, is decoded by the browser's WebAudio (`decodeAudioData` on an `OfflineAudioContext` running at 16 kHz,
 //! which also resamples); an `AudioBuffer` at another rate is resampled by rendering it
 //! through such a context. Channels are averaged, as the native command does.
 //!
@@ -15,6 +16,11 @@ use wasm_bindgen_futures::JsFuture;
 use web_sys::{AudioBuffer, Blob, OfflineAudioContext};
 
 use crate::error::{describe, js_error};
+use crate::stream::{self, Bytes, Decoding, JsSamples};
+
+/// The name of the error a worker rejects encoded audio with when it cannot decode it (no
+/// WebAudio there): the package's client decodes such audio on the page and sends samples.
+pub const UNSUPPORTED_AUDIO: &str = "UnsupportedAudioError";
 
 /// The sample rate Whisper takes.
 pub const SAMPLE_RATE: f32 = 16000.0;
@@ -44,6 +50,67 @@ impl Audio for JsAudio {
         out[n..].fill(0.0);
         Ok(())
     }
+}
+
+/// A transcription's audio: the caller's samples, or a decoded file with what was wrong with it.
+pub struct Input {
+    pub audio: Box<dyn Audio>,
+    pub warnings: Vec<String>,
+}
+
+/// The audio of `input` for a transcription: samples as they are; a file (bytes, a `Blob`)
+/// decoded as it is read into a [`JsSamples`] store, so that a long recording is never in
+/// memory whole; what the streaming decoder cannot read, and `AudioBuffer`s, through WebAudio
+/// where this context has it (else an error named [`UNSUPPORTED_AUDIO`]).
+pub async fn to_audio(input: &JsValue) -> Result<Input, JsValue> {
+    let bytes = if let Some(samples) = input.dyn_ref::<Float32Array>() {
+        return Ok(Input { audio: Box::new(JsAudio(samples.clone())), warnings: Vec::new() });
+    } else if let Some(blob) = input.dyn_ref::<Blob>() {
+        match Bytes::blob(blob) {
+            Some(bytes) => bytes,
+            // A page cannot read a Blob a block at a time synchronously: read it whole.
+            None => Bytes::Array(Uint8Array::new(
+                &JsFuture::from(blob.array_buffer())
+                    .await
+                    .map_err(|e| js_error(format!("cannot read the audio Blob: {}", describe(&e))))?,
+            )),
+        }
+    } else if let Some(buffer) = input.dyn_ref::<ArrayBuffer>() {
+        Bytes::Array(Uint8Array::new(buffer))
+    } else if let Some(view) = input.dyn_ref::<Uint8Array>() {
+        Bytes::Array(view.clone())
+    } else {
+        let samples = to_samples(input).await?;
+        return Ok(Input { audio: Box::new(JsAudio(samples)), warnings: Vec::new() });
+    };
+    if bytes.is_empty() {
+        return Err(js_error("the audio is empty (0 bytes)"));
+    }
+    let decoding = stream::decode(bytes, JsSamples::new().await)
+        .await
+        .map_err(|e| js_error(format!("cannot decode the audio: {e}")))?;
+    match decoding {
+        Decoding::Decoded(decoded) => Ok(Input { audio: Box::new(decoded.samples), warnings: decoded.warnings }),
+        Decoding::Unsupported(why) if web_audio() => {
+            let samples = to_samples(input).await.map_err(|e| {
+                js_error(format!("{} (the streaming decoder does not read it either: {why})", describe(&e)))
+            })?;
+            Ok(Input { audio: Box::new(JsAudio(samples)), warnings: Vec::new() })
+        }
+        Decoding::Unsupported(why) => {
+            let error = js_sys::Error::new(&format!(
+                "cannot decode this audio here: {why}; decode it with WebAudio on a page (decodeAudio) and pass \
+                 the samples"
+            ));
+            error.set_name(UNSUPPORTED_AUDIO);
+            Err(error.into())
+        }
+    }
+}
+
+/// Whether this context has WebAudio's offline context (pages do, workers do not).
+fn web_audio() -> bool {
+    js_sys::Reflect::has(&js_sys::global(), &"OfflineAudioContext".into()).unwrap_or(false)
 }
 
 /// 16 kHz mono samples of `input`, in JavaScript memory (a caller's `Float32Array` as it is).

@@ -15,6 +15,7 @@ mod model;
 mod options;
 mod pace;
 mod result;
+pub mod stream;
 
 pub use model::Model;
 use susurrus_core::{passes, plan};
@@ -175,8 +176,10 @@ export interface Timings { decodeMs: number; transcribeMs: number; audioDuration
 export interface TranscribeResult {
   text: string; segments: Segment[]; language: string; languageProbability: number;
   backend: "webgpu" | "cpu"; adapter: string; timings: Timings;
+  /** What was wrong with an audio file that still gave audio (where a cut file ends, where damage stopped decoding). */
+  warnings: string[];
 }
-/** 16 kHz mono samples, an AudioBuffer, or an audio file's bytes (decoded with WebAudio). */
+/** 16 kHz mono samples, an AudioBuffer, or an audio file's bytes or Blob (WAV, MP3, OGG, FLAC, WebM, MP4/M4A and whatever else the browser's WebAudio decodes). */
 export type AudioInput = Float32Array | AudioBuffer | ArrayBuffer | Uint8Array | Blob;
 export type TranscriptFormat = "txt" | "srt" | "vtt" | "json";
 /** How "srt"/"vtt" cues are cut from words (results of `wordTimestamps: true`), as Whisper's CLI. */

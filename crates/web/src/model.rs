@@ -114,8 +114,8 @@ impl Model {
         to_js(&self.info)
     }
 
-    /// Transcribes `audio` (16 kHz mono samples, an `AudioBuffer`, or an encoded file's bytes,
-    /// decoded with WebAudio where the context has it). Segments reach `onSegment` as they
+    /// Transcribes `audio` (16 kHz mono samples, an `AudioBuffer`, or an encoded file's bytes
+    /// or `Blob`, decoded as it is read; see `audio::to_audio`). Segments reach `onSegment` as they
     /// are decoded; an aborted `signal` rejects with an `AbortError` and leaves the model
     /// usable. One transcription at a time per model.
     #[wasm_bindgen(unchecked_return_type = "Promise<TranscribeResult>")]
@@ -133,7 +133,7 @@ impl Model {
         future_to_promise(async move {
             let (options, callbacks) = transcribe_options(&options.map(JsValue::from).unwrap_or(JsValue::UNDEFINED))?;
             let start = now_ms();
-            let samples = audio::to_samples(&audio).await?;
+            let input = audio::to_audio(&audio).await?;
             let decode_ms = now_ms() - start;
             let mut loaded = loaded
                 .try_borrow_mut()
@@ -165,13 +165,13 @@ impl Model {
                 }
             };
             let started = now_ms();
-            let transcript = whisper.transcribe_audio(&audio::JsAudio(samples), &options, &mut on_event).await;
+            let transcript = whisper.transcribe_audio(&*input.audio, &options, &mut on_event).await;
             pace.set_signal(None);
             let transcript = match (transcript, callback_error) {
                 (_, Some(e)) => return Err(e),
                 (result, None) => result.map_err(from_core)?,
             };
-            to_js(&JsTranscript::new(&transcript, backend, &adapter, decode_ms, now_ms() - started))
+            to_js(&JsTranscript::new(&transcript, backend, &adapter, decode_ms, now_ms() - started, input.warnings))
         })
     }
 }

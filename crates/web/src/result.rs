@@ -81,10 +81,19 @@ pub struct JsTranscript {
     pub backend: String,
     pub adapter: String,
     pub timings: Timings,
+    /// What was wrong with an audio file that still gave audio.
+    pub warnings: Vec<String>,
 }
 
 impl JsTranscript {
-    pub fn new(t: &Transcript, backend: &str, adapter: &str, decode_ms: f64, transcribe_ms: f64) -> Self {
+    pub fn new(
+        t: &Transcript,
+        backend: &str,
+        adapter: &str,
+        decode_ms: f64,
+        transcribe_ms: f64,
+        warnings: Vec<String>,
+    ) -> Self {
         JsTranscript {
             text: t.text.clone(),
             segments: t.segments.iter().map(JsSegment::from).collect(),
@@ -98,6 +107,7 @@ impl JsTranscript {
                 audio_duration_s: t.duration,
                 rtf: (t.duration > 0.0).then(|| transcribe_ms / 1e3 / t.duration),
             },
+            warnings,
         }
     }
 }

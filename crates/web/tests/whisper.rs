@@ -410,6 +410,28 @@ async fn encoded_audio_is_decoded_resampled_and_mixed_down() {
     assert_eq!(from_blob, samples);
 }
 
+/// On a page (no synchronous file handles) a long recording's decoded samples go to
+/// JavaScript memory past two minutes, not into the module's, and read back exactly.
+#[wasm_bindgen_test]
+async fn on_a_page_long_audio_goes_to_javascript_memory() {
+    use susurrus_web::stream::JsSamples;
+    use susurrus_whisper::Audio;
+    use susurrus_whisper::audio::{IN_MEMORY, SampleSink};
+    let total = IN_MEMORY + (1 << 20) + 77;
+    let want: Vec<f32> = test_audio().to_vec().into_iter().cycle().take(total).collect();
+    let mut samples = JsSamples::new().await;
+    for piece in want.chunks(99_991) {
+        samples.push(piece).unwrap();
+    }
+    let samples = samples.finish().unwrap();
+    assert_eq!(samples.place(), "javascript");
+    for (start, len) in [(0, 10), (IN_MEMORY - 3, 7), ((1 << 20) - 5, 10), (total - 20, 30)] {
+        let got = samples.read_range(start, start + len).unwrap();
+        let expected: Vec<f32> = (start..start + len).map(|i| want.get(i).copied().unwrap_or(0.0)).collect();
+        assert_eq!(got, expected, "{start}+{len}");
+    }
+}
+
 #[wasm_bindgen_test]
 async fn audio_buffers_at_other_rates_are_rendered_to_16_khz_mono() {
     // 0.5 s at 44.1 kHz, three channels: a 300 Hz sine, its negative, and the sine again;

@@ -4,6 +4,17 @@
 //! window at a time as the seek loop advances) and cannot simply flow past once; the native
 //! command keeps a long recording's samples in a temporary file behind this trait, and a slice
 //! in memory is one too ([`Pcm`]).
+//!
+//! Decoders (symphonia's natively, WebCodecs in the browser) turn a file into such samples
+//! through [`Mono`] (downmix, checks, the 16 kHz resampler [`To16k`]) into a [`SampleSink`].
+
+mod mono;
+mod resample;
+mod sink;
+
+pub use mono::{MAX_RATE, MIN_RATE, Mono};
+pub use resample::To16k;
+pub use sink::{IN_MEMORY, SampleSink};
 
 use crate::error::Result;
 

@@ -4,7 +4,6 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use symphonia::core::audio::GenericAudioBufferRef;
 use symphonia::core::codecs::audio::well_known::{CODEC_ID_AAC, CODEC_ID_ALAC, CODEC_ID_OPUS, CODEC_ID_SPEEX};
 use symphonia::core::codecs::audio::{AudioCodecId, AudioDecoder, AudioDecoderOptions};
 use symphonia::core::errors::Error as SymphoniaError;
@@ -13,18 +12,13 @@ use symphonia::core::formats::{FormatOptions, FormatReader, TrackType};
 use symphonia::core::io::{MediaSource, MediaSourceStream};
 use symphonia::core::meta::MetadataOptions;
 
+use susurrus_whisper::audio::{Mono, SampleSink};
+
 use super::Decoded;
-use super::resample::To16k;
-use super::store::SampleSink;
 use crate::error::{Error, Result};
 
 /// What the decoder reads, for messages.
 const SUPPORTED: &str = "WAV, FLAC, MP3, OGG Vorbis";
-
-/// Source rates the resampler accepts. Below 1 kHz no speech survives and the FFT sizes for a
-/// ratio to 16 kHz grow without bound; 768 kHz is the highest rate audio hardware records.
-const MIN_RATE: u32 = 1_000;
-const MAX_RATE: u32 = 768_000;
 
 /// Decodes the whole stream in `mss` to 16 kHz mono into `store`. `name` names the input in
 /// errors; `read` tells how far into the source the reader got, for the warning about a
@@ -50,6 +44,8 @@ pub(super) fn decode<S: SampleSink>(
     let params = decoder.codec_params();
     let mut mono =
         Mono::new(params.sample_rate, params.channels.as_ref().map(|c| c.count()), frame_count(&*reader), store);
+    // The current buffer, interleaved, as symphonia converts it to f32.
+    let mut interleaved = Vec::new();
     let mut bad_packets = 0usize;
     let mut first_bad = None;
     let mut cut_at = None;
@@ -75,7 +71,10 @@ pub(super) fn decode<S: SampleSink>(
             continue;
         }
         match decoder.decode(&packet) {
-            Ok(buffer) => mono.push(&buffer).map_err(fail)?,
+            Ok(buffer) => {
+                buffer.copy_to_vec_interleaved(&mut interleaved);
+                mono.push_interleaved(buffer.spec().rate(), buffer.num_planes(), &interleaved).map_err(fail)?;
+            }
             // One undecodable packet is skipped, as FFmpeg does, so the rest of the file
             // survives damage; a file of nothing but undecodable packets is an error below.
             Err(SymphoniaError::DecodeError(msg)) => {
@@ -97,17 +96,12 @@ pub(super) fn decode<S: SampleSink>(
             Err(e) => return Err(fail(format!("cannot decode {format} after {}: {e}", mono.position()))),
         }
     }
-    if mono.frames_in == 0 {
+    if mono.frames_in() == 0 {
         if let Some((msg, _)) = first_bad {
             return Err(fail(format!("no decodable audio in {bad_packets} {format} packets (first error: {msg})")));
         }
-        // Readers drop frames that fail their checksums (FLAC) or stop at a cut, so a file whose
-        // header announces audio may still yield none: that is damage, not silence.
-        if let (Some(frames @ 1..), Some(rate @ 1..)) = (mono.expected_frames, mono.rate) {
-            let seconds = frames as f64 / f64::from(rate);
-            return Err(fail(format!(
-                "no audio decoded, though the header announces {seconds:.3} s (truncated or damaged file)"
-            )));
+        if let Some(damage) = mono.nothing_decoded() {
+            return Err(fail(damage));
         }
     }
     let mut warnings = Vec::new();
@@ -124,7 +118,8 @@ pub(super) fn decode<S: SampleSink>(
     } else if let Some(missing) = mono.missing() {
         warnings.push(missing);
     }
-    mono.finish(format, warnings).map_err(fail)
+    let (samples, source_rate, channels) = mono.finish().map_err(fail)?;
+    Ok(Decoded { samples, source_rate, channels, format, warnings })
 }
 
 /// How far into the source the reader got: the furthest byte read, shared with the
@@ -245,117 +240,4 @@ fn format_name(container: &str, codec: &str) -> String {
 /// The default audio track's frame count, where the container states it.
 fn frame_count(reader: &dyn FormatReader) -> Option<u64> {
     reader.default_track(TrackType::Audio).and_then(|t| t.num_frames)
-}
-
-/// Downmix to mono, the non-finite check and the resampler, fed one decoded buffer at a time.
-struct Mono<S: SampleSink> {
-    /// Rate and channels of the stream: from the codec parameters until the first buffer
-    /// arrives, then from the buffers (which must all agree).
-    rate: Option<u32>,
-    channels: Option<usize>,
-    expected_frames: Option<u64>,
-    /// Created with the first buffer, from its rate, into the store (held here until then).
-    resampler: Option<To16k<S>>,
-    store: Option<S>,
-    frames_in: u64,
-    /// The current buffer, interleaved, as symphonia converts it to f32.
-    interleaved: Vec<f32>,
-    mono: Vec<f32>,
-}
-
-impl<S: SampleSink> Mono<S> {
-    fn new(rate: Option<u32>, channels: Option<usize>, expected_frames: Option<u64>, store: S) -> Self {
-        Mono {
-            rate,
-            channels,
-            expected_frames,
-            resampler: None,
-            store: Some(store),
-            frames_in: 0,
-            interleaved: Vec::new(),
-            mono: Vec::new(),
-        }
-    }
-
-    fn push(&mut self, buffer: &GenericAudioBufferRef<'_>) -> Result<(), String> {
-        let (rate, channels, frames) = (buffer.spec().rate(), buffer.num_planes(), buffer.frames());
-        if frames == 0 {
-            return Ok(());
-        }
-        if self.resampler.is_none() {
-            if !(MIN_RATE..=MAX_RATE).contains(&rate) {
-                return Err(format!("unsupported sample rate {rate} Hz (supported: {MIN_RATE} to {MAX_RATE} Hz)"));
-            }
-            if channels == 0 {
-                return Err("the audio has no channels".into());
-            }
-            let store = self.store.take().ok_or("the resampler was made twice")?;
-            self.resampler = Some(To16k::into_store(rate, self.expected_frames, store)?);
-            (self.rate, self.channels) = (Some(rate), Some(channels));
-        } else if self.rate != Some(rate) || self.channels != Some(channels) {
-            return Err(format!(
-                "the stream changes from {} Hz, {} channels to {rate} Hz, {channels} channels after {}; \
-                 only streams of one format are supported",
-                self.rate.unwrap_or(0),
-                self.channels.unwrap_or(0),
-                self.position()
-            ));
-        }
-        buffer.copy_to_vec_interleaved(&mut self.interleaved);
-        self.mono.clear();
-        // The plain average of the channels, summed in f64 so that finite samples of any
-        // magnitude give a finite mean.
-        self.mono.extend(
-            self.interleaved
-                .chunks_exact(channels)
-                .map(|frame| (frame.iter().map(|&s| f64::from(s)).sum::<f64>() / channels as f64) as f32),
-        );
-        if let Some(bad) = self.mono.iter().position(|s| !s.is_finite()) {
-            let seconds = (self.frames_in + bad as u64) as f64 / f64::from(rate);
-            return Err(format!("the audio contains NaN or infinite samples (the first at {seconds:.3} s)"));
-        }
-        self.frames_in += frames as u64;
-        match &mut self.resampler {
-            Some(resampler) => resampler.push(&self.mono),
-            None => Ok(()),
-        }
-    }
-
-    /// A warning when the container announced more audio than was decoded (by more than a
-    /// tenth of a second, which covers codecs' encoder delay and padding).
-    fn missing(&self) -> Option<String> {
-        let (expected, rate) = (self.expected_frames?, u64::from(self.rate?));
-        if rate == 0 || expected <= self.frames_in + rate / 10 {
-            return None;
-        }
-        Some(format!(
-            "the header announces {:.3} s of audio, but decoding stopped at {}: the file looks truncated or \
-             damaged; the audio before that point is transcribed",
-            expected as f64 / rate as f64,
-            self.position()
-        ))
-    }
-
-    /// How far decoding got, for messages.
-    fn position(&self) -> String {
-        match self.rate {
-            Some(rate) if rate > 0 => format!("{:.3} s", self.frames_in as f64 / f64::from(rate)),
-            _ => format!("{} frames", self.frames_in),
-        }
-    }
-
-    fn finish(self, format: String, warnings: Vec<String>) -> Result<Decoded<S>, String> {
-        let samples = match (self.resampler, self.store) {
-            (Some(resampler), _) => resampler.finish()?,
-            (None, Some(store)) => store.finish()?,
-            (None, None) => return Err("the audio store was lost".into()),
-        };
-        Ok(Decoded {
-            samples,
-            source_rate: self.rate.unwrap_or(0),
-            channels: self.channels.unwrap_or(0),
-            format,
-            warnings,
-        })
-    }
 }

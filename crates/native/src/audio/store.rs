@@ -1,5 +1,5 @@
-//! Where the decoded 16 kHz samples go: a vector in memory ([`Vec<f32>`], for clips and
-//! tests), or [`Samples`], which keeps a long recording in an unnamed temporary file so that
+//! Where the decoded 16 kHz samples go natively: a vector in memory ([`Vec<f32>`], for clips
+//! and tests), or [`Samples`], which keeps a long recording in an unnamed temporary file so that
 //! memory stays flat in the recording's length (an hour is 230 MB of f32 samples). Whisper
 //! reads the recording twice (its log-mel is normalised by the whole recording's maximum) and
 //! then a window at a time, which a file serves as well as memory.
@@ -7,52 +7,8 @@
 use std::fs::File;
 use std::io::{BufWriter, Write};
 
+use susurrus_whisper::audio::{IN_MEMORY, SampleSink};
 use susurrus_whisper::{Audio, Error as WhisperError};
-
-use super::SAMPLE_RATE;
-
-/// Samples kept in memory before [`Samples`] moves them to a temporary file: two minutes
-/// (7.7 MB), so that clips never touch the disk.
-pub const IN_MEMORY: usize = 2 * 60 * SAMPLE_RATE as usize;
-
-/// A growing store of 16 kHz samples the decoder writes to.
-pub trait SampleSink: Sized {
-    /// Appends samples; an error says what failed (the temporary file's disk is full).
-    fn push(&mut self, samples: &[f32]) -> Result<(), String>;
-    /// Samples stored.
-    fn count(&self) -> usize;
-    /// Keeps the first `len` samples.
-    fn truncate(&mut self, len: usize);
-    /// A hint that about `additional` samples follow (a container's frame count: it may lie, so
-    /// a failed reservation is ignored).
-    fn reserve(&mut self, additional: usize);
-    /// The store once every sample is in.
-    fn finish(self) -> Result<Self, String>;
-}
-
-impl SampleSink for Vec<f32> {
-    fn push(&mut self, samples: &[f32]) -> Result<(), String> {
-        self.extend_from_slice(samples);
-        Ok(())
-    }
-
-    fn count(&self) -> usize {
-        self.len()
-    }
-
-    fn truncate(&mut self, len: usize) {
-        Vec::truncate(self, len);
-    }
-
-    fn reserve(&mut self, additional: usize) {
-        let _ = self.try_reserve_exact(additional);
-    }
-
-    fn finish(mut self) -> Result<Self, String> {
-        self.shrink_to_fit();
-        Ok(self)
-    }
-}
 
 /// 16 kHz samples in memory up to [`IN_MEMORY`], then in an unnamed temporary file (in
 /// `$TMPDIR`, gone when the store is dropped or the process ends, however it ends), read back a

@@ -9,8 +9,10 @@
 use rubato::audioadapter_buffers::direct::InterleavedSlice;
 use rubato::{Fft, FixedSync, Resampler};
 
-use super::SAMPLE_RATE;
-use super::store::SampleSink;
+use super::sink::SampleSink;
+
+/// The rate every [`To16k`] writes.
+const SAMPLE_RATE: u32 = 16_000;
 
 /// The most output reserved up front from a container's frame count: ten minutes at 16 kHz
 /// (38 MB). A damaged header may claim anything (an MP3 of 516 bytes claimed about 1e12 frames,
@@ -24,7 +26,7 @@ const MAX_RESERVED: u64 = 10 * 60 * SAMPLE_RATE as u64;
 const CHUNK_HINT: usize = 1024;
 
 /// Sends mono samples at `source_rate` to a growing 16 kHz store.
-pub(super) struct To16k<S: SampleSink = Vec<f32>> {
+pub struct To16k<S: SampleSink = Vec<f32>> {
     /// `None` when the source is already at 16 kHz.
     fft: Option<Fft<f32>>,
     source_rate: u32,
@@ -41,8 +43,7 @@ pub(super) struct To16k<S: SampleSink = Vec<f32>> {
 
 impl To16k<Vec<f32>> {
     /// A converter from `source_rate` (> 0) into a vector in memory.
-    #[cfg(test)]
-    pub(super) fn new(source_rate: u32, expected_frames: Option<u64>) -> Result<Self, String> {
+    pub fn new(source_rate: u32, expected_frames: Option<u64>) -> Result<Self, String> {
         To16k::into_store(source_rate, expected_frames, Vec::new())
     }
 }
@@ -50,7 +51,7 @@ impl To16k<Vec<f32>> {
 impl<S: SampleSink> To16k<S> {
     /// A converter from `source_rate` (> 0) into `out`; `expected_frames` (the container's
     /// frame count, when it states one) reserves the output up front.
-    pub(super) fn into_store(source_rate: u32, expected_frames: Option<u64>, mut out: S) -> Result<Self, String> {
+    pub fn into_store(source_rate: u32, expected_frames: Option<u64>, mut out: S) -> Result<Self, String> {
         let fft = if source_rate == SAMPLE_RATE {
             None
         } else {
@@ -86,7 +87,7 @@ impl<S: SampleSink> To16k<S> {
     }
 
     /// Appends `samples` (at the source rate).
-    pub(super) fn push(&mut self, mut samples: &[f32]) -> Result<(), String> {
+    pub fn push(&mut self, mut samples: &[f32]) -> Result<(), String> {
         self.frames_in += samples.len() as u64;
         let Some(fft) = &self.fft else {
             self.chunk_out.clear();
@@ -112,7 +113,7 @@ impl<S: SampleSink> To16k<S> {
     /// [-1, 1] (what 16-bit conversion would keep; resampling can overshoot full scale a little).
     /// The capacity reserved from the header's frame count is released where a cut file
     /// delivered less.
-    pub(super) fn finish(mut self) -> Result<S, String> {
+    pub fn finish(mut self) -> Result<S, String> {
         let Some(fft) = &self.fft else {
             return self.out.finish();
         };
