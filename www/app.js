@@ -57,6 +57,7 @@
  *                          (data-language, data-probability)
  *   #result-backend        backend and adapter that ran (data-backend)
  *   #timings               audio decode, transcription, audio duration, real-time factor
+ *   #audio-warnings        what was wrong with a file that still gave audio (a cut file's end)
  *   #download-srt, #download-vtt, #download-json, #download-txt   transcript downloads
  */
 
@@ -69,7 +70,7 @@ const el = Object.fromEntries(
     "drop-zone", "audio-file", "record", "stop-record", "record-status", "audio-name",
     "audio-duration", "audio-player",
     "language", "task", "word-timestamps", "vad", "transcribe", "abort", "transcribe-progress", "transcribe-status", "transcribe-elapsed", "segments", "text",
-    "result-language", "result-backend", "timings", "download-srt", "download-vtt", "download-json", "download-txt",
+    "result-language", "result-backend", "timings", "audio-warnings", "download-srt", "download-vtt", "download-json", "download-txt",
   ].map((id) => [id.replace(/-(.)/g, (_, c) => c.toUpperCase()), document.getElementById(id)]),
 );
 const downloadButtons = [el.downloadSrt, el.downloadVtt, el.downloadJson, el.downloadTxt];
@@ -453,6 +454,7 @@ function resetTranscript() {
   el.resultBackend.textContent = "";
   delete el.resultBackend.dataset.backend;
   el.timings.textContent = "";
+  el.audioWarnings.textContent = "";
   el.transcribeProgress.value = 0;
 }
 
@@ -475,6 +477,7 @@ function showResult(transcript, detected) {
     `audio ${audioDurationS.toFixed(2)} s`,
     `RTF ${rtf === null ? "n/a" : rtf.toFixed(3)}`,
   ].join(" · ");
+  el.audioWarnings.textContent = transcript.warnings.length === 0 ? "none" : transcript.warnings.join("; ");
 }
 
 /**

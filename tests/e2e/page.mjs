@@ -188,6 +188,7 @@ await runTest("page", async (onCleanup) => {
   await page.click("#transcribe");
   const run = await waitForState(page, "#transcribe-status", ["done", "cancelled", "error"], TRANSCRIBE_TIMEOUT_MS, "transcription");
   assertEqual(run.state, "done", `state of #transcribe-status after the transcription (${run.text})`);
+  assertEqual(await page.textContent("#audio-warnings"), "none", "#audio-warnings of an undamaged WAV file");
   const ticksAfter = Number(await page.getAttribute("#clock", "data-ticks"));
   const shown = await page.evaluate(() => ({
     text: document.getElementById("text").textContent,
@@ -261,6 +262,16 @@ await runTest("page", async (onCleanup) => {
   assert(/^recording-.*\.(webm|ogg|m4a)$/.test(recorded.name) && recorded.seconds > 0.5 && recorded.seconds < 10,
     `a 1.5 s recording should show as recording-*.webm of about 1.5 s; got ${JSON.stringify(recorded)}`);
   console.log(`page: microphone recording: ${recorded.name}, ${recorded.seconds.toFixed(2)} s`);
+  // The package's worker reads WAV, MP3, OGG and FLAC as it decodes them; a WebM recording
+  // goes back to the page, whose WebAudio decodes it, and is transcribed like any file.
+  await page.click("#transcribe");
+  const fromRecording = await waitForState(page, "#transcribe-status", ["done", "cancelled", "error"], TRANSCRIBE_TIMEOUT_MS,
+    "transcription of the recording");
+  assertEqual(fromRecording.state, "done", `state of #transcribe-status after transcribing the recording (${fromRecording.text})`);
+  const recordedTimings = await page.textContent("#timings");
+  const heard = Number(/audio ([0-9.]+) s/.exec(recordedTimings)?.[1]);
+  assert(Math.abs(heard - recorded.seconds) < 0.1, `the recording's transcription heard ${heard} s of its ${recorded.seconds} s (${recordedTimings})`);
+  console.log(`page: the recording transcribed (decoded on the page): ${recordedTimings}`);
 
   // Second load after a reload: from the Cache API, no model request reaches the server.
   const requestsBefore = modelRequests(server).length;

@@ -24,7 +24,7 @@ import type {
   TranscribeResult,
   TranscriptFormat,
 } from "./susurrus.js";
-import type { Reply, Request } from "./protocol.js";
+import type { DecodingOptions, Reply, Request } from "./protocol.js";
 
 export type {
   AudioInput,
@@ -167,7 +167,7 @@ export class Transcriber {
     audio: Float32Array | ArrayBuffer | Uint8Array | Blob,
     transfer: Transferable[],
     decodeMs: number,
-    call: Pick<TranscribeOptions, "onSegment" | "onProgress" | "onDeviceLost" | "signal"> & { decoding: TranscribeOptions },
+    call: Pick<TranscribeOptions, "onSegment" | "onProgress" | "onDeviceLost" | "signal"> & { decoding: DecodingOptions },
   ): Promise<TranscribeResult> {
     const { onSegment, onProgress, onDeviceLost, signal, decoding } = call;
     const id = this.#next;

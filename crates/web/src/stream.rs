@@ -1,13 +1,13 @@
 //! Encoded audio decoded as it is read, in the browser: symphonia's demuxers split the file
-//! (WAV, MP3, OGG, FLAC, WebM/Matroska, MP4/M4A) into packets; PCM is decoded here, every other
-//! codec by the browser's own decoders (WebCodecs `AudioDecoder`: MP3, Opus, Vorbis, FLAC,
-//! AAC where the browser has them). What comes out goes through whisper's [`Mono`] (the same
+//! (WAV, MP3, OGG, FLAC: the containers the native command reads) into packets; PCM is decoded
+//! here, every other codec by the browser's own decoders (WebCodecs `AudioDecoder`: MP3,
+//! Opus, Vorbis, FLAC). What comes out goes through whisper's [`Mono`] (the same
 //! downmix, checks and 16 kHz resampler as the native command's) into a [`SampleSink`],
 //! [`JsSamples`] for a transcription: so neither the file nor its decoded audio is ever
 //! whole in memory, and a damaged or cut file gives the audio before the damage and a warning.
 //!
-//! A file this decoder cannot read (a container symphonia does not know, a codec the browser
-//! lacks, no WebCodecs at all) is [`Decoding::Unsupported`]: the caller decodes it with
+//! A file this decoder cannot read (another container, such as WebM or MP4, whose readers would
+//! grow the module by 150 KB gzipped; a codec the browser lacks; no WebCodecs at all) is [`Decoding::Unsupported`]: the caller decodes it with
 //! WebAudio on the page instead, whole.
 
 mod source;
@@ -16,9 +16,7 @@ mod webcodecs;
 
 use susurrus_whisper::audio::{Mono, SampleSink};
 use symphonia_core::codecs::CodecParameters;
-use symphonia_core::codecs::audio::well_known::{
-    CODEC_ID_AAC, CODEC_ID_FLAC, CODEC_ID_MP3, CODEC_ID_OPUS, CODEC_ID_VORBIS,
-};
+use symphonia_core::codecs::audio::well_known::{CODEC_ID_FLAC, CODEC_ID_MP3, CODEC_ID_OPUS, CODEC_ID_VORBIS};
 use symphonia_core::codecs::audio::{AudioCodecParameters, AudioDecoder, AudioDecoderOptions};
 use symphonia_core::codecs::registry::CodecRegistry;
 use symphonia_core::errors::Error as SymphoniaError;
@@ -44,7 +42,7 @@ const READ_BLOCK: usize = 1 << 20;
 /// A decoded file.
 pub struct Decoded<S> {
     pub samples: S,
-    /// The container and codec ("wav", "mp3", "ogg/opus", "webm/opus", "mp4/aac", ...).
+    /// The container and codec ("wav", "mp3", "flac", "ogg/vorbis", "ogg/opus").
     pub format: String,
     /// What was wrong with a file that still gave audio (where a cut file ends, where the
     /// decoder stopped on damage).
@@ -81,8 +79,6 @@ pub async fn decode<S: SampleSink>(bytes: Bytes, store: S) -> Result<Decoding<S>
     };
     let container = match reader.format_info().short_name {
         "wave" => "wav",
-        "matroska" | "mkv" => "webm",
-        "isomp4" => "mp4",
         other => other,
     };
     let track =
@@ -104,10 +100,10 @@ pub async fn decode<S: SampleSink>(bytes: Bytes, store: S) -> Result<Decoding<S>
     let mut mono = Mono::new(params.sample_rate, channels, expected_frames, store);
     let mut trim = Trim::default();
     // The browser's Vorbis and Opus decoders drop the start's delay themselves (the first
-    // packet's lapped half, the pre-skip); its MP3 and AAC decoders do not know the delay
-    // (a LAME header, an MP4 edit list), so symphonia's count is cut here. The end's padding
+    // packet's lapped half, the pre-skip); its MP3 decoder does not know the delay (the LAME
+    // header's), so symphonia's count is cut here. The end's padding
     // is cut here for every codec: a decoder cannot know where the stream's last packet ends.
-    let starts_untrimmed = matches!(params.codec, CODEC_ID_MP3 | CODEC_ID_AAC);
+    let starts_untrimmed = params.codec == CODEC_ID_MP3;
     // Packet durations count frames where the track's time base is one frame.
     let in_frames =
         time_base.zip(params.sample_rate).is_some_and(|(base, rate)| base.numer.get() == 1 && base.denom.get() == rate);
@@ -279,15 +275,13 @@ impl Trim {
     }
 }
 
-/// The demuxers: every container symphonia reads that a browser's decoders cover.
+/// The demuxers: the containers the native command reads.
 fn probe() -> Probe {
     let mut probe = Probe::default();
     probe.register_format::<symphonia_format_riff::WavReader<'_>>();
     probe.register_format::<symphonia_format_ogg::OggReader<'_>>();
     probe.register_format::<symphonia_bundle_mp3::MpaReader<'_>>();
     probe.register_format::<symphonia_bundle_flac::FlacReader<'_>>();
-    probe.register_format::<symphonia_format_mkv::MkvReader<'_>>();
-    probe.register_format::<symphonia_format_isomp4::IsoMp4Reader<'_>>();
     probe.register_metadata::<symphonia_metadata::id3v2::Id3v2Reader<'_>>();
     probe
 }
@@ -302,7 +296,7 @@ async fn open_codec(params: &AudioCodecParameters) -> Result<Result<(Codec, Stri
     let Some(config) = browser_config(params) else {
         return Ok(Err(format!("a codec the streaming decoder does not know ({})", params.codec)));
     };
-    let name = config.codec.split('.').next().unwrap_or_default().replace("mp4a", "aac");
+    let name = config.codec.clone();
     if !webcodecs::available() {
         return Ok(Err(format!("{name} audio, and this browser has no WebCodecs AudioDecoder")));
     }
@@ -321,7 +315,6 @@ fn browser_config(params: &AudioCodecParameters) -> Option<Config> {
         CODEC_ID_OPUS => ("opus".to_string(), extra.map(<[u8]>::to_vec)),
         CODEC_ID_VORBIS => ("vorbis".to_string(), Some(vorbis_description(extra?)?)),
         CODEC_ID_FLAC => ("flac".to_string(), Some(flac_description(extra?))),
-        CODEC_ID_AAC => (aac_codec(extra?)?, extra.map(<[u8]>::to_vec)),
         _ => return None,
     };
     Some(Config {
@@ -342,14 +335,11 @@ fn flac_description(stream_info: &[u8]) -> Vec<u8> {
     description
 }
 
-/// Vorbis's description: its three headers, Xiph-laced. Matroska keeps them laced already;
-/// symphonia's OGG reader keeps the identification header (30 bytes) followed by the setup
-/// header, without the comment header, for which an empty one stands in.
+/// Vorbis's description: its three headers, Xiph-laced. symphonia's OGG reader keeps the
+/// identification header (30 bytes) followed by the setup header, without the comment header,
+/// for which an empty one stands in.
 fn vorbis_description(extra: &[u8]) -> Option<Vec<u8>> {
     const IDENTIFICATION: usize = 30;
-    if extra.first() == Some(&2) {
-        return Some(extra.to_vec());
-    }
     if extra.len() <= IDENTIFICATION || !extra.starts_with(b"\x01vorbis") {
         return None;
     }
@@ -365,17 +355,6 @@ fn vorbis_description(extra: &[u8]) -> Option<Vec<u8>> {
     description.extend_from_slice(&comment);
     description.extend_from_slice(setup);
     Some(description)
-}
-
-/// "mp4a.40.N" from an AudioSpecificConfig, N its audio object type (5 bits, or 6 more after
-/// the escape value 31).
-fn aac_codec(config: &[u8]) -> Option<String> {
-    let first = *config.first()?;
-    let object = match first >> 3 {
-        31 => 32 + (((u32::from(first) & 7) << 3) | (u32::from(*config.get(1)?) >> 5)),
-        object => u32::from(object),
-    };
-    Some(format!("mp4a.40.{object}"))
 }
 
 #[cfg(test)]
@@ -399,15 +378,6 @@ mod tests {
         assert_eq!(&d[3..33], &extra[..30]);
         assert_eq!(&d[33..49], b"\x03vorbis\0\0\0\0\0\0\0\0\x01");
         assert_eq!(&d[49..], b"\x05vorbis-setup");
-        assert_eq!(vorbis_description(&[2, 1, 1, 9, 9, 9]).unwrap(), [2, 1, 1, 9, 9, 9], "already laced");
         assert_eq!(vorbis_description(b"\x01vorbis"), None);
-    }
-
-    #[test]
-    fn aac_object_types_name_the_codec() {
-        assert_eq!(aac_codec(&[0x12, 0x10]).as_deref(), Some("mp4a.40.2"), "AAC LC, 44.1 kHz");
-        assert_eq!(aac_codec(&[0x2b, 0x92]).as_deref(), Some("mp4a.40.5"), "HE-AAC");
-        assert_eq!(aac_codec(&[0xf8, 0x40]).as_deref(), Some("mp4a.40.34"), "escaped: 32 + 2");
-        assert_eq!(aac_codec(&[]), None);
     }
 }

@@ -291,6 +291,16 @@ async fn a_file_is_transcribed_like_its_samples_and_an_hour_leaves_memory_flat()
     let damaged = blob(&[&Uint8Array::from(fixture!("truncated_header.wav")).into()]);
     let err = settle(model.transcribe(damaged.into(), Some(options()))).await.expect_err("fails");
     assert_eq!(error_message(&err), "cannot decode the audio: truncated file: it ends before its first audio packet");
+    // What the worker cannot decode is an error the package's client knows to decode on the
+    // page instead (workers have no WebAudio).
+    let unknown = Uint8Array::from(fixture!("garbage.wav"));
+    let err = settle(model.transcribe(unknown.into(), Some(options()))).await.expect_err("fails");
+    assert_eq!(err.unchecked_ref::<js_sys::Error>().name(), "UnsupportedAudioError");
+    assert_eq!(
+        error_message(&err),
+        "cannot decode this audio here: an unknown container; decode it with WebAudio on a page (decodeAudio) and \
+         pass the samples"
+    );
     let cut = blob(&[&Uint8Array::from(fixture!("truncated_speech.mp3")).into()]);
     let result = settle(model.transcribe(cut.into(), Some(options()))).await.unwrap();
     assert_eq!(
