@@ -15,11 +15,6 @@ tsc="${HOME}/.cache/susurrus/npm/node_modules/.bin/tsc"
 out=target/npm/susurrus
 
 rm -rf "$out"
-(cd crates/web && wasm-pack --quiet build --mode no-install --target web --release \
-  --out-dir "../../${out}" --out-name susurrus)
-# wasm-pack's own .gitignore would hide the package from git-based tools; package.json says
-# which files ship.
-rm -f "${out}/.gitignore"
 nightly=$(awk -F'"' '/^channel/ { print $2 }' fuzz/rust-toolchain.toml)
 # Shared memory, imported (each worker instantiates the module on the same memory), up to
 # WebAssembly's 4 GiB, and the thread-local storage symbols wasm-bindgen sets up per thread.
@@ -28,11 +23,22 @@ threads_link_args() {
     --export=__tls_size --export=__tls_align --export=__tls_base)
   printf -- '-C link-arg=%s ' "${args[@]}"
 }
+# The threaded build runs beside the plain one: its own target folder, so neither waits for
+# the other's lock (nor for a test build holding target/'s).
 (cd crates/web && RUSTUP_TOOLCHAIN="$nightly" CARGO_TARGET_DIR=../../target/threads \
   RUSTFLAGS="-C target-feature=+atomics,+bulk-memory,+mutable-globals,+simd128 $(threads_link_args)" \
   wasm-pack --quiet build --mode no-install --target web --release \
-  --out-dir "../../${out}/threads" --out-name susurrus . -- -Z build-std=panic_abort,std)
-rm -f "${out}/threads/.gitignore" "${out}/threads/package.json"
+  --out-dir "../../${out}/threads" --out-name susurrus . -- -Z build-std=panic_abort,std) &
+threaded=$!
+if ! (cd crates/web && wasm-pack --quiet build --mode no-install --target web --release \
+  --out-dir "../../${out}" --out-name susurrus); then
+  wait "$threaded" || true
+  exit 1
+fi
+wait "$threaded"
+# wasm-pack's own .gitignore would hide the package from git-based tools; package.json says
+# which files ship.
+rm -f "${out}/.gitignore" "${out}/threads/.gitignore" "${out}/threads/package.json"
 # wasm-bindgen's classes declare [Symbol.dispose]; name the lib that declares it, so consumers
 # type-check with any lib setting (e.g. ["dom", "es2022"]).
 sed -i '1i /// <reference lib="esnext.disposable" />' "${out}/susurrus.d.ts" "${out}/threads/susurrus.d.ts"

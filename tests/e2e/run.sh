@@ -14,11 +14,13 @@ started=$(date +%s)
 mkdir -p -m 700 "${XDG_RUNTIME_DIR:=/tmp/xdg-$(id -u)}"
 export XDG_RUNTIME_DIR
 
-# The `test` profile (target/debug, optimised a little): what `cargo test` builds, so after the
-# test command's cargo stage little is left to compile (the dev profile would be a second full
-# build of every dependency: 6.5 minutes on two cores).
-cargo build --profile test -p susurrus-native
+# The package first: its threaded build has a target folder of its own, so it starts at once
+# even while the browser suite's build holds target/'s lock (the test command runs the two side
+# by side). Then the command in the `test` profile (target/debug, optimised a little): what
+# `cargo test` builds, so after the test command's cargo stage little is left to compile (the
+# dev profile would be a second full build of every dependency: 6.5 minutes on two cores).
 ./scripts/build-web.sh
+cargo build --profile test -p susurrus-native
 model=$(./scripts/fetch-model.sh | tail -n 1)
 base_model=$(./scripts/fetch-model.sh base | tail -n 1)
 int8_model=$(./scripts/fetch-model.sh tiny.en-int8 | tail -n 1)

@@ -3,9 +3,9 @@
 //! 0.02 s, the same language with its detected probability within 1e-3 — on the CPU reference
 //! executor and on wgpu. Both are slow here (the reference executor is the plain oracle;
 //! lavapipe is a software GPU, on which the 133 s clip alone took most of the suite), so they
-//! run the short clips and one multilingual run of each kind: the reference executor every run
-//! of them, wgpu one clip's every decoding path (greedy, beam, word timestamps, without
-//! timestamps), the detected-language run and the VAD network. The seek over several windows,
+//! run one clip's every decoding path that compiles graphs of its own (greedy, beam, word
+//! timestamps, per-token penalties), the reference executor the silent clip's no-speech skip
+//! too, and one multilingual run of each kind: the detected-language run and the VAD network. The seek over several windows,
 //! the VAD filter's transcripts, every clip and every multilingual run are the native crate's, on its fast CPU backend (and on CUDA on a GPU machine), through
 //! the same checks (the test kit's `golden` module). The fixtures (audio made with espeak-ng,
 //! transcripts from faster-whisper 1.2.1 / CTranslate2 4.8.5, greedy and with 5 beams) come
@@ -18,7 +18,7 @@ use golden::{Set, transcripts_match_reference};
 
 #[test]
 fn cpu_transcripts_match_reference() {
-    transcripts_match_reference(Box::new(golden::cpu()), Set::TinyEn, &golden::SHORT_CLIPS);
+    transcripts_match_reference(Box::new(golden::cpu()), Set::TinyEn, &golden::REFERENCE_RUNS);
 }
 
 #[test]
