@@ -16,18 +16,19 @@ export XDG_RUNTIME_DIR
 
 # The package first: its threaded build has a target folder of its own, so it starts at once
 # even while the browser suite's build holds target/'s lock (the test command runs the two side
-# by side). Then the command in the `test` profile (target/debug, optimised a little): what
-# `cargo test` builds, so after the test command's cargo stage little is left to compile (the
-# dev profile would be a second full build of every dependency: 6.5 minutes on two cores).
+# by side). Then the command and the random-model example as `cargo test --workspace` builds
+# them (target/debug), so after the test command's cargo stage nothing is left to compile: a
+# `cargo build -p susurrus-native` resolves the dependencies' features for that package alone
+# and rebuilt most of them (6.75 minutes on two cores).
 ./scripts/build-web.sh
-cargo build --profile test -p susurrus-native
+cargo test --workspace --no-run -q
 model=$(./scripts/fetch-model.sh | tail -n 1)
 base_model=$(./scripts/fetch-model.sh base | tail -n 1)
 int8_model=$(./scripts/fetch-model.sh tiny.en-int8 | tail -n 1)
 vad_model=$(./scripts/fetch-model.sh silero-vad | tail -n 1)
 # large-v3's widths, one layer each side, random weights; its tokenizer from the base model's.
 large_model="$PWD/target/e2e/large-v3"
-cargo run --profile test -q -p susurrus-testkit --example random_model -- large-v3 1 "$large_model" "${base_model}/tokenizer.json"
+target/debug/examples/random_model large-v3 1 "$large_model" "${base_model}/tokenizer.json"
 
 export SUSURRUS_BIN="$PWD/target/debug/susurrus"
 export SUSURRUS_MODEL="$model"

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 
 use susurrus_native::Error;
 use susurrus_native::audio::{Decoded, SAMPLE_RATE, decode_bytes, decode_file, decode_reader};
+use susurrus_testkit::signal::{self, correlation, energy, f32_samples, max_abs_diff};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/audio").join(name)
@@ -22,37 +23,12 @@ fn decode(name: &str) -> Decoded {
 
 /// A raw little-endian f32 reference written by the generator.
 fn reference(name: &str) -> Vec<f32> {
-    let bytes = std::fs::read(fixture(name)).unwrap();
-    bytes.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect()
+    f32_samples(&std::fs::read(fixture(name)).unwrap())
 }
 
 /// The 16-bit samples of a canonical 44-byte-header mono WAV, read without the decoder.
 fn wav_s16_samples(name: &str) -> Vec<f32> {
-    let bytes = std::fs::read(fixture(name)).unwrap();
-    assert_eq!(&bytes[36..40], b"data", "{name} has a canonical header");
-    bytes[44..].chunks_exact(2).map(|b| f32::from(i16::from_le_bytes([b[0], b[1]])) / 32768.0).collect()
-}
-
-fn max_abs_diff(a: &[f32], b: &[f32]) -> f64 {
-    assert_eq!(a.len(), b.len());
-    a.iter().zip(b).map(|(x, y)| (f64::from(*x) - f64::from(*y)).abs()).fold(0.0, f64::max)
-}
-
-/// Normalised cross-correlation of `a[i + lag]` with `b[i]`.
-fn correlation(a: &[f32], b: &[f32], lag: isize) -> f64 {
-    let (mut ab, mut aa, mut bb) = (0.0, 0.0, 0.0);
-    for (i, y) in b.iter().enumerate() {
-        let Some(x) = i.checked_add_signed(lag).and_then(|j| a.get(j)) else { continue };
-        let (x, y) = (f64::from(*x), f64::from(*y));
-        ab += x * y;
-        aa += x * x;
-        bb += y * y;
-    }
-    ab / (aa * bb).sqrt()
-}
-
-fn energy(x: &[f32]) -> f64 {
-    x.iter().map(|s| f64::from(*s).powi(2)).sum()
+    signal::wav_s16_samples(&std::fs::read(fixture(name)).unwrap())
 }
 
 fn audio_error(result: Result<Decoded, Error>) -> String {

@@ -11,7 +11,8 @@
 //! executor, wgpu natively and in the browser, CUDA) runs the same cases with one loop.
 //! [`golden`] holds the checks of the real models (tiny.en, multilingual base) against the
 //! committed reference fixtures, shared by the whisper and native crates' tests; [`shapes`]
-//! runs random-weight models at the real widths of the larger sizes on any backend.
+//! runs random-weight models at the real widths of the larger sizes on any backend; [`signal`]
+//! compares decoded audio with its references.
 
 pub mod cases;
 pub mod check;
@@ -20,6 +21,7 @@ pub mod compare;
 pub mod golden;
 pub mod random;
 pub mod shapes;
+pub mod signal;
 pub mod whisper;
 
 pub use cases::{CaseRun, OpCase, op_cases};

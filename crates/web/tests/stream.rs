@@ -11,6 +11,7 @@ mod support;
 
 use js_sys::{Array, Float32Array, Uint8Array};
 use support::*;
+use susurrus_testkit::signal::{correlation, energy, f32_samples, max_abs_diff, wav_s16_samples};
 use susurrus_web::stream::{Bytes, Decoded, Decoding, JsSamples, decode};
 use susurrus_whisper::Audio;
 use susurrus_whisper::audio::{IN_MEMORY, SampleSink};
@@ -39,39 +40,6 @@ fn blob(parts: &[&JsValue]) -> Blob {
     Blob::new_with_u8_array_sequence(&parts.iter().collect::<Array>()).unwrap()
 }
 
-/// A raw little-endian f32 reference written by the generator.
-fn reference(bytes: &[u8]) -> Vec<f32> {
-    bytes.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect()
-}
-
-/// The 16-bit samples of a canonical 44-byte-header mono WAV, read without the decoder.
-fn wav_s16_samples(bytes: &[u8]) -> Vec<f32> {
-    assert_eq!(&bytes[36..40], b"data");
-    bytes[44..].chunks_exact(2).map(|b| f32::from(i16::from_le_bytes([b[0], b[1]])) / 32768.0).collect()
-}
-
-fn max_abs_diff(a: &[f32], b: &[f32]) -> f64 {
-    assert_eq!(a.len(), b.len());
-    a.iter().zip(b).map(|(x, y)| (f64::from(*x) - f64::from(*y)).abs()).fold(0.0, f64::max)
-}
-
-/// Normalised cross-correlation of `a[i + lag]` with `b[i]`.
-fn correlation(a: &[f32], b: &[f32], lag: isize) -> f64 {
-    let (mut ab, mut aa, mut bb) = (0.0, 0.0, 0.0);
-    for (i, y) in b.iter().enumerate() {
-        let Some(x) = i.checked_add_signed(lag).and_then(|j| a.get(j)) else { continue };
-        let (x, y) = (f64::from(*x), f64::from(*y));
-        ab += x * y;
-        aa += x * x;
-        bb += y * y;
-    }
-    ab / (aa * bb).sqrt()
-}
-
-fn energy(x: &[f32]) -> f64 {
-    x.iter().map(|s| f64::from(*s).powi(2)).sum()
-}
-
 #[wasm_bindgen_test]
 async fn lossless_files_decode_to_their_exact_samples() {
     let pcm = wav_s16_samples(fixture!("speech_16k_s16.wav"));
@@ -90,8 +58,8 @@ async fn lossless_files_decode_to_their_exact_samples() {
 
 #[wasm_bindgen_test]
 async fn other_rates_and_channels_resample_to_the_ideal_16khz_signal() {
-    let mono = reference(fixture!("ref_tone_mono_16k.f32"));
-    let stereo = reference(fixture!("ref_tone_stereo_16k.f32"));
+    let mono = f32_samples(fixture!("ref_tone_mono_16k.f32"));
+    let stereo = f32_samples(fixture!("ref_tone_stereo_16k.f32"));
     for (name, bytes, ideal) in [
         ("tone_8k_s16.wav", fixture!("tone_8k_s16.wav"), &mono),
         ("tone_48k_s16.wav", fixture!("tone_48k_s16.wav"), &mono),
