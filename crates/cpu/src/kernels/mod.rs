@@ -13,6 +13,8 @@ mod linear;
 mod norm;
 mod product;
 mod reduce;
+#[cfg(all(target_family = "wasm", target_feature = "simd128"))]
+mod sgemm_wasm;
 
 use susurrus_core::ops::Op;
 use susurrus_core::{Error, Result};
