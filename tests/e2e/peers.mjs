@@ -1,7 +1,8 @@
 // Susurrus side by side with the browser peers in one headless Chromium, on the same tiny.en
 // weights and the same samples (tests/e2e/peers/page.js runs one engine per page load):
 //   - Susurrus's npm package on the CPU (1 and 2 threads; WebGPU where the browser has a
-//     hardware adapter),
+//     hardware adapter), with the f16 weights and with their int8 quantization
+//     (scripts/fetch-model.sh tiny.en-int8, CTranslate2's own quantizer),
 //   - transformers.js 4 on onnxruntime-web's WASM backend, fp32 and q8, with the ONNX export
 //     of our weights (scripts/onnx_export.py),
 //   - whisper.cpp's wasm build (@transcribe/shout) with their ggml conversion
@@ -37,6 +38,7 @@ const cache = join(homedir(), ".cache/susurrus");
 const peers = join(cache, "peers");
 const onnxModel = process.env.SUSURRUS_ONNX_MODEL ?? join(cache, "models/whisper-tiny.en-onnx");
 const ggmlModel = process.env.SUSURRUS_GGML_MODEL ?? join(cache, "models/ggml-tiny.en/ggml-tiny.en.bin");
+const int8Model = process.env.SUSURRUS_INT8_MODEL ?? join(cache, "models/whisper-tiny.en-int8-ct2");
 const golden = (name) => join(repoRoot, `tests/fixtures/golden/${name}`);
 
 /** The clips: a path and faster-whisper's greedy transcript (the golden files', else computed). */
@@ -50,6 +52,10 @@ const CLIPS = {
 /** The engines, as page.js names them, with their query string. */
 const ENGINES = {
   "susurrus": (threads) => ({ label: `Susurrus, CPU`, query: `engine=susurrus&backend=cpu&threads=${threads}` }),
+  "susurrus-int8": (threads) => ({
+    label: "Susurrus, CPU, int8",
+    query: `engine=susurrus&backend=cpu&threads=${threads}&model=/models/whisper-tiny.en-int8-ct2/`,
+  }),
   "susurrus-webgpu": () => ({ label: "Susurrus, WebGPU", query: "engine=susurrus&backend=webgpu&threads=1" }),
   "transformers.js-fp32": (threads) => ({ label: "transformers.js 4.3.2, WASM, fp32", query: `engine=transformers.js&dtype=fp32&threads=${threads}` }),
   "transformers.js-q8": (threads) => ({ label: "transformers.js 4.3.2, WASM, q8", query: `engine=transformers.js&dtype=q8&threads=${threads}` }),
@@ -126,6 +132,7 @@ function stage() {
     "page.js": join(repoRoot, "tests/e2e/peers/page.js"),
     "pkg": join(repoRoot, "target/npm/susurrus"),
   };
+  if (engines.includes("susurrus-int8")) links["models/whisper-tiny.en-int8-ct2"] = int8Model;
   if (engines.some((name) => name.startsWith("transformers.js"))) {
     links["transformers"] = join(peers, "npm/@huggingface/transformers/dist");
     links["ort"] = join(peers, "npm/onnxruntime-web/dist");
@@ -223,12 +230,13 @@ await runTest(args.bench ? "peers (benchmark)" : "peers", async (onCleanup) => {
           `transcribe ${ms.toFixed(0)} ms (runs ${r.times.map((t) => t.toFixed(0)).join(" ")}; warm-up ${r.firstMs?.toFixed(0) ?? "none"}), ` +
           `RTF ${(ms / 1000 / r.audioS).toFixed(3)}, WER ${(100 * wer).toFixed(1)}%, info ${JSON.stringify(r.info)}\n  text: ${r.text}`);
         if (!r.crossOriginIsolated) problems.push(`${r.label}: the page was not cross-origin isolated`);
-        if (name.startsWith("susurrus") && r.text.trim() !== reference) problems.push(`${r.label} (${threads} threads) on ${clip}: ${JSON.stringify(r.text)}, faster-whisper ${JSON.stringify(reference)}`);
-        if (name === "susurrus" && r.info.threads !== threads) problems.push(`Susurrus asked for ${threads} threads, info.threads ${r.info.threads}`);
+        const exact = name === "susurrus" || name === "susurrus-webgpu";
+        if (exact && r.text.trim() !== reference) problems.push(`${r.label} (${threads} threads) on ${clip}: ${JSON.stringify(r.text)}, faster-whisper ${JSON.stringify(reference)}`);
+        if ((name === "susurrus" || name === "susurrus-int8") && r.info.threads !== threads) problems.push(`Susurrus asked for ${threads} threads, info.threads ${r.info.threads}`);
         // The smoke check: the peers run the same weights; whisper.cpp computes its own
-        // log-mel and q8 rounds the weights, so a word may differ, not more. (The benchmark
+        // log-mel, and int8 and q8 round the weights, so a word may differ, not more. (The benchmark
         // reports their long-form word error rates: their long-form methods differ.)
-        if (!args.bench && !name.startsWith("susurrus") && wer > 0.15) problems.push(`${r.label} (${threads} threads) on ${clip}: WER ${wer}: ${JSON.stringify(r.text)}`);
+        if (!args.bench && !exact && wer > 0.15) problems.push(`${r.label} (${threads} threads) on ${clip}: WER ${wer}: ${JSON.stringify(r.text)}`);
       }
     }
   }

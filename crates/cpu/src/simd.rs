@@ -290,49 +290,11 @@ mod wasm {
         f32x4_mul(bits, f32x4_splat(f32::from_bits(0x7780_0000)))
     }
 
-    /// [`dot_f16`], `None` when `b` holds an infinity or a NaN (exponent all ones), which
-    /// [`widen4_finite`] would misread: weights never do, so decoder steps take this path.
-    fn dot_f16_finite(a: &[f32], b: &[f16]) -> Option<f32> {
-        let n = a.len().min(b.len());
-        let (pa, pb) = (a.as_ptr(), b.as_ptr());
-        let mut acc = [f32x4_splat(0.0); LANES / 4];
-        let mut special = i16x8_splat(0);
-        let exponent = i16x8_splat(0x7c00);
-        for at in (0..n / LANES).map(|i| i * LANES) {
-            for half in 0..2 {
-                let at = at + 8 * half;
-                // SAFETY: at + 8 <= n elements of both slices; unaligned loads are allowed.
-                let (h, x0, x1) = unsafe {
-                    (
-                        v128_load(pb.add(at).cast::<v128>()),
-                        v128_load(pa.add(at).cast::<v128>()),
-                        v128_load(pa.add(at + 4).cast::<v128>()),
-                    )
-                };
-                special = v128_or(special, i16x8_eq(v128_and(h, exponent), exponent));
-                let (w0, w1) = (widen4_finite(i32x4_extend_low_i16x8(h)), widen4_finite(i32x4_extend_high_i16x8(h)));
-                acc[2 * half] = f32x4_add(f32x4_mul(x0, w0), acc[2 * half]);
-                acc[2 * half + 1] = f32x4_add(f32x4_mul(x1, w1), acc[2 * half + 1]);
-            }
-        }
-        if v128_any_true(special) {
-            return None;
-        }
-        let mut lanes = [0.0f32; LANES];
-        for (j, v) in acc.iter().enumerate() {
-            // SAFETY: lanes holds 16 floats, j < 4.
-            unsafe { v128_store(lanes.as_mut_ptr().add(4 * j).cast::<v128>(), *v) };
-        }
-        for i in n / LANES * LANES..n {
-            lanes[i % LANES] = fma(a[i], f16_to_f32(b[i]), lanes[i % LANES]);
-        }
-        Some(fold(lanes))
-    }
-
-    pub fn dot_f16(a: &[f32], b: &[f16]) -> f32 {
-        if let Some(sum) = dot_f16_finite(a, b) {
-            return sum;
-        }
+    /// `sum(a[i] * b[i])`: 16 lanes over the whole chunks of 16, each 8 f16s (as loaded)
+    /// widened by `widen` into their low and high four, then the tail into the same lanes, as
+    /// the portable loop sums them.
+    #[inline(always)]
+    fn dot_lanes(a: &[f32], b: &[f16], mut widen: impl FnMut(v128) -> (v128, v128)) -> f32 {
         let n = a.len().min(b.len());
         let (pa, pb) = (a.as_ptr(), b.as_ptr());
         let mut acc = [f32x4_splat(0.0); LANES / 4];
@@ -347,7 +309,7 @@ mod wasm {
                         v128_load(pa.add(at + 4).cast::<v128>()),
                     )
                 };
-                let (w0, w1) = (widen4(u32x4_extend_low_u16x8(h)), widen4(u32x4_extend_high_u16x8(h)));
+                let (w0, w1) = widen(h);
                 acc[2 * half] = f32x4_add(f32x4_mul(x0, w0), acc[2 * half]);
                 acc[2 * half + 1] = f32x4_add(f32x4_mul(x1, w1), acc[2 * half + 1]);
             }
@@ -361,6 +323,22 @@ mod wasm {
             lanes[i % LANES] = fma(a[i], f16_to_f32(b[i]), lanes[i % LANES]);
         }
         fold(lanes)
+    }
+
+    /// First with [`widen4_finite`], noting any f16 with its exponent all ones (an infinity
+    /// or a NaN, which it misreads: weights never hold one, so decoder steps stop there);
+    /// for a row that holds one, again with the exact [`widen4`].
+    pub fn dot_f16(a: &[f32], b: &[f16]) -> f32 {
+        let exponent = i16x8_splat(0x7c00);
+        let mut special = i16x8_splat(0);
+        let sum = dot_lanes(a, b, |h| {
+            special = v128_or(special, i16x8_eq(v128_and(h, exponent), exponent));
+            (widen4_finite(i32x4_extend_low_i16x8(h)), widen4_finite(i32x4_extend_high_i16x8(h)))
+        });
+        if !v128_any_true(special) {
+            return sum;
+        }
+        dot_lanes(a, b, |h| (widen4(u32x4_extend_low_u16x8(h)), widen4(u32x4_extend_high_u16x8(h))))
     }
 
     pub fn widen(src: &[f16], dst: &mut [f32]) {

@@ -4,12 +4,6 @@
 // AudioBuffers and files it cannot decode are decoded here, on the page, because WebAudio
 // (decodeAudioData, OfflineAudioContext) exists only here.
 
-import init, {
-  clearModelCache as wasmClearModelCache,
-  decodeAudio as wasmDecodeAudio,
-  formatTranscript as wasmFormatTranscript,
-  version as wasmVersion,
-} from "./susurrus.js";
 import type {
   AudioInput,
   BenchOptions,
@@ -46,9 +40,9 @@ export type {
 } from "./susurrus.js";
 
 /**
- * The module, compiled once: the page instantiates it here and the worker instantiates the
- * same compiled module (sent with the load request) whenever it runs the single-threaded
- * build, so the page downloads and compiles it once, not twice.
+ * A build's module, compiled once: the page instantiates it here and the worker instantiates
+ * the same compiled module (sent with the load request), so the page downloads and compiles
+ * one build, once.
  */
 async function compileModule(url: URL): Promise<WebAssembly.Module> {
   const response = await fetch(url);
@@ -61,12 +55,23 @@ async function compileModule(url: URL): Promise<WebAssembly.Module> {
     return WebAssembly.compile(await response.arrayBuffer());
   }
 }
-const wasmModule = await compileModule(new URL("./susurrus_bg.wasm", import.meta.url));
-await init({ module_or_path: wasmModule });
+/**
+ * Where the page is cross-origin isolated (WebAssembly may share memory) the threaded build,
+ * which the worker runs there; else the plain one. The page's own instance has a memory of
+ * its own and starts no threads.
+ */
+const threaded = (globalThis as { crossOriginIsolated?: boolean }).crossOriginIsolated === true && typeof SharedArrayBuffer === "function";
+const wasmModule = await compileModule(
+  threaded ? new URL("./threads/susurrus_bg.wasm", import.meta.url) : new URL("./susurrus_bg.wasm", import.meta.url),
+);
+const wasm: typeof import("./susurrus.js") = threaded
+  ? ((await import("./threads/susurrus.js")) as unknown as typeof import("./susurrus.js"))
+  : await import("./susurrus.js");
+await wasm.default({ module_or_path: wasmModule });
 
 /** 16 kHz mono samples of `input`, decoded and resampled with WebAudio. */
 export function decodeAudio(input: AudioInput): Promise<Float32Array> {
-  return wasmDecodeAudio(input);
+  return wasm.decodeAudio(input);
 }
 
 /**
@@ -74,17 +79,17 @@ export function decodeAudio(input: AudioInput): Promise<Float32Array> {
  * "srt"/"vtt" cues from words (results of `wordTimestamps: true`).
  */
 export function formatTranscript(result: TranscribeResult, format: TranscriptFormat, options?: CueOptions): string {
-  return wasmFormatTranscript(result, format, options);
+  return wasm.formatTranscript(result, format, options);
 }
 
 /** Deletes every cached model file; resolves to whether there was a cache. */
 export function clearModelCache(): Promise<boolean> {
-  return wasmClearModelCache();
+  return wasm.clearModelCache();
 }
 
 /** The package version. */
 export function version(): string {
-  return wasmVersion();
+  return wasm.version();
 }
 
 /** `Transcriber.load`'s options: a model's, and how many threads its worker may use. */
@@ -150,6 +155,7 @@ export class Transcriber {
           vad: options.vad === undefined ? undefined : new URL(options.vad, location.href).href,
           threads,
           module: wasmModule,
+          threaded,
         },
         { onLoadProgress: options.onProgress },
       );

@@ -8,8 +8,8 @@ import type { BackendChoice, BenchOptions, BenchResult, LoadProgress, ModelInfo,
 export type DecodingOptions = Record<string, unknown>;
 
 export type Request =
-  /** The first request: it starts the module with `threads` (the most CPU threads; default
-   *  one per core), the single-threaded build from `module`, the page's compiled copy. */
+  /** The first request: it starts `module`, the page's compiled copy of a build (`threaded`
+   *  says which), with `threads` (the most CPU threads; default one per core). */
   | {
       id: number;
       type: "load";
@@ -19,6 +19,7 @@ export type Request =
       vad?: string;
       threads?: number;
       module: WebAssembly.Module;
+      threaded: boolean;
     }
   /** 16 kHz samples, or a file the worker decodes as it reads it. */
   | { id: number; type: "transcribe"; audio: Float32Array | ArrayBuffer | Uint8Array | Blob; options: DecodingOptions }

@@ -18,20 +18,18 @@ const scope = self as unknown as WorkerScope;
 /** The most CPU threads the threaded build starts (beyond that the decoder steps gain little). */
 const MAX_THREADS = 8;
 
-/** The module: where the page is cross-origin isolated (so WebAssembly may share memory) and
- *  more than one thread is wanted, the threaded build with its CPU pool started on `threads`
- *  workers (default one per core), at most the cores and MAX_THREADS; else the plain one,
- *  instantiated from the page's compiled `module`. */
-async function start(threads: number | undefined, module: WebAssembly.Module | undefined): Promise<typeof import("./susurrus.js")> {
-  const count = Math.max(1, Math.min(threads ?? Infinity, navigator.hardwareConcurrency || 1, MAX_THREADS));
-  if (count > 1 && scope.crossOriginIsolated === true && typeof SharedArrayBuffer === "function") {
-    const threaded = await import("./threads/susurrus.js");
-    await threaded.default();
-    await threaded.initThreadPool(count);
-    return threaded as unknown as typeof import("./susurrus.js");
+/** The module, instantiated from the page's compiled `module`: the threaded build (the page
+ *  is cross-origin isolated) with its CPU pool started on `threads` workers (default one per
+ *  core), at most the cores and MAX_THREADS; else the plain one, on this thread. */
+async function start(threads: number | undefined, module: WebAssembly.Module, threaded: boolean): Promise<typeof import("./susurrus.js")> {
+  if (threaded && scope.crossOriginIsolated === true) {
+    const build = await import("./threads/susurrus.js");
+    await build.default({ module_or_path: module });
+    await build.initThreadPool(Math.max(1, Math.min(threads ?? Infinity, navigator.hardwareConcurrency || 1, MAX_THREADS)));
+    return build as unknown as typeof import("./susurrus.js");
   }
   const plain = await import("./susurrus.js");
-  await plain.default(module === undefined ? undefined : { module_or_path: module });
+  await plain.default({ module_or_path: module });
   return plain;
 }
 /** Started by the first request, the load that says how many threads to use. */
@@ -45,7 +43,10 @@ function fail(id: number, error: unknown): void {
 }
 
 async function handle(request: Request): Promise<void> {
-  ready ??= request.type === "load" ? start(request.threads, request.module) : start(undefined, undefined);
+  if (ready === null) {
+    if (request.type !== "load") throw new Error("the worker's first request must load a model");
+    ready = start(request.threads, request.module, request.threaded);
+  }
   const { Model } = await ready;
   switch (request.type) {
     case "load": {

@@ -3,7 +3,7 @@
 // `runs` times after `warmup` runs (default 1) to warm up, then sets window.peerResult. Every engine gets the same
 // 16 kHz samples, read here from a 16-bit PCM WAV file; only loading and transcribing are timed.
 //
-//   ?engine=susurrus&backend=cpu|webgpu&threads=N&clip=URL&runs=N&warmup=0|1
+//   ?engine=susurrus&backend=cpu|webgpu&threads=N&clip=URL&runs=N&warmup=0|1[&model=URL]
 //   ?engine=transformers.js&dtype=fp32|q8&threads=N&clip=URL&runs=N&warmup=0|1
 //   ?engine=whisper.cpp&threads=N&clip=URL&runs=N&warmup=0|1
 
@@ -38,11 +38,14 @@ async function readWav(url) {
   throw new Error(`${url}: no data chunk`);
 }
 
-/** Susurrus's npm package (target/npm/susurrus served as /pkg/) with the model served at /model/. */
+/**
+ * Susurrus's npm package (target/npm/susurrus served as /pkg/) with the model served at
+ * /model/, or the folder `model` names (the int8 conversion).
+ */
 async function susurrus() {
   const { Transcriber } = await import("/pkg/index.js");
   const backend = params.get("backend") ?? "cpu";
-  const transcriber = await Transcriber.load("/model/", { backend, threads, cache: false });
+  const transcriber = await Transcriber.load(params.get("model") ?? "/model/", { backend, threads, cache: false });
   return {
     info: { backend: transcriber.info.backend, adapter: transcriber.info.adapter, threads: transcriber.info.threads },
     // Greedy, as the other engines run; the package's default is beam search with 5 beams.
