@@ -173,17 +173,17 @@ fn store(tile: [v128; 2 * MR], c: &mut [f32], n: usize, rows: usize, cols: usize
     for i in 0..rows {
         let row = &mut c[i * n..i * n + cols];
         if cols == NR {
-            let out: &mut [f32; NR] = row.try_into().expect("a row of the tile");
+            let out = row.as_mut_ptr();
             let mut v = [tile[2 * i], tile[2 * i + 1]];
             if add {
-                // SAFETY: `out` holds 8 floats; v128 loads need no alignment.
-                let old = unsafe { [v128_load(out.as_ptr().cast()), v128_load(out.as_ptr().add(4).cast())] };
+                // SAFETY: `row` holds `cols` = 8 floats; v128 loads need no alignment.
+                let old = unsafe { [v128_load(out.cast()), v128_load(out.add(4).cast())] };
                 v = [f32x4_add(old[0], v[0]), f32x4_add(old[1], v[1])];
             }
             // SAFETY: as above, for stores.
             unsafe {
-                v128_store(out.as_mut_ptr().cast(), v[0]);
-                v128_store(out.as_mut_ptr().add(4).cast(), v[1]);
+                v128_store(out.cast(), v[0]);
+                v128_store(out.add(4).cast(), v[1]);
             }
         } else {
             let mut lanes = [0.0f32; NR];
