@@ -6,6 +6,7 @@
 
 use susurrus_native::audio::decode_bytes;
 use susurrus_whisper::ct2::{load_ct2, parse_model_bin};
+use susurrus_whisper::ct2_stream::Ct2Stream;
 use susurrus_whisper::files::ModelFormat;
 use susurrus_whisper::hf::{load_hf, load_hf_with_generation, parse_safetensors};
 use susurrus_whisper::tokenizer::{SpecialTokens, Tokenizer};
@@ -54,12 +55,26 @@ pub fn files<const N: usize>(data: &[u8]) -> [&[u8]; N] {
 /// shapes and checked against them.
 pub fn ct2_model(data: &[u8]) {
     let [config, model] = files::<2>(data);
-    if let Ok(file) = parse_model_bin(model, "model.bin") {
+    let whole = parse_model_bin(model, "model.bin");
+    if let Ok(file) = &whole {
         for var in &file.variables {
             let _ = var.ints();
         }
     }
+    assert_eq!(streamed(model), whole.as_ref().map(|_| ()).map_err(ToString::to_string), "the streamed parse");
     let _ = load_ct2(model, config);
+}
+
+/// `model` through [`Ct2Stream`] as the browser reads a download: in chunks of a size the
+/// input picks, with its length known or not. It must end as the whole file's parse does.
+fn streamed(model: &[u8]) -> Result<(), String> {
+    let pick = model.iter().fold(0usize, |h, &b| h.wrapping_mul(31).wrapping_add(b as usize));
+    let chunk = 1 + pick % 61;
+    let mut stream = Ct2Stream::new("model.bin", (pick % 2 == 0).then_some(model.len()));
+    for piece in model.chunks(chunk) {
+        stream.push(piece).map_err(|e| e.to_string())?;
+    }
+    stream.finish().map(|_| ()).map_err(|e| e.to_string())
 }
 
 /// `config.json NUL generation_config.json NUL model.safetensors`: the config's format, the

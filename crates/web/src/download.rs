@@ -1,6 +1,8 @@
 //! Getting a model's files into memory: a folder URL fetched file by file with download
 //! progress and kept in the Cache API under each file's URL (so the next load needs no
-//! network), or files the user picked.
+//! network), or files the user picked. A CTranslate2 `model.bin` is parsed as it arrives
+//! ([`Ct2Stream`]: each variable's data goes straight into its tensor's buffer), so the model
+//! is never in memory twice; the other files are read whole.
 //!
 //! Which files to fetch follows from `config.json` (fetched first): the core's
 //! [`ModelFormat`] names the files each format needs and the ones loaded when present.
@@ -9,6 +11,8 @@ use std::collections::BTreeMap;
 
 use js_sys::{Array, Function, Uint8Array};
 use serde::Serialize;
+use susurrus_whisper::ct2::Ct2File;
+use susurrus_whisper::ct2_stream::Ct2Stream;
 use susurrus_whisper::files::ModelFormat;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
@@ -24,15 +28,54 @@ const PROGRESS_STEP: usize = 1 << 20;
 
 /// A model's files by name, and where they came from.
 pub struct ModelBytes {
+    /// The files read whole (all of them but a CTranslate2 `model.bin`).
     pub files: BTreeMap<String, Vec<u8>>,
+    /// A CTranslate2 `model.bin`, parsed as it arrived.
+    pub model_bin: Option<Ct2File<'static>>,
+    /// Total size of the files.
+    pub bytes: usize,
     /// Every file came from the Cache API (no network).
     pub from_cache: bool,
 }
 
-impl ModelBytes {
-    /// Total size of the files.
-    pub fn bytes(&self) -> usize {
-        self.files.values().map(Vec::len).sum()
+/// Where a response's body goes as it is read.
+trait Body: Default {
+    /// Before the first chunk: the body's length when the response says it.
+    fn start(&mut self, total: Option<usize>);
+    fn chunk(&mut self, bytes: &[u8]) -> Result<(), JsValue>;
+}
+
+impl Body for Vec<u8> {
+    fn start(&mut self, total: Option<usize>) {
+        self.reserve(total.unwrap_or(0));
+    }
+
+    fn chunk(&mut self, bytes: &[u8]) -> Result<(), JsValue> {
+        self.extend_from_slice(bytes);
+        Ok(())
+    }
+}
+
+/// A `model.bin` parsed as it arrives.
+#[derive(Default)]
+struct ModelBin(Option<Ct2Stream>);
+
+impl Body for ModelBin {
+    fn start(&mut self, total: Option<usize>) {
+        self.0 = Some(Ct2Stream::new("model.bin", total));
+    }
+
+    fn chunk(&mut self, bytes: &[u8]) -> Result<(), JsValue> {
+        match &mut self.0 {
+            Some(stream) => stream.push(bytes).map_err(from_core),
+            None => Err(js_error("model.bin: a chunk came before the body started")),
+        }
+    }
+}
+
+impl ModelBin {
+    fn finish(self) -> Result<Ct2File<'static>, JsValue> {
+        self.0.unwrap_or_else(|| Ct2Stream::new("model.bin", Some(0))).finish().map_err(from_core)
     }
 }
 
@@ -73,22 +116,37 @@ pub async fn fetch_folder(
     let cache = if use_cache { open_cache().await } else { None };
     let reporter = Reporter(on_progress);
     let fetch = async |name: &str, required: bool| {
-        fetch_file(&format!("{base}{name}"), name, required, cache.as_ref(), &reporter).await
+        fetch_file::<Vec<u8>>(&format!("{base}{name}"), name, required, cache.as_ref(), &reporter).await
     };
-    let Some((config, mut from_cache)) = fetch("config.json", true).await? else {
+    let Some((config, _, mut from_cache)) = fetch("config.json", true).await? else {
         return Err(js_error(format!("{base}config.json is missing")));
     };
     let format = ModelFormat::from_config_json(&config).map_err(from_core)?;
+    let mut total = config.len();
     let mut files = BTreeMap::from([("config.json".to_string(), config)]);
-    let required = format.required_files().iter().filter(|n| **n != "config.json").map(|n| (*n, true));
+    let mut model_bin = None;
+    if format == ModelFormat::Ct2 {
+        let url = format!("{base}model.bin");
+        let Some((body, length, hit)) =
+            fetch_file::<ModelBin>(&url, "model.bin", true, cache.as_ref(), &reporter).await?
+        else {
+            return Err(js_error(format!("{url} is missing")));
+        };
+        from_cache &= hit;
+        total += length;
+        model_bin = Some(body.finish()?);
+    }
+    let required =
+        format.required_files().iter().filter(|n| !matches!(**n, "config.json" | "model.bin")).map(|n| (*n, true));
     let optional = format.optional_files().iter().map(|n| (*n, false));
     for (name, required) in required.chain(optional) {
-        if let Some((bytes, hit)) = fetch(name, required).await? {
+        if let Some((bytes, length, hit)) = fetch(name, required).await? {
             from_cache &= hit;
+            total += length;
             files.insert(name.to_string(), bytes);
         }
     }
-    Ok(ModelBytes { files, from_cache })
+    Ok(ModelBytes { files, model_bin, bytes: total, from_cache })
 }
 
 /// Fetches the one file at `url` (made absolute), through the model cache when `use_cache`;
@@ -101,8 +159,8 @@ pub async fn fetch_single(
     let url = global::absolute_url(url)?;
     let name = url.rsplit('/').next().unwrap_or(&url).to_string();
     let cache = if use_cache { open_cache().await } else { None };
-    let fetched = fetch_file(&url, &name, true, cache.as_ref(), &Reporter(on_progress)).await?;
-    fetched.ok_or_else(|| js_error(format!("{url} is missing")))
+    let fetched = fetch_file::<Vec<u8>>(&url, &name, true, cache.as_ref(), &Reporter(on_progress)).await?;
+    fetched.map(|(bytes, _, hit)| (bytes, hit)).ok_or_else(|| js_error(format!("{url} is missing")))
 }
 
 /// The Cache API cache, or `None` where this context has none (an insecure origin): loading
@@ -112,21 +170,22 @@ async fn open_cache() -> Option<Cache> {
     JsFuture::from(caches.open(CACHE_NAME)).await.ok()?.dyn_into::<Cache>().ok()
 }
 
-/// One file: from the cache when it holds `url`, else from the network (and then stored).
-/// `Ok(None)` for an optional file the server does not have (404). The flag says whether the
-/// bytes came from the cache.
-async fn fetch_file(
+/// One file into a `B`: from the cache when it holds `url`, else from the network (and then
+/// stored). `Ok(None)` for an optional file the server does not have (404). With the body,
+/// its length and whether it came from the cache.
+async fn fetch_file<B: Body>(
     url: &str,
     name: &str,
     required: bool,
     cache: Option<&Cache>,
     reporter: &Reporter<'_>,
-) -> Result<Option<(Vec<u8>, bool)>, JsValue> {
+) -> Result<Option<(B, usize, bool)>, JsValue> {
     if let Some(cache) = cache {
         let hit = JsFuture::from(cache.match_with_str(url)).await.ok().and_then(|r| r.dyn_into::<Response>().ok());
         if let Some(response) = hit {
-            let bytes = read_body(&response, url, name, true, reporter).await?;
-            return Ok(Some((bytes, true)));
+            let mut body = B::default();
+            let length = read_body(&response, None, url, name, true, reporter, &mut body).await?;
+            return Ok(Some((body, length, true)));
         }
     }
     let response = global::fetch(url).await?;
@@ -141,59 +200,66 @@ async fn fetch_file(
         (Some(cache), Ok(copy)) => Some(JsFuture::from(cache.put_with_str(url, &copy))),
         _ => None,
     };
-    let bytes = read_body(&response, url, name, false, reporter).await?;
+    let mut body = B::default();
+    let length = read_body(&response, None, url, name, false, reporter, &mut body).await?;
     if let Some(stored) = stored {
         // A full disk or quota only costs the next load a download.
         if let Err(e) = stored.await {
             web_sys_console_warn(&format!("susurrus: {url} was not cached: {}", describe(&e)));
         }
     }
-    Ok(Some((bytes, false)))
+    Ok(Some((body, length, false)))
 }
 
-/// Reads a response body to the end, reporting progress every [`PROGRESS_STEP`] bytes.
+/// Reads a response body to the end into `body`, reporting progress every [`PROGRESS_STEP`]
+/// bytes; its length. `length`: the body's length when the caller knows it (a picked file).
 async fn read_body(
     response: &Response,
+    length: Option<usize>,
     url: &str,
     name: &str,
     from_cache: bool,
     reporter: &Reporter<'_>,
-) -> Result<Vec<u8>, JsValue> {
+    body: &mut impl Body,
+) -> Result<usize, JsValue> {
     // Content-Length counts the encoded bytes of a compressed response (the stream gives them
     // decoded), so it is the total only without a Content-Encoding. A transfer cut short is
     // the stream's error; a truncated file, the parser's.
     let headers = response.headers();
     let header = |name: &str| headers.get(name).ok().flatten();
     let encoded = header("content-encoding").is_some_and(|e| !e.eq_ignore_ascii_case("identity"));
-    let total = header("content-length").filter(|_| !encoded).and_then(|v| v.parse::<usize>().ok());
-    let mut bytes = Vec::with_capacity(total.unwrap_or(0));
+    let total = length.or_else(|| header("content-length").filter(|_| !encoded).and_then(|v| v.parse::<usize>().ok()));
+    body.start(total);
     reporter.report(name, 0, total, from_cache);
-    let Some(body) = response.body() else {
+    let Some(stream) = response.body() else {
         reporter.report(name, 0, Some(0), from_cache);
-        return Ok(bytes);
+        return Ok(0);
     };
-    let reader: ReadableStreamDefaultReader = body.get_reader().unchecked_into();
-    let failed = |e: JsValue| js_error(format!("download of {url} failed: {}", describe(&e)));
-    let mut reported = 0;
+    let reader: ReadableStreamDefaultReader = stream.get_reader().unchecked_into();
+    let failed = |e: JsValue| js_error(format!("reading {url} failed: {}", describe(&e)));
+    let (mut read, mut reported) = (0, 0);
+    let mut buffer = Vec::new();
     loop {
         let chunk: ReadableStreamReadResult = JsFuture::from(reader.read()).await.map_err(failed)?.unchecked_into();
         if chunk.get_done().unwrap_or(true) {
             break;
         }
         let data = Uint8Array::new(&chunk.get_value());
-        let start = bytes.len();
-        bytes.resize(start + data.length() as usize, 0);
-        data.copy_to(&mut bytes[start..]);
-        if bytes.len() - reported >= PROGRESS_STEP {
-            reported = bytes.len();
+        buffer.resize(data.length() as usize, 0);
+        data.copy_to(&mut buffer);
+        body.chunk(&buffer)?;
+        read += buffer.len();
+        if read - reported >= PROGRESS_STEP {
+            reported = read;
             reporter.report(name, reported, total, from_cache);
         }
     }
-    reporter.report(name, bytes.len(), Some(bytes.len()), from_cache);
-    Ok(bytes)
+    reporter.report(name, read, Some(read), from_cache);
+    Ok(read)
 }
 
-/// Reads files the user picked (a `FileList` or an array of `File`s), by file name.
+/// Reads files the user picked (a `FileList` or an array of `File`s), by file name; a
+/// `model.bin` is parsed as it is read, as a downloaded one.
 pub async fn read_files(list: &JsValue, on_progress: Option<&Function>) -> Result<ModelBytes, JsValue> {
     let files: Vec<File> = if let Some(list) = list.dyn_ref::<web_sys::FileList>() {
         (0..list.length()).filter_map(|i| list.get(i)).collect()
@@ -207,18 +273,25 @@ pub async fn read_files(list: &JsValue, on_progress: Option<&Function>) -> Resul
         return Err(js_error("a model is a folder URL (a string) or its files (a FileList or an array of File)"));
     };
     let reporter = Reporter(on_progress);
-    let mut out = BTreeMap::new();
+    let (mut out, mut model_bin, mut total) = (BTreeMap::new(), None, 0);
     for file in files {
         let name = file.name();
         let blob: &Blob = file.as_ref();
-        let buffer = JsFuture::from(blob.array_buffer())
-            .await
+        // A Response over the file gives its bytes as a stream, a block at a time.
+        let response = Response::new_with_opt_blob(Some(blob))
             .map_err(|e| js_error(format!("cannot read the file {name}: {}", describe(&e))))?;
-        let bytes = Uint8Array::new(&buffer).to_vec();
-        reporter.report(&name, bytes.len(), Some(bytes.len()), false);
-        out.insert(name, bytes);
+        let length = Some(blob.size() as usize);
+        if name == "model.bin" {
+            let mut body = ModelBin::default();
+            total += read_body(&response, length, &name, &name, false, &reporter, &mut body).await?;
+            model_bin = Some(body.finish()?);
+        } else {
+            let mut body = Vec::new();
+            total += read_body(&response, length, &name, &name, false, &reporter, &mut body).await?;
+            out.insert(name, body);
+        }
     }
-    Ok(ModelBytes { files: out, from_cache: false })
+    Ok(ModelBytes { files: out, model_bin, bytes: total, from_cache: false })
 }
 
 /// Deletes the model cache; `true` when there was one.

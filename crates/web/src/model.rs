@@ -7,7 +7,7 @@ use std::rc::Rc;
 use js_sys::Function;
 use serde::Serialize;
 use susurrus_whisper::bench::{time_pieces, time_transcriptions};
-use susurrus_whisper::files::load_files;
+use susurrus_whisper::files::{load_files, load_files_with_model_bin};
 use susurrus_whisper::tokenizer::Tokenizer;
 use susurrus_whisper::vad::{VadPlan, VadWeights};
 use susurrus_whisper::weights::WhisperWeights;
@@ -73,8 +73,12 @@ impl Model {
             Some(url) => download::fetch_folder(&url, options.cache, options.on_progress.as_ref()).await?,
             None => download::read_files(&source, options.on_progress.as_ref()).await?,
         };
-        let bytes = model.bytes();
-        let (weights, tokenizer) = load_files(&model.files).map_err(from_core)?;
+        let bytes = model.bytes;
+        let (weights, tokenizer) = match model.model_bin {
+            Some(model_bin) => load_files_with_model_bin(model_bin, &model.files),
+            None => load_files(&model.files),
+        }
+        .map_err(from_core)?;
         drop(model.files);
         let vad = match &options.vad {
             Some(url) => {

@@ -13,14 +13,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use half::bf16;
+use half::{bf16, f16};
 use serde::Deserialize;
 
 use crate::config::{GenerationConfig, LAYER_NORM_EPS, WhisperConfig, parse_index};
 use crate::error::Result;
 use crate::weights::{FileBytes, Parts, WhisperWeights, model_error, split_rows};
 use susurrus_core::ir::{DType, TensorType};
-use susurrus_core::tensor::Tensor;
+use susurrus_core::tensor::{Tensor, TensorData};
 
 /// The only binary version read.
 pub const BINARY_VERSION: u32 = 6;
@@ -72,7 +72,30 @@ impl Ct2DType {
     }
 }
 
-/// One variable of a `model.bin`, its data borrowed from the file.
+/// A variable's data: borrowed from the whole file's bytes ([`parse_model_bin`]), or owned
+/// in the type its tensor keeps ([`crate::ct2_stream`] reads it straight there), so loading
+/// moves it into the tensor instead of copying it.
+#[derive(Clone, Debug)]
+pub enum Ct2Data<'a> {
+    Borrowed(&'a [u8]),
+    F16(Vec<f16>),
+    F32(Vec<f32>),
+    Bytes(Vec<u8>),
+}
+
+impl Ct2Data<'_> {
+    /// The data as the file stores it (little-endian).
+    pub fn bytes(&self) -> &[u8] {
+        match self {
+            Ct2Data::Borrowed(b) => b,
+            Ct2Data::F16(v) => bytemuck::cast_slice(v),
+            Ct2Data::F32(v) => bytemuck::cast_slice(v),
+            Ct2Data::Bytes(v) => v,
+        }
+    }
+}
+
+/// One variable of a `model.bin`.
 #[derive(Clone, Debug)]
 pub struct Ct2Variable<'a> {
     pub name: String,
@@ -80,30 +103,42 @@ pub struct Ct2Variable<'a> {
     pub dtype: Ct2DType,
     /// Byte offset of the variable's record (its name) in the file.
     pub offset: usize,
-    pub data: &'a [u8],
+    pub data: Ct2Data<'a>,
 }
 
 impl Ct2Variable<'_> {
     /// Integer values (little-endian, sign-extended); `None` for float variables.
     pub fn ints(&self) -> Option<Vec<i64>> {
+        let data = self.data.bytes();
         let values = match self.dtype {
-            Ct2DType::I8 => self.data.iter().map(|&b| i64::from(b as i8)).collect(),
-            Ct2DType::I16 => self.data.chunks_exact(2).map(|c| i64::from(i16::from_le_bytes([c[0], c[1]]))).collect(),
+            Ct2DType::I8 => data.iter().map(|&b| i64::from(b as i8)).collect(),
+            Ct2DType::I16 => data.chunks_exact(2).map(|c| i64::from(i16::from_le_bytes([c[0], c[1]]))).collect(),
             Ct2DType::I32 => {
-                self.data.chunks_exact(4).map(|c| i64::from(i32::from_le_bytes([c[0], c[1], c[2], c[3]]))).collect()
+                data.chunks_exact(4).map(|c| i64::from(i32::from_le_bytes([c[0], c[1], c[2], c[3]]))).collect()
             }
             Ct2DType::F32 | Ct2DType::F16 | Ct2DType::BF16 => return None,
         };
         Some(values)
     }
 
+    /// The variable as a tensor, its owned data moved in (f16 and f32), else copied.
+    fn into_tensor(self, file: &str) -> Result<Tensor> {
+        let made = match (self.dtype, self.data) {
+            (Ct2DType::F16, Ct2Data::F16(values)) => Tensor::new(self.dims.clone(), TensorData::F16(values)),
+            (Ct2DType::F32, Ct2Data::F32(values)) => Tensor::f32(self.dims.clone(), values),
+            (dtype, data) => return Ct2Variable { data, dtype, ..self }.to_tensor(file),
+        };
+        made.map_err(|e| model_error(file, format!("variable {} at byte {}: {e}", self.name, self.offset)))
+    }
+
     /// The variable as a tensor: f16 stays f16, f32 stays f32, bf16 widens exactly to f32.
     fn to_tensor(&self, file: &str) -> Result<Tensor> {
+        let data = self.data.bytes();
         let made = match self.dtype {
-            Ct2DType::F32 => Tensor::from_bytes(&TensorType::new(DType::F32, self.dims.clone()), self.data),
-            Ct2DType::F16 => Tensor::from_bytes(&TensorType::new(DType::F16, self.dims.clone()), self.data),
+            Ct2DType::F32 => Tensor::from_bytes(&TensorType::new(DType::F32, self.dims.clone()), data),
+            Ct2DType::F16 => Tensor::from_bytes(&TensorType::new(DType::F16, self.dims.clone()), data),
             Ct2DType::BF16 => {
-                let values = self.data.chunks_exact(2).map(|c| bf16::from_le_bytes([c[0], c[1]]).to_f32()).collect();
+                let values = data.chunks_exact(2).map(|c| bf16::from_le_bytes([c[0], c[1]]).to_f32()).collect();
                 Tensor::f32(self.dims.clone(), values)
             }
             Ct2DType::I8 | Ct2DType::I16 | Ct2DType::I32 => {
@@ -139,7 +174,7 @@ impl Ct2Variable<'_> {
             ));
         }
         let inverse: Vec<f32> = scales.iter().map(|s| 1.0 / s).collect();
-        Tensor::q8(self.dims.clone(), bytemuck::cast_slice(self.data), &inverse)
+        Tensor::q8(self.dims.clone(), bytemuck::cast_slice(self.data.bytes()), &inverse)
             .map_err(|e| model_error(file, format!("{}: {e}", self.describe())))
     }
 
@@ -158,26 +193,34 @@ pub struct Ct2File<'a> {
     pub aliases: Vec<(String, String, usize)>,
 }
 
-/// A bounds-checked little-endian reader; errors name the file and the byte offset.
-struct Reader<'a> {
-    bytes: &'a [u8],
-    pos: usize,
-    file: &'a str,
+/// A bounds-checked little-endian reader over bytes `base..` of a file; errors name the file
+/// and the byte offset. `short` records that a read ran past the bytes it has: for a whole
+/// file that is a truncation, for [`crate::ct2_stream`] a wait for the next chunk.
+pub(crate) struct Reader<'a> {
+    pub bytes: &'a [u8],
+    /// Position in `bytes`.
+    pub pos: usize,
+    /// Where `bytes` starts in the file.
+    pub base: usize,
+    pub file: &'a str,
+    pub short: bool,
 }
 
 impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize, what: &dyn Fn() -> String) -> Result<&'a [u8]> {
+    pub fn new(bytes: &'a [u8], base: usize, file: &'a str) -> Self {
+        Reader { bytes, pos: 0, base, file, short: false }
+    }
+
+    /// The position in the file.
+    pub fn at(&self) -> usize {
+        self.base + self.pos
+    }
+
+    pub fn take(&mut self, n: usize, what: &dyn Fn() -> String) -> Result<&'a [u8]> {
         let slice = self.pos.checked_add(n).and_then(|end| self.bytes.get(self.pos..end));
         let Some(slice) = slice else {
-            return Err(model_error(
-                self.file,
-                format!(
-                    "{} at byte {} needs {n} bytes but the file ends at byte {} (truncated?)",
-                    what(),
-                    self.pos,
-                    self.bytes.len()
-                ),
-            ));
+            self.short = true;
+            return Err(truncated(self.file, &what(), self.at(), n, self.base + self.bytes.len()));
         };
         self.pos += n;
         Ok(slice)
@@ -198,7 +241,7 @@ impl<'a> Reader<'a> {
     }
 
     fn string(&mut self, what: &dyn Fn() -> String) -> Result<String> {
-        let at = self.pos;
+        let at = self.at();
         let len = u16::from_le_bytes(self.array(what)?);
         let bytes = self.take(usize::from(len), what)?;
         let Some((&0, text)) = bytes.split_last() else {
@@ -209,63 +252,111 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// Parses a `model.bin` (any spec); `file` names it in errors. Fails on anything but binary
-/// version 6, on unknown dtype codes, on sizes that disagree with shapes and on truncated or
-/// over-long files.
-pub fn parse_model_bin<'a>(bytes: &'a [u8], file: &'a str) -> Result<Ct2File<'a>> {
-    let mut r = Reader { bytes, pos: 0, file };
+/// The error of a read of `need` bytes of `what` at byte `at` of a file that ends at `end`.
+pub(crate) fn truncated(file: &str, what: &str, at: usize, need: usize, end: usize) -> crate::error::Error {
+    model_error(file, format!("{what} at byte {at} needs {need} bytes but the file ends at byte {end} (truncated?)"))
+}
+
+/// The head of a `model.bin`: binary version (checked), spec name and revision, variable count.
+pub(crate) fn read_head(r: &mut Reader) -> Result<(String, u32, u32)> {
     let version = r.u32(&|| "the binary version".into())?;
     if version != BINARY_VERSION {
         return Err(model_error(
-            file,
+            r.file,
             format!("binary version {version} at byte 0 is not supported (only {BINARY_VERSION})"),
         ));
     }
     let spec_name = r.string(&|| "the spec name".into())?;
     let spec_revision = r.u32(&|| "the spec revision".into())?;
     let count = r.u32(&|| "the variable count".into())?;
+    Ok((spec_name, spec_revision, count))
+}
+
+/// A variable's record before its data.
+pub(crate) struct VarHead {
+    pub name: String,
+    pub dims: Vec<usize>,
+    pub dtype: Ct2DType,
+    /// Byte offset of the record in the file.
+    pub offset: usize,
+    pub n_bytes: usize,
+}
+
+impl VarHead {
+    /// What reading its data is, in errors.
+    pub fn data_what(&self) -> String {
+        format!("the data of variable {} (at byte {})", self.name, self.offset)
+    }
+}
+
+/// Variable `i`'s record up to its data: name, shape, dtype, and a byte size that must match
+/// them.
+pub(crate) fn read_var_head(r: &mut Reader, i: u32) -> Result<VarHead> {
+    let offset = r.at();
+    let name = r.string(&|| format!("the name of variable {i}"))?;
+    let what = || format!("variable {name} (at byte {offset})");
+    let rank = r.u8(&|| format!("the rank of {}", what()))?;
+    let mut dims = Vec::with_capacity(usize::from(rank));
+    for _ in 0..rank {
+        dims.push(r.u32(&|| format!("a dimension of {}", what()))? as usize);
+    }
+    let code_at = r.at();
+    let code = r.u8(&|| format!("the dtype of {}", what()))?;
+    let dtype = Ct2DType::from_code(code)
+        .ok_or_else(|| model_error(r.file, format!("{}: unknown dtype code {code} at byte {code_at}", what())))?;
+    let size_at = r.at();
+    let n_bytes = r.u32(&|| format!("the byte size of {}", what()))? as usize;
+    let expected = dims.iter().try_fold(dtype.size(), |acc, &d| acc.checked_mul(d));
+    if expected != Some(n_bytes) {
+        return Err(model_error(
+            r.file,
+            format!(
+                "{}: {n_bytes} data bytes (size at byte {size_at}) do not match shape {dims:?} of {dtype:?}",
+                what()
+            ),
+        ));
+    }
+    Ok(VarHead { name, dims, dtype, offset, n_bytes })
+}
+
+/// The alias count.
+pub(crate) fn read_alias_count(r: &mut Reader) -> Result<u32> {
+    r.u32(&|| "the alias count".into())
+}
+
+/// Alias `i`: (alias, target, byte offset of the record).
+pub(crate) fn read_alias(r: &mut Reader, i: u32) -> Result<(String, String, usize)> {
+    let offset = r.at();
+    let alias = r.string(&|| format!("alias {i}"))?;
+    let target = r.string(&|| format!("the target of alias {alias}"))?;
+    Ok((alias, target, offset))
+}
+
+/// The error for bytes after the last alias: `extra` of them from byte `at`.
+pub(crate) fn trailing(file: &str, extra: usize, at: usize) -> crate::error::Error {
+    model_error(file, format!("{extra} unexpected bytes after the last alias, from byte {at}"))
+}
+
+/// Parses a `model.bin` (any spec); `file` names it in errors. Fails on anything but binary
+/// version 6, on unknown dtype codes, on sizes that disagree with shapes and on truncated or
+/// over-long files.
+pub fn parse_model_bin<'a>(bytes: &'a [u8], file: &'a str) -> Result<Ct2File<'a>> {
+    let mut r = Reader::new(bytes, 0, file);
+    let (spec_name, spec_revision, count) = read_head(&mut r)?;
     let mut variables = Vec::new();
     for i in 0..count {
-        let offset = r.pos;
-        let name = r.string(&|| format!("the name of variable {i}"))?;
-        let what = || format!("variable {name} (at byte {offset})");
-        let rank = r.u8(&|| format!("the rank of {}", what()))?;
-        let mut dims = Vec::with_capacity(usize::from(rank));
-        for _ in 0..rank {
-            dims.push(r.u32(&|| format!("a dimension of {}", what()))? as usize);
-        }
-        let code_at = r.pos;
-        let code = r.u8(&|| format!("the dtype of {}", what()))?;
-        let dtype = Ct2DType::from_code(code)
-            .ok_or_else(|| model_error(file, format!("{}: unknown dtype code {code} at byte {code_at}", what())))?;
-        let size_at = r.pos;
-        let n_bytes = r.u32(&|| format!("the byte size of {}", what()))? as usize;
-        let expected = dims.iter().try_fold(dtype.size(), |acc, &d| acc.checked_mul(d));
-        if expected != Some(n_bytes) {
-            return Err(model_error(
-                file,
-                format!(
-                    "{}: {n_bytes} data bytes (size at byte {size_at}) do not match shape {dims:?} of {dtype:?}",
-                    what()
-                ),
-            ));
-        }
-        let data = r.take(n_bytes, &|| format!("the data of {}", what()))?;
-        variables.push(Ct2Variable { name, dims, dtype, offset, data });
+        let head = read_var_head(&mut r, i)?;
+        let data = r.take(head.n_bytes, &|| head.data_what())?;
+        let VarHead { name, dims, dtype, offset, .. } = head;
+        variables.push(Ct2Variable { name, dims, dtype, offset, data: Ct2Data::Borrowed(data) });
     }
-    let count = r.u32(&|| "the alias count".into())?;
+    let count = read_alias_count(&mut r)?;
     let mut aliases = Vec::new();
     for i in 0..count {
-        let offset = r.pos;
-        let alias = r.string(&|| format!("alias {i}"))?;
-        let target = r.string(&|| format!("the target of alias {alias}"))?;
-        aliases.push((alias, target, offset));
+        aliases.push(read_alias(&mut r, i)?);
     }
     if r.pos != bytes.len() {
-        return Err(model_error(
-            file,
-            format!("{} unexpected bytes after the last alias, from byte {}", bytes.len() - r.pos, r.pos),
-        ));
+        return Err(trailing(file, bytes.len() - r.pos, r.pos));
     }
     Ok(Ct2File { spec_name, spec_revision, variables, aliases })
 }
@@ -395,7 +486,18 @@ pub fn load_ct2_dir(dir: &Path) -> Result<WhisperWeights> {
 fn load_named(model_bin: &[u8], model_file: &str, config_json: &[u8], config_file: &str) -> Result<WhisperWeights> {
     let json: Ct2Json =
         serde_json::from_slice(config_json).map_err(|e| model_error(config_file, format!("bad JSON: {e}")))?;
-    let parsed = parse_model_bin(model_bin, model_file)?;
+    load_parsed(parse_model_bin(model_bin, model_file)?, model_file, json, config_file)
+}
+
+/// Loads a CTranslate2 Whisper model from its parsed `model.bin` (here [`crate::ct2_stream`]'s,
+/// whose variables own their data: each weight's moves into its tensor) and `config.json`.
+pub fn load_ct2_parsed(parsed: Ct2File, model_file: &str, config_json: &[u8]) -> Result<WhisperWeights> {
+    let json: Ct2Json =
+        serde_json::from_slice(config_json).map_err(|e| model_error("config.json", format!("bad JSON: {e}")))?;
+    load_parsed(parsed, model_file, json, "config.json")
+}
+
+fn load_parsed(parsed: Ct2File, model_file: &str, json: Ct2Json, config_file: &str) -> Result<WhisperWeights> {
     if parsed.spec_name != WHISPER_SPEC {
         return Err(model_error(model_file, format!("spec {:?} at byte 4 is not {WHISPER_SPEC}", parsed.spec_name)));
     }
@@ -406,24 +508,26 @@ fn load_named(model_bin: &[u8], model_file: &str, config_json: &[u8], config_fil
         ));
     }
     let mut parts = Parts::new(model_file, source_name);
-    let mut settings: BTreeMap<&str, &Ct2Variable> = BTreeMap::new();
+    let mut settings: BTreeMap<String, Ct2Variable> = BTreeMap::new();
     let mut seen = BTreeSet::new();
     // int8 models (CTranslate2's `int8`, `int8_float16`, ...): each int8 weight has its
-    // scales beside it as `<weight>_scale`.
-    let mut scales: BTreeMap<&str, &Ct2Variable> = BTreeMap::new();
-    for var in &parsed.variables {
+    // scales beside it as `<weight>_scale` (one float per row: copied, they are small), the
+    // last record of that name, by its position.
+    let mut scales: BTreeMap<String, (usize, Ct2Variable)> = BTreeMap::new();
+    for (at, var) in parsed.variables.iter().enumerate() {
         if let Some(weight) = var.name.strip_suffix("_scale").filter(|w| w.ends_with("/weight")) {
             if !parsed.variables.iter().any(|v| v.name == weight && v.dtype == Ct2DType::I8) {
                 return Err(model_error(model_file, format!("{} scales no int8 {weight}", var.describe())));
             }
-            scales.insert(weight, var);
+            scales.insert(weight.to_string(), (at, var.clone()));
         }
     }
-    for var in &parsed.variables {
-        if !seen.insert(var.name.as_str()) {
+    // By value, so that each weight's data moves into its tensor and is gone from here.
+    for (at, var) in parsed.variables.into_iter().enumerate() {
+        if !seen.insert(var.name.clone()) {
             return Err(model_error(model_file, format!("{} repeats an earlier variable", var.describe())));
         }
-        if scales.values().any(|s| std::ptr::eq(*s, var)) {
+        if var.name.strip_suffix("_scale").and_then(|w| scales.get(w)).is_some_and(|(first, _)| *first == at) {
             continue;
         }
         let quantized = var.dtype == Ct2DType::I8 && !var.dims.is_empty();
@@ -438,37 +542,33 @@ fn load_named(model_bin: &[u8], model_file: &str, config_json: &[u8], config_fil
                     ),
                 ));
             }
-            settings.insert(&var.name, var);
+            settings.insert(var.name.clone(), var);
             continue;
         }
         let target = target(&var.name)
             .ok_or_else(|| model_error(model_file, format!("unexpected {} for a Whisper model", var.describe())))?;
+        let (describe, dims) = (var.describe(), var.dims.clone());
         let tensor = if quantized {
-            let scale = scales.get(var.name.as_str()).ok_or_else(|| {
+            let (_, scale) = scales.get(var.name.as_str()).ok_or_else(|| {
                 model_error(model_file, format!("{} is int8 but the file has no {}_scale", var.describe(), var.name))
             })?;
             var.to_q8(scale, model_file)?
         } else {
-            var.to_tensor(model_file)?
+            var.into_tensor(model_file)?
         };
         match target {
-            Target::One(name) => parts.insert(name, tensor, var.describe())?,
+            Target::One(name) => parts.insert(name, tensor, describe)?,
             Target::Split(names) => {
                 let blocks = split_rows(&tensor, names.len()).ok_or_else(|| {
                     model_error(
                         model_file,
-                        format!(
-                            "{} with shape {:?} cannot be split into {} row blocks",
-                            var.describe(),
-                            var.dims,
-                            names.len()
-                        ),
+                        format!("{} with shape {:?} cannot be split into {} row blocks", describe, dims, names.len()),
                     )
                 })?;
                 let rows = blocks.first().map_or(0, |b| b.shape().dims()[0]);
                 for (k, (name, block)) in names.into_iter().zip(blocks).enumerate() {
                     if let Some(name) = name {
-                        let origin = format!("rows {}..{} of {}", k * rows, (k + 1) * rows, var.describe());
+                        let origin = format!("rows {}..{} of {describe}", k * rows, (k + 1) * rows);
                         parts.insert(name, block, origin)?;
                     }
                 }
@@ -735,7 +835,7 @@ mod tests {
             .collect();
         assert_eq!(fused.len(), 8);
         for v in fused {
-            let key = &v.data[384 * 2..768 * 2];
+            let key = &v.data.bytes()[384 * 2..768 * 2];
             assert!(key.iter().all(|&b| b == 0), "{}", v.name);
         }
     }

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::ct2::load_ct2;
+use crate::ct2::{Ct2File, load_ct2, load_ct2_parsed};
 use crate::error::Result;
 use crate::hf::{load_hf, load_hf_with_generation};
 use crate::tokenizer::Tokenizer;
@@ -89,7 +89,23 @@ pub fn load_files(files: &BTreeMap<String, Vec<u8>>) -> Result<(WhisperWeights, 
             None => load_hf(need("model.safetensors")?, need("config.json")?)?,
         },
     };
-    let named = |name: &'static str| get(name).map(|bytes| (bytes, name));
-    let tokenizer = Tokenizer::from_files(named("vocabulary.txt"), named("tokenizer.json"), "the model's files")?;
-    Ok((weights, tokenizer))
+    Ok((weights, tokenizer(files)?))
+}
+
+/// [`load_files`] for a CTranslate2 model whose `model.bin` was parsed as it arrived
+/// ([`crate::ct2_stream`]: its data moves into the tensors), with its other files by name.
+pub fn load_files_with_model_bin(
+    model_bin: Ct2File,
+    files: &BTreeMap<String, Vec<u8>>,
+) -> Result<(WhisperWeights, Tokenizer)> {
+    let config = files
+        .get("config.json")
+        .ok_or_else(|| model_error("config.json", "missing: the model's files must include it"))?;
+    Ok((load_ct2_parsed(model_bin, "model.bin", config)?, tokenizer(files)?))
+}
+
+/// The tokenizer of a model's files (`vocabulary.txt` or `tokenizer.json`).
+fn tokenizer(files: &BTreeMap<String, Vec<u8>>) -> Result<Tokenizer> {
+    let named = |name: &'static str| files.get(name).map(|bytes| (bytes.as_slice(), name));
+    Tokenizer::from_files(named("vocabulary.txt"), named("tokenizer.json"), "the model's files")
 }

@@ -11,6 +11,7 @@ pub mod checkpoint;
 pub mod config;
 pub mod convert;
 pub mod ct2;
+pub mod ct2_stream;
 pub mod decode;
 pub mod decoder;
 pub mod demo;

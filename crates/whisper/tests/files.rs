@@ -65,7 +65,7 @@ fn non_finite_weights_are_errors_naming_the_tensor() {
     let (data, record) = {
         let parsed = parse_model_bin(bin, "model.bin").unwrap();
         let v = parsed.variables.iter().find(|v| v.name == name).unwrap();
-        (v.data.as_ptr() as usize - bin.as_ptr() as usize, v.offset)
+        (v.data.bytes().as_ptr() as usize - bin.as_ptr() as usize, v.offset)
     };
     for (element, bits) in [(1000, 0x7e00u16), (1001, 0x7c00), (5000, 0xfc00), (9000, 0x7e00)] {
         bin[data + 2 * element..data + 2 * element + 2].copy_from_slice(&bits.to_le_bytes());
