@@ -3,11 +3,11 @@
 //! elementwise programs, layout moves) and the core's reference evaluation for the rest.
 //!
 //! Compiling turns a plan into a list of `compile::Step`s with every operand a byte region
-//! of the place the link layer gave it (the plan's arena, a weight, a constant or a
-//! persistent buffer); a run
-//! copies the inputs into the arena, runs the steps in order on a thread pool owned by the
-//! backend, and copies the requested outputs out. Nothing is allocated per step except by
-//! reference steps (small ones: token selection bookkeeping) and attention's score blocks.
+//! of the place the link layer gave it (the one arena the program's plans share, a weight, a
+//! constant or a persistent buffer); a run copies the inputs into the arena, runs the steps
+//! in order on a thread pool owned by the backend, and copies the requested outputs out.
+//! Nothing is allocated per step except by reference steps (small ones: token selection
+//! bookkeeping) and attention's score blocks.
 //!
 //! Weights stay as the model stores them (f16 for the released checkpoints): decoder steps
 //! read them as f16 and widen on the fly; larger products widen a weight into scratch memory
@@ -77,9 +77,17 @@ impl BlockingBackend for FastCpuBackend {
     }
 }
 
-/// Persistent buffers of linked executables, by link index, as 4-byte words (f16 ones
-/// rounded up to a whole word); `None` while a run holds one.
-type Shared = Rc<RefCell<Vec<Option<Vec<u32>>>>>;
+/// The memory the executables of one program share: one arena ([`Link::shared_arena`]) and
+/// the persistent buffers. A run moves out what it uses and moves it back.
+type Shared = Rc<RefCell<Buffers>>;
+
+struct Buffers {
+    /// The arena's blocks; `None` while a run holds it.
+    arena: Option<Vec<Vec<u32>>>,
+    /// Persistent buffers by link index, as 4-byte words (f16 ones rounded up to a whole
+    /// word); `None` while a run holds one.
+    states: Vec<Option<Vec<u32>>>,
+}
 
 impl FastCpuBackend {
     /// Places the program with the default plan options (f16 values as f16) and builds every
@@ -88,8 +96,10 @@ impl FastCpuBackend {
         let needs = Needs { backend: self.name(), plan: PlanOptions::default(), wide_f16_leaves: false };
         let link = Link::new(plans, weights, &needs)?;
         let leaves: Vec<Arc<Tensor>> = link.leaves.iter().map(Leaf::shared).collect();
-        let shared = link.states.iter().map(|s| Some(vec![0u32; s.bytes().div_ceil(4)])).collect();
-        let shared: Shared = Rc::new(RefCell::new(shared));
+        let shared: Shared = Rc::new(RefCell::new(Buffers {
+            arena: Some(link.shared_arena().iter().map(|&bytes| vec![0u32; bytes.div_ceil(4)]).collect()),
+            states: link.states.iter().map(|s| Some(vec![0u32; s.bytes().div_ceil(4)])).collect(),
+        }));
         link.plans.iter().map(|linked| self.build(&link, linked, &leaves, &shared)).collect()
     }
 
@@ -113,7 +123,8 @@ impl FastCpuBackend {
         }
         let exe = FastCpuExecutable {
             plan: plan.clone(),
-            arena: linked.arena.iter().map(|&bytes| vec![0u32; bytes.div_ceil(4)]).collect(),
+            arena_words: linked.arena.iter().map(|&bytes| bytes.div_ceil(4)).collect(),
+            arena: Vec::new(),
             leaves: leaves.to_vec(),
             own_states: linked.states.iter().map(|&i| (i, link.states[i].clone())).collect(),
             states: vec![Vec::new(); link.states.len()],
@@ -133,8 +144,11 @@ impl FastCpuBackend {
 /// A plan compiled for the fast CPU backend.
 struct FastCpuExecutable {
     plan: Plan,
-    /// The arena's blocks, as 4-byte words, so every offset (a multiple of 256) is aligned for
-    /// every dtype.
+    /// The 4-byte words of each of this plan's arena blocks (the shared arena's are at least
+    /// as large).
+    arena_words: Vec<usize>,
+    /// During a run, the program's arena (moved out of `shared` and back), empty otherwise:
+    /// blocks of 4-byte words, so every offset (a multiple of 256) is aligned for every dtype.
     arena: Vec<Vec<u32>>,
     /// The program's weights and constants, by link index.
     leaves: Vec<Arc<Tensor>>,
@@ -173,7 +187,7 @@ impl FastCpuExecutable {
             states[*i].1 = s.bytes().div_ceil(4) * 4;
         }
         let bases = Bases {
-            arena: self.arena.iter().map(|b| (std::ptr::null_mut(), b.len() * 4)).collect(),
+            arena: self.arena_words.iter().map(|&words| (std::ptr::null_mut(), words * 4)).collect(),
             states,
             leaves: self.leaves.iter().map(|t| (std::ptr::null(), t.as_bytes().len())).collect(),
         };
@@ -195,27 +209,35 @@ impl FastCpuExecutable {
     ) -> Result<HashMap<String, Tensor>> {
         check_run_args(&self.plan.graph, inputs, outputs)?;
         let scalar_values = self.plan.graph.scalar_values(scalars)?;
-        self.take_states()?;
+        self.take_buffers()?;
         let ran = self.execute(inputs, &scalar_values).and_then(|()| self.read_outputs(outputs));
-        self.return_states();
+        self.return_buffers();
         ran
     }
 
-    fn take_states(&mut self) -> Result<()> {
+    /// Moves the arena and this plan's persistent buffers out of `shared` for a run (an error
+    /// when another run holds them; nothing is taken then).
+    fn take_buffers(&mut self) -> Result<()> {
         let mut shared = self.shared.borrow_mut();
-        for (i, s) in &self.own_states {
-            self.states[*i] = shared
-                .get_mut(*i)
-                .and_then(Option::take)
-                .ok_or_else(|| Error::Backend(format!("cpu: persistent buffer '{}' is in use", s.name)))?;
+        let busy = |what: &str| Error::Backend(format!("cpu: {what} is in use by another run"));
+        if shared.arena.is_none() {
+            return Err(busy("the arena"));
+        }
+        if let Some((_, s)) = self.own_states.iter().find(|(i, _)| shared.states.get(*i).is_none_or(Option::is_none)) {
+            return Err(busy(&format!("persistent buffer '{}'", s.name)));
+        }
+        self.arena = shared.arena.take().unwrap_or_default();
+        for (i, _) in &self.own_states {
+            self.states[*i] = shared.states[*i].take().unwrap_or_default();
         }
         Ok(())
     }
 
-    fn return_states(&mut self) {
+    fn return_buffers(&mut self) {
         let mut shared = self.shared.borrow_mut();
+        shared.arena = Some(std::mem::take(&mut self.arena));
         for (i, _) in &self.own_states {
-            if let Some(slot) = shared.get_mut(*i) {
+            if let Some(slot) = shared.states.get_mut(*i) {
                 *slot = Some(std::mem::take(&mut self.states[*i]));
             }
         }
@@ -310,6 +332,7 @@ impl BlockingExecutable for FastCpuExecutable {
         })?;
         let shared = self.shared.borrow();
         let words = shared
+            .states
             .get(*i)
             .and_then(Option::as_ref)
             .ok_or_else(|| Error::Backend(format!("cpu: persistent buffer '{name}' is missing")))?;

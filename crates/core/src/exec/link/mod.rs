@@ -199,6 +199,24 @@ impl<'w> Link<'w> {
         place::link(plans, weights, needs)
     }
 
+    /// Bytes of each block of one arena every plan of the program can run in: block `k` is
+    /// the largest block `k` of any plan. A program runs one plan at a time and no value lives
+    /// in the arena from one run to the next (inputs are copied in, outputs read out, and what
+    /// outlives a run is a persistent buffer), so its plans can share one arena: the largest
+    /// plan's, where separate arenas would cost the sum of them all.
+    pub fn shared_arena(&self) -> Vec<usize> {
+        let mut blocks: Vec<usize> = Vec::new();
+        for plan in &self.plans {
+            for (k, &bytes) in plan.arena.iter().enumerate() {
+                match blocks.get_mut(k) {
+                    Some(b) => *b = (*b).max(bytes),
+                    None => blocks.push(bytes),
+                }
+            }
+        }
+        blocks
+    }
+
     /// The index of the persistent buffer `name` when plan `plan` declares it.
     pub fn state_of(&self, plan: usize, name: &str) -> Option<usize> {
         self.plans.get(plan)?.states.iter().copied().find(|&s| self.states[s].name == name)

@@ -116,6 +116,26 @@ fn an_arena_above_the_limit_is_split_with_no_value_across_two_blocks() {
 }
 
 #[test]
+fn plans_share_one_arena_as_large_as_the_largest_block_of_each_index() {
+    let limited = PlanOptions { max_buffer_bytes: 1024, f16_bytes: 2 };
+    let big = plan_with(neg_graph(), &limited).unwrap();
+    let mut g = Graph::new("small");
+    let x = g.input("x", f32t(&[16])).unwrap();
+    let y = g.neg(x).unwrap();
+    g.output("y", y).unwrap();
+    let small = plan_with(g, &limited).unwrap();
+    let none = Weights::new();
+    let link = Link::new(&[&small, &big], &none, &needs(limited)).unwrap();
+    // x and y of 64 bytes each, one block; the big plan's two blocks as above.
+    assert_eq!(link.plans[0].arena.len(), 1);
+    assert!(link.plans[0].arena[0] >= 128 && link.plans[0].arena[0] < 1024);
+    assert_eq!(link.plans[1].arena, [1024, 768]);
+    assert_eq!(link.shared_arena(), [1024, 768]);
+    let alone = Link::new(&[&small], &none, &needs(link.plans[0].plan.options.clone())).unwrap();
+    assert_eq!(alone.shared_arena(), alone.plans[0].arena);
+}
+
+#[test]
 fn an_empty_arena_is_one_empty_block_and_a_zero_limit_is_an_error() {
     let mut g = Graph::new("leaves");
     let w = g.param("w", f32t(&[2])).unwrap();

@@ -163,6 +163,9 @@ pub(super) fn padded(bytes: &[u8]) -> Vec<u8> {
 struct Shared {
     leaves: Vec<wgpu::Buffer>,
     states: Vec<wgpu::Buffer>,
+    /// The one arena every plan of the program runs in ([`Link::shared_arena`]): the queue
+    /// runs their submissions in order, and each run's outputs are copied out in its own.
+    arena: Vec<wgpu::Buffer>,
 }
 
 impl Shared {
@@ -201,7 +204,19 @@ impl Shared {
                 })
             })
             .collect();
-        Ok(Shared { leaves, states })
+        let arena = link
+            .shared_arena()
+            .iter()
+            .map(|&bytes| {
+                device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("arena"),
+                    size: pad4(bytes as u64),
+                    usage: STORAGE_USAGE,
+                    mapped_at_creation: false,
+                })
+            })
+            .collect();
+        Ok(Shared { leaves, states, arena })
     }
 }
 
@@ -419,20 +434,11 @@ fn finish(
     let g = &plan.graph;
     let Staged { scratch, uniforms, runtime, specs_nodes, planned } = staged;
     let mut buffers = HashMap::new();
-    for (k, &bytes) in linked.arena.iter().enumerate() {
-        let buffer = device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("arena"),
-            size: pad4(bytes as u64),
-            usage: STORAGE_USAGE,
-            mapped_at_creation: false,
-        });
-        buffers.insert(Block::Arena(k), buffer);
-    }
     for place in &linked.places {
         let buffer = match place.block {
             Block::Leaf(i) => &shared.leaves[i],
             Block::State(i) => &shared.states[i],
-            Block::Arena(_) => continue,
+            Block::Arena(k) => &shared.arena[k],
         };
         buffers.entry(place.block).or_insert_with(|| buffer.clone());
     }
