@@ -9,6 +9,7 @@ use susurrus_whisper::ct2::{load_ct2, parse_model_bin};
 use susurrus_whisper::ct2_stream::Ct2Stream;
 use susurrus_whisper::files::ModelFormat;
 use susurrus_whisper::hf::{load_hf, load_hf_with_generation, parse_safetensors};
+use susurrus_whisper::hf_stream::SafetensorsStream;
 use susurrus_whisper::tokenizer::{SpecialTokens, Tokenizer};
 use susurrus_whisper::vad::VadWeights;
 
@@ -78,16 +79,28 @@ fn streamed(model: &[u8]) -> Result<(), String> {
 }
 
 /// `config.json NUL generation_config.json NUL model.safetensors`: the config's format, the
-/// safetensors container alone (the header, and the explanation of a rejected one), then the
-/// whole load.
+/// safetensors container alone (the header, and the explanation of a rejected one), the same
+/// bytes streamed (which must end as the whole parse does), then the whole load.
 pub fn hf_model(data: &[u8]) {
     let [config, generation, model] = files::<3>(data);
     let _ = ModelFormat::from_config_json(config);
-    let _ = parse_safetensors(model, "model.safetensors");
+    let whole = parse_safetensors(model, "model.safetensors").map(|_| ()).map_err(|e| e.to_string());
+    assert_eq!(streamed_safetensors(model), whole, "the streamed parse");
     let _ = match generation {
         [] => load_hf(model, config),
         generation => load_hf_with_generation(model, config, generation),
     };
+}
+
+/// `model` through [`SafetensorsStream`] as the browser reads a download (chunks and a known
+/// or unknown length as [`streamed`] picks them). It must end as the whole file's parse does.
+fn streamed_safetensors(model: &[u8]) -> Result<(), String> {
+    let pick = model.iter().fold(0usize, |h, &b| h.wrapping_mul(31).wrapping_add(b as usize));
+    let mut stream = SafetensorsStream::new("model.safetensors", (pick % 2 == 0).then_some(model.len()));
+    for piece in model.chunks(1 + pick % 61) {
+        stream.push(piece).map_err(|e| e.to_string())?;
+    }
+    stream.finish().map(|_| ()).map_err(|e| e.to_string())
 }
 
 /// A `vocabulary.txt` or a `tokenizer.json` alone, or `vocabulary.txt NUL tokenizer.json`;

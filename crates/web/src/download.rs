@@ -1,8 +1,9 @@
 //! Getting a model's files into memory: a folder URL fetched file by file with download
 //! progress and kept in the Cache API under each file's URL (so the next load needs no
-//! network), or files the user picked. A CTranslate2 `model.bin` is parsed as it arrives
-//! ([`Ct2Stream`]: each variable's data goes straight into its tensor's buffer), so the model
-//! is never in memory twice; the other files are read whole.
+//! network), or files the user picked. The weights file, a CTranslate2 `model.bin` or a
+//! `model.safetensors`, is parsed as it arrives ([`Ct2Stream`], [`SafetensorsStream`]: each
+//! tensor's data goes straight into its buffer), so the model is never in memory twice; the
+//! other files are read whole.
 //!
 //! Which files to fetch follows from `config.json` (fetched first): the core's
 //! [`ModelFormat`] names the files each format needs and the ones loaded when present.
@@ -11,9 +12,9 @@ use std::collections::BTreeMap;
 
 use js_sys::{Array, Function, Uint8Array};
 use serde::Serialize;
-use susurrus_whisper::ct2::Ct2File;
 use susurrus_whisper::ct2_stream::Ct2Stream;
-use susurrus_whisper::files::ModelFormat;
+use susurrus_whisper::files::{ModelFormat, ParsedWeights};
+use susurrus_whisper::hf_stream::SafetensorsStream;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{Blob, Cache, File, ReadableStreamDefaultReader, ReadableStreamReadResult, Response};
@@ -28,10 +29,10 @@ const PROGRESS_STEP: usize = 1 << 20;
 
 /// A model's files by name, and where they came from.
 pub struct ModelBytes {
-    /// The files read whole (all of them but a CTranslate2 `model.bin`).
+    /// The files read whole (all of them but the weights file).
     pub files: BTreeMap<String, Vec<u8>>,
-    /// A CTranslate2 `model.bin`, parsed as it arrived.
-    pub model_bin: Option<Ct2File<'static>>,
+    /// The weights file (`model.bin` or `model.safetensors`), parsed as it arrived.
+    pub weights: Option<ParsedWeights>,
     /// Total size of the files.
     pub bytes: usize,
     /// Every file came from the Cache API (no network).
@@ -40,13 +41,13 @@ pub struct ModelBytes {
 
 /// Where a response's body goes as it is read.
 trait Body: Default {
-    /// Before the first chunk: the body's length when the response says it.
-    fn start(&mut self, total: Option<usize>);
+    /// Before the first chunk: the file's name and the body's length when the response says it.
+    fn start(&mut self, name: &str, total: Option<usize>);
     fn chunk(&mut self, bytes: &[u8]) -> Result<(), JsValue>;
 }
 
 impl Body for Vec<u8> {
-    fn start(&mut self, total: Option<usize>) {
+    fn start(&mut self, _name: &str, total: Option<usize>) {
         self.reserve(total.unwrap_or(0));
     }
 
@@ -56,26 +57,43 @@ impl Body for Vec<u8> {
     }
 }
 
-/// A `model.bin` parsed as it arrives.
-#[derive(Default)]
-struct ModelBin(Option<Ct2Stream>);
+/// The files parsed as they arrive, so that the weights are never in memory twice.
+const WEIGHTS_FILES: [&str; 2] = ["model.bin", "model.safetensors"];
 
-impl Body for ModelBin {
-    fn start(&mut self, total: Option<usize>) {
-        self.0 = Some(Ct2Stream::new("model.bin", total));
+/// A weights file parsed as it arrives: a CTranslate2 `model.bin` or a `model.safetensors`.
+#[derive(Default)]
+struct WeightsFile(Option<WeightsStream>);
+
+enum WeightsStream {
+    Ct2(Ct2Stream),
+    Hf(SafetensorsStream),
+}
+
+impl Body for WeightsFile {
+    fn start(&mut self, name: &str, total: Option<usize>) {
+        self.0 = Some(match name {
+            "model.safetensors" => WeightsStream::Hf(SafetensorsStream::new(name, total)),
+            _ => WeightsStream::Ct2(Ct2Stream::new(name, total)),
+        });
     }
 
     fn chunk(&mut self, bytes: &[u8]) -> Result<(), JsValue> {
         match &mut self.0 {
-            Some(stream) => stream.push(bytes).map_err(from_core),
-            None => Err(js_error("model.bin: a chunk came before the body started")),
+            Some(WeightsStream::Ct2(stream)) => stream.push(bytes).map_err(from_core),
+            Some(WeightsStream::Hf(stream)) => stream.push(bytes).map_err(from_core),
+            None => Err(js_error("a chunk of the weights came before the body started")),
         }
     }
 }
 
-impl ModelBin {
-    fn finish(self) -> Result<Ct2File<'static>, JsValue> {
-        self.0.unwrap_or_else(|| Ct2Stream::new("model.bin", Some(0))).finish().map_err(from_core)
+impl WeightsFile {
+    fn finish(self) -> Result<ParsedWeights, JsValue> {
+        match self.0 {
+            Some(WeightsStream::Ct2(stream)) => stream.finish().map(ParsedWeights::Ct2),
+            Some(WeightsStream::Hf(stream)) => stream.finish().map(ParsedWeights::Hf),
+            None => Ct2Stream::new("model.bin", Some(0)).finish().map(ParsedWeights::Ct2),
+        }
+        .map_err(from_core)
     }
 }
 
@@ -124,20 +142,25 @@ pub async fn fetch_folder(
     let format = ModelFormat::from_config_json(&config).map_err(from_core)?;
     let mut total = config.len();
     let mut files = BTreeMap::from([("config.json".to_string(), config)]);
-    let mut model_bin = None;
-    if format == ModelFormat::Ct2 {
-        let url = format!("{base}model.bin");
-        let Some((body, length, hit)) =
-            fetch_file::<ModelBin>(&url, "model.bin", true, cache.as_ref(), &reporter).await?
-        else {
-            return Err(js_error(format!("{url} is missing")));
-        };
-        from_cache &= hit;
-        total += length;
-        model_bin = Some(body.finish()?);
-    }
-    let required =
-        format.required_files().iter().filter(|n| !matches!(**n, "config.json" | "model.bin")).map(|n| (*n, true));
+    // The format's weights file, parsed as it arrives.
+    let weights_file = match format {
+        ModelFormat::Ct2 => "model.bin",
+        ModelFormat::HuggingFace => "model.safetensors",
+    };
+    let url = format!("{base}{weights_file}");
+    let Some((body, length, hit)) =
+        fetch_file::<WeightsFile>(&url, weights_file, true, cache.as_ref(), &reporter).await?
+    else {
+        return Err(js_error(format!("{url} is missing")));
+    };
+    from_cache &= hit;
+    total += length;
+    let weights = Some(body.finish()?);
+    let required = format
+        .required_files()
+        .iter()
+        .filter(|n| **n != "config.json" && !WEIGHTS_FILES.contains(n))
+        .map(|n| (*n, true));
     let optional = format.optional_files().iter().map(|n| (*n, false));
     for (name, required) in required.chain(optional) {
         if let Some((bytes, length, hit)) = fetch(name, required).await? {
@@ -146,7 +169,7 @@ pub async fn fetch_folder(
             files.insert(name.to_string(), bytes);
         }
     }
-    Ok(ModelBytes { files, model_bin, bytes: total, from_cache })
+    Ok(ModelBytes { files, weights, bytes: total, from_cache })
 }
 
 /// Fetches the one file at `url` (made absolute), through the model cache when `use_cache`;
@@ -229,7 +252,7 @@ async fn read_body(
     let header = |name: &str| headers.get(name).ok().flatten();
     let encoded = header("content-encoding").is_some_and(|e| !e.eq_ignore_ascii_case("identity"));
     let total = length.or_else(|| header("content-length").filter(|_| !encoded).and_then(|v| v.parse::<usize>().ok()));
-    body.start(total);
+    body.start(name, total);
     reporter.report(name, 0, total, from_cache);
     let Some(stream) = response.body() else {
         reporter.report(name, 0, Some(0), from_cache);
@@ -272,8 +295,11 @@ pub async fn read_files(list: &JsValue, on_progress: Option<&Function>) -> Resul
     } else {
         return Err(js_error("a model is a folder URL (a string) or its files (a FileList or an array of File)"));
     };
+    // The set of files is checked before anything is read (a second weights file, none).
+    let names: Vec<String> = files.iter().map(File::name).collect();
+    ModelFormat::from_names(names.iter().map(String::as_str)).map_err(from_core)?;
     let reporter = Reporter(on_progress);
-    let (mut out, mut model_bin, mut total) = (BTreeMap::new(), None, 0);
+    let (mut out, mut weights, mut total) = (BTreeMap::new(), None, 0);
     for file in files {
         let name = file.name();
         let blob: &Blob = file.as_ref();
@@ -281,17 +307,17 @@ pub async fn read_files(list: &JsValue, on_progress: Option<&Function>) -> Resul
         let response = Response::new_with_opt_blob(Some(blob))
             .map_err(|e| js_error(format!("cannot read the file {name}: {}", describe(&e))))?;
         let length = Some(blob.size() as usize);
-        if name == "model.bin" {
-            let mut body = ModelBin::default();
+        if WEIGHTS_FILES.contains(&name.as_str()) {
+            let mut body = WeightsFile::default();
             total += read_body(&response, length, &name, &name, false, &reporter, &mut body).await?;
-            model_bin = Some(body.finish()?);
+            weights = Some(body.finish()?);
         } else {
             let mut body = Vec::new();
             total += read_body(&response, length, &name, &name, false, &reporter, &mut body).await?;
             out.insert(name, body);
         }
     }
-    Ok(ModelBytes { files: out, model_bin, bytes: total, from_cache: false })
+    Ok(ModelBytes { files: out, weights, bytes: total, from_cache: false })
 }
 
 /// Deletes the model cache; `true` when there was one.

@@ -7,7 +7,7 @@ use std::rc::Rc;
 use js_sys::Function;
 use serde::Serialize;
 use susurrus_whisper::bench::{time_pieces, time_transcriptions};
-use susurrus_whisper::files::{load_files, load_files_with_model_bin};
+use susurrus_whisper::files::{load_files, load_files_with_parsed};
 use susurrus_whisper::tokenizer::Tokenizer;
 use susurrus_whisper::vad::{VadPlan, VadWeights};
 use susurrus_whisper::weights::WhisperWeights;
@@ -74,8 +74,8 @@ impl Model {
             None => download::read_files(&source, options.on_progress.as_ref()).await?,
         };
         let bytes = model.bytes;
-        let (weights, tokenizer) = match model.model_bin {
-            Some(model_bin) => load_files_with_model_bin(model_bin, &model.files),
+        let (weights, tokenizer) = match model.weights {
+            Some(parsed) => load_files_with_parsed(parsed, &model.files),
             None => load_files(&model.files),
         }
         .map_err(from_core)?;

@@ -13,11 +13,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use half::{bf16, f16};
+use half::bf16;
 use serde::Deserialize;
 
 use crate::config::{GenerationConfig, LAYER_NORM_EPS, WhisperConfig, parse_index};
 use crate::error::Result;
+use crate::file_data::FileData;
 use crate::weights::{FileBytes, Parts, WhisperWeights, model_error, split_rows};
 use susurrus_core::ir::{DType, TensorType};
 use susurrus_core::tensor::{Tensor, TensorData};
@@ -72,29 +73,6 @@ impl Ct2DType {
     }
 }
 
-/// A variable's data: borrowed from the whole file's bytes ([`parse_model_bin`]), or owned
-/// in the type its tensor keeps ([`crate::ct2_stream`] reads it straight there), so loading
-/// moves it into the tensor instead of copying it.
-#[derive(Clone, Debug)]
-pub enum Ct2Data<'a> {
-    Borrowed(&'a [u8]),
-    F16(Vec<f16>),
-    F32(Vec<f32>),
-    Bytes(Vec<u8>),
-}
-
-impl Ct2Data<'_> {
-    /// The data as the file stores it (little-endian).
-    pub fn bytes(&self) -> &[u8] {
-        match self {
-            Ct2Data::Borrowed(b) => b,
-            Ct2Data::F16(v) => bytemuck::cast_slice(v),
-            Ct2Data::F32(v) => bytemuck::cast_slice(v),
-            Ct2Data::Bytes(v) => v,
-        }
-    }
-}
-
 /// One variable of a `model.bin`.
 #[derive(Clone, Debug)]
 pub struct Ct2Variable<'a> {
@@ -103,7 +81,7 @@ pub struct Ct2Variable<'a> {
     pub dtype: Ct2DType,
     /// Byte offset of the variable's record (its name) in the file.
     pub offset: usize,
-    pub data: Ct2Data<'a>,
+    pub data: FileData<'a>,
 }
 
 impl Ct2Variable<'_> {
@@ -124,8 +102,8 @@ impl Ct2Variable<'_> {
     /// The variable as a tensor, its owned data moved in (f16 and f32), else copied.
     fn into_tensor(self, file: &str) -> Result<Tensor> {
         let made = match (self.dtype, self.data) {
-            (Ct2DType::F16, Ct2Data::F16(values)) => Tensor::new(self.dims.clone(), TensorData::F16(values)),
-            (Ct2DType::F32, Ct2Data::F32(values)) => Tensor::f32(self.dims.clone(), values),
+            (Ct2DType::F16, FileData::F16(values)) => Tensor::new(self.dims.clone(), TensorData::F16(values)),
+            (Ct2DType::F32, FileData::F32(values)) => Tensor::f32(self.dims.clone(), values),
             (dtype, data) => return Ct2Variable { data, dtype, ..self }.to_tensor(file),
         };
         made.map_err(|e| model_error(file, format!("variable {} at byte {}: {e}", self.name, self.offset)))
@@ -348,7 +326,7 @@ pub fn parse_model_bin<'a>(bytes: &'a [u8], file: &'a str) -> Result<Ct2File<'a>
         let head = read_var_head(&mut r, i)?;
         let data = r.take(head.n_bytes, &|| head.data_what())?;
         let VarHead { name, dims, dtype, offset, .. } = head;
-        variables.push(Ct2Variable { name, dims, dtype, offset, data: Ct2Data::Borrowed(data) });
+        variables.push(Ct2Variable { name, dims, dtype, offset, data: FileData::Borrowed(data) });
     }
     let count = read_alias_count(&mut r)?;
     let mut aliases = Vec::new();

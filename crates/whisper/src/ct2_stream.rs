@@ -6,13 +6,12 @@
 
 use std::collections::TryReserveError;
 
-use half::f16;
-
 use crate::ct2::{
-    Ct2DType, Ct2Data, Ct2File, Ct2Variable, Reader, VarHead, read_alias, read_alias_count, read_head, read_var_head,
-    trailing, truncated,
+    Ct2DType, Ct2File, Ct2Variable, Reader, VarHead, read_alias, read_alias_count, read_head, read_var_head, trailing,
+    truncated,
 };
 use crate::error::Result;
+use crate::file_data::FileData;
 use crate::weights::model_error;
 
 /// What the next bytes are.
@@ -25,7 +24,7 @@ enum Next {
         i: u32,
         head: VarHead,
         start: usize,
-        data: Ct2Data<'static>,
+        data: FileData<'static>,
         filled: usize,
     },
     AliasCount,
@@ -146,9 +145,9 @@ impl Ct2Stream {
         let Next::Data { head, data, filled, .. } = &mut self.next else { return Ok(false) };
         let n = (head.n_bytes - *filled).min(self.pending.len());
         if self.length.is_none() {
-            grow(data, *filled + n, head, &self.file)?;
+            data.resize(*filled + n, false).map_err(|e| cannot_allocate(&self.file, head, *filled + n, e))?;
         }
-        bytes_mut(data)[*filled..*filled + n].copy_from_slice(&self.pending[..n]);
+        data.bytes_mut()[*filled..*filled + n].copy_from_slice(&self.pending[..n]);
         *filled += n;
         self.pending.drain(..n);
         self.base += n;
@@ -156,7 +155,7 @@ impl Ct2Stream {
             return Ok(false);
         }
         if let Next::Data { i, head, mut data, .. } = std::mem::replace(&mut self.next, Next::End) {
-            shrink(&mut data);
+            data.shrink();
             let VarHead { name, dims, dtype, offset, .. } = head;
             self.parsed.push(Ct2Variable { name, dims, dtype, offset, data });
             self.next = if i + 1 == self.variables { Next::AliasCount } else { Next::Variable(i + 1) };
@@ -170,72 +169,26 @@ impl Ct2Stream {
 /// When the file's length is known, data reaching past it is the truncation error before
 /// anything is allocated, and the buffer is allocated whole. When it is not (a compressed
 /// transfer), a damaged size could claim gigabytes: the buffer then starts empty and grows
-/// as the bytes arrive ([`grow`]), so a false claim costs nothing before the file ends. An
+/// as the bytes arrive ([`FileData::resize`]), so a false claim costs nothing before the file ends. An
 /// allocation that fails is an error either way (a damaged size must not abort).
-fn allocate(head: &VarHead, start: usize, length: Option<usize>, file: &str) -> Result<Ct2Data<'static>> {
+fn allocate(head: &VarHead, start: usize, length: Option<usize>, file: &str) -> Result<FileData<'static>> {
     let n = head.n_bytes;
     let mut data = match head.dtype {
-        Ct2DType::F16 => Ct2Data::F16(Vec::new()),
-        Ct2DType::F32 => Ct2Data::F32(Vec::new()),
-        _ => Ct2Data::Bytes(Vec::new()),
+        Ct2DType::F16 => FileData::F16(Vec::new()),
+        Ct2DType::F32 => FileData::F32(Vec::new()),
+        _ => FileData::Bytes(Vec::new()),
     };
     if let Some(length) = length {
         if start.saturating_add(n) > length {
             return Err(truncated(file, &head.data_what(), start, n, length));
         }
-        resize(&mut data, n, true).map_err(|e| cannot_allocate(file, head, n, e))?;
+        data.resize(n, true).map_err(|e| cannot_allocate(file, head, n, e))?;
     }
     Ok(data)
 }
 
-/// Makes `data` hold at least `bytes` bytes (whole elements), growing its allocation as a
-/// `Vec` does (by doubling), so bytes arriving a chunk at a time cost amortized copies.
-fn grow(data: &mut Ct2Data<'static>, bytes: usize, head: &VarHead, file: &str) -> Result<()> {
-    resize(data, bytes, false).map_err(|e| cannot_allocate(file, head, bytes, e))
-}
-
-/// Resizes `data` to hold `bytes` bytes, zeroing what is new; `exact` reserves no more.
-fn resize(data: &mut Ct2Data<'static>, bytes: usize, exact: bool) -> std::result::Result<(), TryReserveError> {
-    fn to<T: Clone>(v: &mut Vec<T>, len: usize, exact: bool, zero: T) -> std::result::Result<(), TryReserveError> {
-        let more = len.saturating_sub(v.len());
-        if exact {
-            v.try_reserve_exact(more)?
-        } else {
-            v.try_reserve(more)?
-        }
-        v.resize(len.max(v.len()), zero);
-        Ok(())
-    }
-    match data {
-        Ct2Data::F16(v) => to(v, bytes.div_ceil(2), exact, f16::ZERO),
-        Ct2Data::F32(v) => to(v, bytes.div_ceil(4), exact, 0.0),
-        Ct2Data::Bytes(v) => to(v, bytes, exact, 0),
-        Ct2Data::Borrowed(_) => Ok(()),
-    }
-}
-
-/// Gives back what growing reserved beyond the data.
-fn shrink(data: &mut Ct2Data<'static>) {
-    match data {
-        Ct2Data::F16(v) => v.shrink_to_fit(),
-        Ct2Data::F32(v) => v.shrink_to_fit(),
-        Ct2Data::Bytes(v) => v.shrink_to_fit(),
-        Ct2Data::Borrowed(_) => {}
-    }
-}
-
 fn cannot_allocate(file: &str, head: &VarHead, bytes: usize, e: TryReserveError) -> crate::error::Error {
     model_error(file, format!("{}: cannot allocate {bytes} bytes: {e}", head.data_what()))
-}
-
-/// An owned buffer's bytes, to fill.
-fn bytes_mut<'b>(data: &'b mut Ct2Data<'static>) -> &'b mut [u8] {
-    match data {
-        Ct2Data::F16(v) => bytemuck::cast_slice_mut(v),
-        Ct2Data::F32(v) => bytemuck::cast_slice_mut(v),
-        Ct2Data::Bytes(v) => v,
-        Ct2Data::Borrowed(_) => &mut [],
-    }
 }
 
 #[cfg(test)]

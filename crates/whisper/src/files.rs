@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::ct2::{Ct2File, load_ct2, load_ct2_parsed};
 use crate::error::Result;
-use crate::hf::{load_hf, load_hf_with_generation};
+use crate::hf::{SafeTensor, load_hf, load_hf_parsed, load_hf_with_generation};
 use crate::tokenizer::Tokenizer;
 use crate::weights::{WhisperWeights, model_error};
 
@@ -92,16 +92,48 @@ pub fn load_files(files: &BTreeMap<String, Vec<u8>>) -> Result<(WhisperWeights, 
     Ok((weights, tokenizer(files)?))
 }
 
-/// [`load_files`] for a CTranslate2 model whose `model.bin` was parsed as it arrived
-/// ([`crate::ct2_stream`]: its data moves into the tensors), with its other files by name.
-pub fn load_files_with_model_bin(
-    model_bin: Ct2File,
+/// A model's weights file parsed as it arrived ([`crate::ct2_stream`],
+/// [`crate::hf_stream`]): its data is owned as the tensors keep it.
+pub enum ParsedWeights {
+    Ct2(Ct2File<'static>),
+    Hf(Vec<SafeTensor<'static>>),
+}
+
+impl ParsedWeights {
+    /// The file it was parsed from.
+    pub fn file_name(&self) -> &'static str {
+        match self {
+            ParsedWeights::Ct2(_) => "model.bin",
+            ParsedWeights::Hf(_) => "model.safetensors",
+        }
+    }
+}
+
+/// [`load_files`] for a model whose weights file was parsed as it arrived (its data moves
+/// into the tensors), with its other files by name: the same checks of the set of files and
+/// the same errors.
+pub fn load_files_with_parsed(
+    parsed: ParsedWeights,
     files: &BTreeMap<String, Vec<u8>>,
 ) -> Result<(WhisperWeights, Tokenizer)> {
-    let config = files
-        .get("config.json")
-        .ok_or_else(|| model_error("config.json", "missing: the model's files must include it"))?;
-    Ok((load_ct2_parsed(model_bin, "model.bin", config)?, tokenizer(files)?))
+    let weights_file = parsed.file_name();
+    let format = ModelFormat::from_names(files.keys().map(String::as_str).chain([weights_file]))?;
+    let need = |name: &str| {
+        files
+            .get(name)
+            .map(Vec::as_slice)
+            .ok_or_else(|| model_error(name, "missing: the model's files must include it"))
+    };
+    for name in format.required_files().iter().filter(|&&n| n != weights_file) {
+        need(name)?;
+    }
+    let weights = match parsed {
+        ParsedWeights::Ct2(file) => load_ct2_parsed(file, weights_file, need("config.json")?)?,
+        ParsedWeights::Hf(tensors) => {
+            load_hf_parsed(tensors, need("config.json")?, files.get("generation_config.json").map(Vec::as_slice))?
+        }
+    };
+    Ok((weights, tokenizer(files)?))
 }
 
 /// The tokenizer of a model's files (`vocabulary.txt` or `tokenizer.json`).

@@ -11,41 +11,54 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use half::bf16;
-use safetensors::tensor::{SafeTensorError, TensorInfo};
-use safetensors::{Dtype, SafeTensors};
+use safetensors::Dtype;
+use safetensors::tensor::{Metadata, TensorInfo};
 use serde::Deserialize;
 
 use crate::config::{GenerationConfig, LAYER_NORM_EPS, WhisperConfig};
 use crate::error::Result;
+use crate::file_data::FileData;
 use crate::weights::{FileBytes, Parts, WhisperWeights, model_error};
 use susurrus_core::ir::{DType, TensorType};
-use susurrus_core::tensor::Tensor;
+use susurrus_core::tensor::{Tensor, TensorData};
 
 /// Bytes of the header-length prefix.
 const LEN_BYTES: usize = 8;
 
-/// One tensor of a safetensors file, its data borrowed from the file.
+/// One tensor of a safetensors file: its data borrowed from the whole file
+/// ([`parse_safetensors`]), or owned as its tensor keeps it ([`crate::hf_stream`]: f32 and f16
+/// as they are, bf16 already widened to f32, I8 as bytes).
 #[derive(Clone, Debug)]
 pub struct SafeTensor<'a> {
     pub name: String,
-    /// F32, F16 or BF16 (the float types a Whisper checkpoint uses).
+    /// F32, F16 or BF16 (the float types a Whisper checkpoint uses), or I8 with scales.
     pub dtype: Dtype,
     pub dims: Vec<usize>,
     /// Absolute byte offset of the data in the file.
     pub offset: usize,
-    pub data: &'a [u8],
+    pub data: FileData<'a>,
 }
 
 impl SafeTensor<'_> {
-    /// The tensor: f16 stays f16, f32 stays f32, bf16 widens exactly to f32.
+    /// The tensor, its owned data moved in; borrowed data is copied (bf16 widened exactly).
+    fn into_tensor(self, file: &str) -> Result<Tensor> {
+        let described = self.describe();
+        let made = match (self.dtype, self.data) {
+            (Dtype::F32 | Dtype::BF16, FileData::F32(values)) => Tensor::f32(self.dims.clone(), values),
+            (Dtype::F16, FileData::F16(values)) => Tensor::new(self.dims.clone(), TensorData::F16(values)),
+            (dtype, data) => return SafeTensor { dtype, data, ..self }.to_tensor(file),
+        };
+        made.map_err(|e| model_error(file, format!("{described}: {e}")))
+    }
+
+    /// The tensor of data as the file stores it: f16 stays f16, f32 stays f32, bf16 widens
+    /// exactly to f32.
     fn to_tensor(&self, file: &str) -> Result<Tensor> {
+        let data = self.data.bytes();
         let made = match self.dtype {
-            Dtype::F32 => Tensor::from_bytes(&TensorType::new(DType::F32, self.dims.clone()), self.data),
-            Dtype::F16 => Tensor::from_bytes(&TensorType::new(DType::F16, self.dims.clone()), self.data),
-            _ => {
-                let values = self.data.chunks_exact(2).map(|c| bf16::from_le_bytes([c[0], c[1]]).to_f32()).collect();
-                Tensor::f32(self.dims.clone(), values)
-            }
+            Dtype::F32 => Tensor::from_bytes(&TensorType::new(DType::F32, self.dims.clone()), data),
+            Dtype::F16 => Tensor::from_bytes(&TensorType::new(DType::F16, self.dims.clone()), data),
+            _ => Tensor::f32(self.dims.clone(), widen_bf16(data)),
         };
         made.map_err(|e| model_error(file, format!("{}: {e}", self.describe())))
     }
@@ -66,73 +79,115 @@ impl SafeTensor<'_> {
                 ),
             ));
         }
-        let scales: Vec<f32> = bytemuck::pod_collect_to_vec(scale.data);
+        let scales: Vec<f32> = bytemuck::pod_collect_to_vec(scale.data.bytes());
         if let Some(bad) = scales.iter().position(|s| !s.is_finite() || *s < 0.0) {
             return Err(model_error(
                 file,
                 format!("{}: scale {} of row {bad} is not a number >= 0", scale.describe(), scales[bad]),
             ));
         }
-        Tensor::q8(self.dims.clone(), bytemuck::cast_slice(self.data), &scales)
+        Tensor::q8(self.dims.clone(), bytemuck::cast_slice(self.data.bytes()), &scales)
             .map_err(|e| model_error(file, format!("{}: {e}", self.describe())))
     }
 
     fn describe(&self) -> String {
         format!("tensor {} (data at byte {})", self.name, self.offset)
     }
+
+    /// Name, dtype, shape and offset, with no data.
+    fn clone_head(&self) -> SafeTensor<'static> {
+        let (name, dtype, dims, offset) = (self.name.clone(), self.dtype, self.dims.clone(), self.offset);
+        SafeTensor { name, dtype, dims, offset, data: FileData::Borrowed(&[]) }
+    }
 }
 
-/// Parses a safetensors file with the `safetensors` crate; `file` names it in errors. Tensors
-/// must be F32, F16 or BF16; the crate requires that they cover the data section exactly,
+/// bf16 values (little-endian pairs of bytes) widened exactly to f32.
+pub(crate) fn widen_bf16(data: &[u8]) -> Vec<f32> {
+    data.chunks_exact(2).map(|c| bf16::from_le_bytes([c[0], c[1]]).to_f32()).collect()
+}
+
+/// Parses a safetensors file ([`read_header`], then each tensor's bytes); `file` names it in
+/// errors. Tensors must be F32, F16, BF16 or I8; they must cover the data section exactly,
 /// without gaps or overlaps, so a truncated or padded file is an error.
 pub fn parse_safetensors<'a>(bytes: &'a [u8], file: &str) -> Result<Vec<SafeTensor<'a>>> {
-    let (header_len, metadata) =
-        SafeTensors::read_metadata(bytes).map_err(|e| model_error(file, explain(bytes, &e)))?;
-    let data_start = LEN_BYTES + header_len;
-    let mut tensors = Vec::new();
-    for (name, info) in metadata.tensors() {
-        if !matches!(info.dtype, Dtype::F32 | Dtype::F16 | Dtype::BF16 | Dtype::I8) {
-            return Err(model_error(
-                file,
-                format!("tensor {name}: dtype {} is not supported (F32, F16, BF16, I8 with scales)", info.dtype),
-            ));
-        }
-        let (begin, end) = info.data_offsets;
-        // The crate has checked the offsets; this only keeps a slip from panicking.
-        let data = bytes.get(data_start + begin..data_start + end).ok_or_else(|| {
-            model_error(file, format!("tensor {name}: data_offsets [{begin}, {end}] lie outside the file"))
-        })?;
-        tensors.push(SafeTensor {
-            name,
-            dtype: info.dtype,
-            dims: info.shape.clone(),
-            offset: data_start + begin,
-            data,
-        });
-    }
-    tensors.sort_by_key(|t| t.offset);
-    Ok(tensors)
+    let n = header_length(bytes, bytes.len()).map_err(|e| model_error(file, e))?;
+    let Some(header) = bytes.get(LEN_BYTES..LEN_BYTES + n) else {
+        return Err(model_error(file, past_the_end(n, bytes.len())));
+    };
+    let tensors = read_header(header, Some(bytes.len())).map_err(|e| model_error(file, e))?;
+    supported(&tensors).map_err(|e| model_error(file, e))?;
+    let data_start = LEN_BYTES + n;
+    tensors
+        .into_iter()
+        .map(|(name, info)| {
+            let (begin, end) = info.data_offsets;
+            // `read_header` has checked the offsets; this only keeps a slip from panicking.
+            let data = bytes.get(data_start + begin..data_start + end).ok_or_else(|| {
+                model_error(file, format!("tensor {name}: data_offsets [{begin}, {end}] lie outside the file"))
+            })?;
+            let (dtype, dims, offset) = (info.dtype, info.shape, data_start + begin);
+            Ok(SafeTensor { name, dtype, dims, offset, data: FileData::Borrowed(data) })
+        })
+        .collect()
 }
 
-/// What is wrong with a file the crate rejected, with the byte or tensor its error leaves out.
-fn explain(bytes: &[u8], error: &SafeTensorError) -> String {
-    let Some(header_len) = bytes.get(..LEN_BYTES).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes) else {
-        return format!("{} bytes are too few for the 8-byte header length", bytes.len());
+/// The most header bytes the `safetensors` crate reads (its `MAX_HEADER_SIZE`).
+const MAX_HEADER: usize = 100_000_000;
+
+/// The header's length from the first 8 of `bytes` (a file `file_len` bytes long, or its
+/// start), checked against [`MAX_HEADER`].
+pub(crate) fn header_length(bytes: &[u8], file_len: usize) -> std::result::Result<usize, String> {
+    let Some(prefix) = bytes.get(..LEN_BYTES).and_then(|b| <[u8; LEN_BYTES]>::try_from(b).ok()) else {
+        return Err(format!("{file_len} bytes are too few for the 8-byte header length"));
     };
-    let header = usize::try_from(header_len).ok().and_then(|n| bytes.get(LEN_BYTES..n.checked_add(LEN_BYTES)?));
-    let Some(header) = header else {
-        return format!("header length {header_len} at byte 0 runs past the end of the file ({} bytes)", bytes.len());
-    };
+    let n = u64::from_le_bytes(prefix);
+    match usize::try_from(n) {
+        Ok(n) if n <= MAX_HEADER => Ok(n),
+        _ => Err(format!("header length {n} at byte 0 is above the 100 MB the safetensors crate reads")),
+    }
+}
+
+/// The error of a file that ends (at `file_len` bytes) inside its `n`-byte header.
+pub(crate) fn past_the_end(n: usize, file_len: usize) -> String {
+    format!("header length {n} at byte 0 runs past the end of the file ({file_len} bytes)")
+}
+
+/// The tensors a header describes, in data order, as the `safetensors` crate reads and
+/// validates them (UTF-8, JSON, each tensor's dtype and shape against its offsets, the offsets
+/// contiguous from 0), and, with the file's length, the data section covering the rest of the
+/// file exactly. Errors say which tensor or byte is wrong, which the crate's leave out. The
+/// streaming reader checks a header before the data arrives, its length known or not.
+pub(crate) fn read_header(
+    header: &[u8],
+    file_len: Option<usize>,
+) -> std::result::Result<Vec<(String, TensorInfo)>, String> {
     let data_start = LEN_BYTES + header.len();
-    match error {
-        SafeTensorError::HeaderTooLarge => {
-            format!("header length {header_len} at byte 0 is above the 100 MB the safetensors crate reads")
+    let text = std::str::from_utf8(header)
+        .map_err(|e| format!("the header is not UTF-8 at byte {}", LEN_BYTES + e.valid_up_to()))?;
+    let metadata: Metadata = serde_json::from_str(text).map_err(|e| {
+        bad_entry(header)
+            .or_else(|| misplaced(header, file_len))
+            .unwrap_or_else(|| format!("bad header JSON (bytes 8..{data_start}): {e}"))
+    })?;
+    if let Some(file_len) = file_len.filter(|&len| len != data_start + metadata.data_len()) {
+        return Err(misplaced(header, Some(file_len)).unwrap_or_else(|| {
+            format!("the tensors end at byte {} but the file at byte {file_len}", data_start + metadata.data_len())
+        }));
+    }
+    let tensors = metadata.offset_keys().into_iter().filter_map(|name| {
+        let info = metadata.info(&name)?.clone();
+        Some((name, info))
+    });
+    Ok(tensors.collect())
+}
+
+/// The first tensor, in data order, of a dtype this reader does not take.
+pub(crate) fn supported(tensors: &[(String, TensorInfo)]) -> std::result::Result<(), String> {
+    match tensors.iter().find(|(_, info)| !matches!(info.dtype, Dtype::F32 | Dtype::F16 | Dtype::BF16 | Dtype::I8)) {
+        Some((name, info)) => {
+            Err(format!("tensor {name}: dtype {} is not supported (F32, F16, BF16, I8 with scales)", info.dtype))
         }
-        SafeTensorError::InvalidHeader(e) => format!("the header is not UTF-8 at byte {}", LEN_BYTES + e.valid_up_to()),
-        SafeTensorError::InvalidHeaderDeserialization(e) => {
-            bad_entry(header).unwrap_or_else(|| format!("bad header JSON (bytes 8..{data_start}): {e}"))
-        }
-        _ => misplaced(header, bytes.len()).unwrap_or_else(|| error.to_string()),
+        None => Ok(()),
     }
 }
 
@@ -150,10 +205,11 @@ fn bad_entry(header: &[u8]) -> Option<String> {
 }
 
 /// The first tensor, in data order, whose bytes are not where the header says or do not fit
-/// its shape, or the bytes no tensor covers; `file_len` bytes in all.
-fn misplaced(header: &[u8], file_len: usize) -> Option<String> {
+/// its shape, or the bytes no tensor covers, in a file of `file_len` bytes (unknown: only the
+/// tensors' own order and shapes are checked).
+fn misplaced(header: &[u8], file_len: Option<usize>) -> Option<String> {
     let data_start = LEN_BYTES + header.len();
-    let data_len = file_len - data_start;
+    let data_len = file_len.map(|len| len.saturating_sub(data_start));
     let mut tensors: Vec<(String, TensorInfo)> = header_entries(header)?
         .into_iter()
         .filter(|(name, _)| name != "__metadata__")
@@ -170,7 +226,8 @@ fn misplaced(header: &[u8], file_len: usize) -> Option<String> {
                 data_start + covered
             ));
         }
-        if end < begin || end > data_len {
+        if end < begin || data_len.is_some_and(|len| end > len) {
+            let file_len = file_len.unwrap_or(0);
             return Some(format!(
                 "tensor {name}: data_offsets [{begin}, {end}] lie outside the data section (bytes {data_start}..{file_len})"
             ));
@@ -187,6 +244,7 @@ fn misplaced(header: &[u8], file_len: usize) -> Option<String> {
         }
         covered = end;
     }
+    let data_len = data_len?;
     (covered != data_len)
         .then(|| format!("{} bytes after the last tensor, from byte {}", data_len - covered, data_start + covered))
 }
@@ -293,7 +351,30 @@ fn load_named(
     config_file: &str,
     generation_json: Option<(&[u8], &str)>,
 ) -> Result<WhisperWeights> {
-    let json: HfConfig =
+    let settings = settings(config_json, config_file, generation_json)?;
+    load_parsed(parse_safetensors(safetensors, model_file)?, model_file, settings, config_file)
+}
+
+/// Loads a Hugging Face Whisper model from a `model.safetensors` parsed as it arrived
+/// ([`crate::hf_stream`]: its data moves into the tensors), `config.json` and, when given,
+/// `generation_config.json`.
+pub fn load_hf_parsed(
+    tensors: Vec<SafeTensor>,
+    config_json: &[u8],
+    generation_config_json: Option<&[u8]>,
+) -> Result<WhisperWeights> {
+    let generation = generation_config_json.map(|bytes| (bytes, "generation_config.json"));
+    let settings = settings(config_json, "config.json", generation)?;
+    load_parsed(tensors, "model.safetensors", settings, "config.json")
+}
+
+/// `config.json`, checked, and the generation settings it and `generation_config.json` give.
+fn settings(
+    config_json: &[u8],
+    config_file: &str,
+    generation_json: Option<(&[u8], &str)>,
+) -> Result<(HfConfig, GenerationConfig)> {
+    let mut json: HfConfig =
         serde_json::from_slice(config_json).map_err(|e| model_error(config_file, format!("bad JSON: {e}")))?;
     if let Some(kind) = json.model_type.as_deref().filter(|&k| k != "whisper") {
         return Err(model_error(config_file, format!("model_type is {kind:?}, not \"whisper\"")));
@@ -305,31 +386,44 @@ fn load_named(
         return Err(model_error(config_file, "scale_embedding is true: Whisper's embeddings are unscaled"));
     }
     let mut generation = GenerationConfig::default();
-    json.generation.apply(&mut generation);
+    std::mem::take(&mut json.generation).apply(&mut generation);
     if let Some((bytes, file)) = generation_json {
         let extra: HfGeneration =
             serde_json::from_slice(bytes).map_err(|e| model_error(file, format!("bad JSON: {e}")))?;
         extra.apply(&mut generation);
     }
+    Ok((json, generation))
+}
 
+/// The weights of parsed tensors (in data order), each tensor's owned data moved in.
+fn load_parsed(
+    mut tensors: Vec<SafeTensor>,
+    model_file: &str,
+    (json, generation): (HfConfig, GenerationConfig),
+    config_file: &str,
+) -> Result<WhisperWeights> {
     let mut parts = Parts::new(model_file, |_| None);
-    let tensors = parse_safetensors(safetensors, model_file)?;
-    for t in &tensors {
+    for i in 0..tensors.len() {
+        let t = &tensors[i];
         if let Some(weight) = t.name.strip_suffix("_scale") {
             if !tensors.iter().any(|w| w.name == weight && w.dtype == Dtype::I8) {
                 return Err(model_error(model_file, format!("{} scales no I8 tensor {weight}", t.describe())));
             }
             continue;
         }
+        let (name, described) = (canonical(&t.name), t.describe());
         let tensor = if t.dtype == Dtype::I8 {
             let scale = tensors.iter().find(|s| s.name == format!("{}_scale", t.name)).ok_or_else(|| {
                 model_error(model_file, format!("{} is I8 but the file has no {}_scale", t.describe(), t.name))
             })?;
             t.to_q8(scale, model_file)?
         } else {
-            t.to_tensor(model_file)?
+            // Taken, so owned data moves into the tensor (scales and I8 tensors, which other
+            // tensors look up, are never taken).
+            let head = tensors[i].clone_head();
+            std::mem::replace(&mut tensors[i], head).into_tensor(model_file)?
         };
-        parts.insert(canonical(&t.name), tensor, t.describe())?;
+        parts.insert(name, tensor, described)?;
     }
     let config = WhisperConfig::derive(
         &parts,
@@ -431,7 +525,7 @@ mod tests {
         let mut tensors: Vec<_> = parse_safetensors(&bytes, "model.safetensors")
             .unwrap()
             .into_iter()
-            .map(|t| (t.name, t.dtype, t.dims, t.data.to_vec()))
+            .map(|t| (t.name, t.dtype, t.dims, t.data.bytes().to_vec()))
             .collect();
         edit(&mut tensors);
         let views = tensors.iter().map(|(name, dtype, dims, data)| {
@@ -536,13 +630,22 @@ mod tests {
         let (bytes, config) = (safetensors(&w), config_json(&w));
         assert_eq!(err(&bytes[..5], &config), "model.safetensors: 5 bytes are too few for the 8-byte header length");
         let mut long = bytes.clone();
-        long[5] = 1;
+        long[3] = 1;
         assert_eq!(
             err(&long, &config),
             format!(
                 "model.safetensors: header length {} at byte 0 runs past the end of the file ({} bytes)",
                 u64::from_le_bytes(long[..8].try_into().unwrap()),
                 bytes.len()
+            )
+        );
+        // Above the crate's limit whatever the file's length (the crate checks that first).
+        long[5] = 1;
+        assert_eq!(
+            err(&long, &config),
+            format!(
+                "model.safetensors: header length {} at byte 0 is above the 100 MB the safetensors crate reads",
+                u64::from_le_bytes(long[..8].try_into().unwrap()),
             )
         );
         let bf = with_header(&bytes, |h| h["model.encoder.conv1.bias"]["dtype"] = "I16".into());

@@ -1,6 +1,6 @@
-//! A `model.bin` read as it arrives is never in memory twice: the heap's high-water mark while
-//! tiny.en's file is streamed through `Ct2Stream` into weights stays near one copy of the
-//! model, where reading the whole file and then parsing it holds two.
+//! A weights file read as it arrives is never in memory twice: the heap's high-water mark while
+//! tiny.en's `model.bin`, and the same model as a `model.safetensors`, are streamed into weights
+//! stays near one copy of the model, where reading the whole file and then parsing it holds two.
 //!
 //! One test in this binary: the heap is counted by a global allocator, which other tests
 //! running beside it would disturb.
@@ -10,9 +10,12 @@ use std::io::Read;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 use susurrus_testkit::golden;
-use susurrus_whisper::ct2::{load_ct2, parse_model_bin};
+use susurrus_whisper::convert::{WeightFormat, hf_safetensors};
+use susurrus_whisper::ct2::{load_ct2, load_ct2_dir, parse_model_bin};
 use susurrus_whisper::ct2_stream::Ct2Stream;
-use susurrus_whisper::files::load_files_with_model_bin;
+use susurrus_whisper::files::{ParsedWeights, load_files_with_parsed};
+use susurrus_whisper::hf::load_hf;
+use susurrus_whisper::hf_stream::SafetensorsStream;
 
 /// The system allocator, counting the bytes held and their high-water mark.
 struct Counting;
@@ -65,7 +68,7 @@ fn high_water<T>(f: impl FnOnce() -> T) -> (T, usize) {
 }
 
 #[test]
-fn a_streamed_model_bin_is_held_once() {
+fn a_streamed_weights_file_is_held_once() {
     let dir = golden::model_dir();
     let config = std::fs::read(dir.join("config.json")).unwrap();
     let vocabulary = std::fs::read(dir.join("vocabulary.txt")).unwrap();
@@ -86,7 +89,7 @@ fn a_streamed_model_bin_is_held_once() {
             stream.push(&chunk[..n]).unwrap();
         }
         let parsed = stream.finish().unwrap();
-        let (weights, _tokenizer) = load_files_with_model_bin(parsed, &files).unwrap();
+        let (weights, _tokenizer) = load_files_with_parsed(ParsedWeights::Ct2(parsed), &files).unwrap();
         weights
     });
     let (whole, whole_peak) = high_water(|| {
@@ -149,4 +152,45 @@ fn a_streamed_model_bin_is_held_once() {
     assert!(err.contains(&format!("needs {claim} bytes but the file ends at byte")), "{err}");
     println!("damaged record claiming almost 2 GiB, cut after 1 MB: peak {:.1} MB", mb(damaged_peak));
     assert!(damaged_peak < 8 << 20, "{:.1} MB held for a record cut after 1 MB", mb(damaged_peak));
+
+    // The same model as a Hugging Face file (f16), streamed and read whole.
+    let hf = std::env::temp_dir().join(format!("susurrus-stream-memory-{}.safetensors", std::process::id()));
+    std::fs::write(&hf, hf_safetensors(&load_ct2_dir(&dir).unwrap(), WeightFormat::F16).unwrap()).unwrap();
+    let hf_size = std::fs::metadata(&hf).unwrap().len() as usize;
+    let hf_config = hf_config_json();
+    let hf_files =
+        [("config.json".to_string(), hf_config.clone()), ("vocabulary.txt".to_string(), vocabulary_of(&dir))].into();
+    let (_, hf_streamed_peak) = high_water(|| {
+        let mut file = std::fs::File::open(&hf).unwrap();
+        let mut stream = SafetensorsStream::new("model.safetensors", Some(hf_size));
+        let mut chunk = vec![0u8; 64 << 10];
+        loop {
+            let n = file.read(&mut chunk).unwrap();
+            if n == 0 {
+                break;
+            }
+            stream.push(&chunk[..n]).unwrap();
+        }
+        load_files_with_parsed(ParsedWeights::Hf(stream.finish().unwrap()), &hf_files).unwrap().0
+    });
+    let (_, hf_whole_peak) = high_water(|| load_hf(&std::fs::read(&hf).unwrap(), &hf_config).unwrap());
+    std::fs::remove_file(&hf).unwrap();
+    println!(
+        "model.safetensors {:.1} MB: streamed peak {:.1} MB, whole-file peak {:.1} MB",
+        mb(hf_size),
+        mb(hf_streamed_peak),
+        mb(hf_whole_peak)
+    );
+    assert!(hf_streamed_peak < hf_size + hf_size / 10, "streamed: {:.1} MB held", mb(hf_streamed_peak));
+    assert!(hf_whole_peak > 2 * hf_size - hf_size / 20, "whole file: {:.1} MB held", mb(hf_whole_peak));
+}
+
+/// The model folder's vocabulary.
+fn vocabulary_of(dir: &std::path::Path) -> Vec<u8> {
+    std::fs::read(dir.join("vocabulary.txt")).unwrap()
+}
+
+/// tiny.en's Hugging Face `config.json` (its attention heads; the rest the tensors give).
+fn hf_config_json() -> Vec<u8> {
+    br#"{"model_type": "whisper", "encoder_attention_heads": 6, "decoder_attention_heads": 6}"#.to_vec()
 }
