@@ -456,6 +456,18 @@ fn load_parsed(
 pub(crate) mod writer {
     use crate::weights::WhisperWeights;
 
+    /// Edits the header JSON of a safetensors file and rebuilds the length prefix.
+    pub fn with_header(bytes: &[u8], edit: impl FnOnce(&mut serde_json::Value)) -> Vec<u8> {
+        let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+        let mut header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + n]).unwrap();
+        edit(&mut header);
+        let text = header.to_string();
+        let mut out = (text.len() as u64).to_le_bytes().to_vec();
+        out.extend(text.as_bytes());
+        out.extend(&bytes[8 + n..]);
+        out
+    }
+
     /// A safetensors file of the stored tensors of `w`, each in its own dtype.
     pub fn safetensors(w: &WhisperWeights) -> Vec<u8> {
         let views: Vec<(String, Vec<u8>, Vec<usize>, safetensors::Dtype)> = w
@@ -505,7 +517,7 @@ pub(crate) mod writer {
 
 #[cfg(test)]
 mod tests {
-    use super::writer::{config_json, safetensors};
+    use super::writer::{config_json, safetensors, with_header};
     use super::*;
     use crate::weights::testing::{multilingual_config, small_config};
     use crate::weights::{EMBED_TOKENS, PROJ_OUT};
@@ -562,18 +574,6 @@ mod tests {
             "{}",
             err(&negative, &config)
         );
-    }
-
-    /// Edits the header JSON of a safetensors file and rebuilds the length prefix.
-    fn with_header(bytes: &[u8], edit: impl FnOnce(&mut serde_json::Value)) -> Vec<u8> {
-        let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
-        let mut header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + n]).unwrap();
-        edit(&mut header);
-        let text = header.to_string();
-        let mut out = (text.len() as u64).to_le_bytes().to_vec();
-        out.extend(text.as_bytes());
-        out.extend(&bytes[8 + n..]);
-        out
     }
 
     #[test]

@@ -225,7 +225,7 @@ fn cannot_allocate(file: &str, name: &str, bytes: usize, e: TryReserveError) -> 
 mod tests {
     use super::*;
     use crate::convert::{WeightFormat, hf_safetensors};
-    use crate::hf::writer::{config_json, safetensors};
+    use crate::hf::writer::{config_json, safetensors, with_header};
     use crate::hf::{load_hf, load_hf_parsed, parse_safetensors};
     use crate::weights::testing::{random, small_config};
     use susurrus_core::ir::DType;
@@ -324,18 +324,6 @@ mod tests {
                 assert_eq!(streamed(&longer, 2, length).unwrap_err().to_string(), want);
             }
         }
-    }
-
-    /// Edits the header JSON and rebuilds the length prefix.
-    fn with_header(bytes: &[u8], edit: impl FnOnce(&mut serde_json::Value)) -> Vec<u8> {
-        let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
-        let mut header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + n]).unwrap();
-        edit(&mut header);
-        let text = header.to_string();
-        let mut out = (text.len() as u64).to_le_bytes().to_vec();
-        out.extend(text.as_bytes());
-        out.extend(&bytes[8 + n..]);
-        out
     }
 
     #[test]

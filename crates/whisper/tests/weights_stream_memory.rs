@@ -76,18 +76,9 @@ fn a_streamed_weights_file_is_held_once() {
     let size = std::fs::metadata(&path).unwrap().len() as usize;
     let files = [("config.json".to_string(), config.clone()), ("vocabulary.txt".to_string(), vocabulary)].into();
 
-    // 64 KiB reads, as a browser's response stream hands them over.
     let (streamed, streamed_peak) = high_water(|| {
-        let mut file = std::fs::File::open(&path).unwrap();
         let mut stream = Ct2Stream::new("model.bin", Some(size));
-        let mut chunk = vec![0u8; 64 << 10];
-        loop {
-            let n = file.read(&mut chunk).unwrap();
-            if n == 0 {
-                break;
-            }
-            stream.push(&chunk[..n]).unwrap();
-        }
+        read_in_chunks(&path, |chunk| stream.push(chunk).unwrap());
         let parsed = stream.finish().unwrap();
         let (weights, _tokenizer) = load_files_with_parsed(ParsedWeights::Ct2(parsed), &files).unwrap();
         weights
@@ -161,16 +152,8 @@ fn a_streamed_weights_file_is_held_once() {
     let hf_files =
         [("config.json".to_string(), hf_config.clone()), ("vocabulary.txt".to_string(), vocabulary_of(&dir))].into();
     let (_, hf_streamed_peak) = high_water(|| {
-        let mut file = std::fs::File::open(&hf).unwrap();
         let mut stream = SafetensorsStream::new("model.safetensors", Some(hf_size));
-        let mut chunk = vec![0u8; 64 << 10];
-        loop {
-            let n = file.read(&mut chunk).unwrap();
-            if n == 0 {
-                break;
-            }
-            stream.push(&chunk[..n]).unwrap();
-        }
+        read_in_chunks(&hf, |chunk| stream.push(chunk).unwrap());
         load_files_with_parsed(ParsedWeights::Hf(stream.finish().unwrap()), &hf_files).unwrap().0
     });
     let (_, hf_whole_peak) = high_water(|| load_hf(&std::fs::read(&hf).unwrap(), &hf_config).unwrap());
@@ -183,6 +166,19 @@ fn a_streamed_weights_file_is_held_once() {
     );
     assert!(hf_streamed_peak < hf_size + hf_size / 10, "streamed: {:.1} MB held", mb(hf_streamed_peak));
     assert!(hf_whole_peak > 2 * hf_size - hf_size / 20, "whole file: {:.1} MB held", mb(hf_whole_peak));
+}
+
+/// Reads the file at `path` in 64 KiB reads, as a browser's response stream hands them over.
+fn read_in_chunks(path: &std::path::Path, mut each: impl FnMut(&[u8])) {
+    let mut file = std::fs::File::open(path).unwrap();
+    let mut chunk = vec![0u8; 64 << 10];
+    loop {
+        let n = file.read(&mut chunk).unwrap();
+        if n == 0 {
+            break;
+        }
+        each(&chunk[..n]);
+    }
 }
 
 /// The model folder's vocabulary.
