@@ -48,6 +48,15 @@ pub struct BenchArgs {
     /// same flags, and its peak RSS and wall time printed.
     #[arg(long, value_name = "MINUTES", value_delimiter = ',', value_parser = parse_minutes, conflicts_with = "profile")]
     pub memory: Vec<f64>,
+    /// Instead: live transcription of these files, each streamed as if spoken (`susurrus
+    /// stream`'s defaults): latency of every committed word to its first appearance and to its
+    /// commit, the loop's real-time factor, and the committed text's word error against this
+    /// engine's offline transcript of the file.
+    #[arg(long, value_name = "FILE", num_args = 1.., conflicts_with_all = ["profile", "memory", "audio"])]
+    pub stream: Vec<PathBuf>,
+    /// --stream: without the VAD network (every hop is looked at, pauses included).
+    #[arg(long, requires = "stream")]
+    pub no_vad: bool,
 }
 
 fn parse_minutes(s: &str) -> std::result::Result<f64, String> {
@@ -98,6 +107,16 @@ pub struct ProfileRow {
 }
 
 pub fn run(args: &BenchArgs) -> Result<()> {
+    if !args.stream.is_empty() {
+        let vad = if args.no_vad { None } else { Some(crate::model_dir::resolve_vad(None)?) };
+        let report = crate::bench_stream::measure(&args.run, &args.stream, vad.as_deref())?;
+        let text = if args.json {
+            serde_json::to_string_pretty(&report).map_err(|e| Error::Usage(format!("cannot render JSON: {e}")))? + "\n"
+        } else {
+            crate::bench_stream::table(&report)
+        };
+        return crate::print(&text);
+    }
     if !args.memory.is_empty() {
         let clip = clip(args)?.samples;
         let report = crate::bench_memory::measure(&args.run, &clip, &args.memory)?;

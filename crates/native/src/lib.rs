@@ -6,6 +6,7 @@ pub mod backend;
 pub mod bench;
 pub mod bench_memory;
 pub mod bench_ops;
+pub mod bench_stream;
 pub mod convert;
 /// The fast CPU backend (its own crate, which the browser package uses too).
 pub use susurrus_cpu as cpu;
@@ -17,6 +18,7 @@ pub mod info;
 pub mod model_dir;
 pub mod output;
 pub mod serve;
+pub mod stream;
 pub mod transcribe;
 
 use std::io::Write;
@@ -57,6 +59,9 @@ pub enum Command {
     BenchOps(BenchOpsArgs),
     /// Serve the web demo (www/) and the model folder over HTTP on 127.0.0.1.
     Serve(serve::ServeArgs),
+    /// Transcribe audio live as it arrives (standard input, a named pipe, or a file with
+    /// --realtime): partial text as it is heard, committed text that stays.
+    Stream(Box<stream::StreamArgs>),
 }
 
 #[derive(Debug, Args)]
@@ -87,6 +92,7 @@ pub fn run(cli: &Cli) -> Result<()> {
         Command::Demo(args) => print(&demo(args)?),
         Command::BenchOps(args) => print(&bench_ops::bench_ops(args.backend, args.f16)?),
         Command::Serve(args) => serve::run(args),
+        Command::Stream(args) => stream::run(args),
     }
 }
 

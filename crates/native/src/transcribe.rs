@@ -290,7 +290,7 @@ impl TranscribeArgs {
     }
 }
 
-fn parse_language(s: &str) -> std::result::Result<String, String> {
+pub(crate) fn parse_language(s: &str) -> std::result::Result<String, String> {
     let code = s.trim().to_ascii_lowercase();
     if code.is_empty() || !code.chars().all(|c| c.is_ascii_alphabetic()) {
         return Err("a language is a code of letters such as en, de or yue".into());
@@ -321,14 +321,14 @@ fn parse_time(s: &str) -> std::result::Result<f64, String> {
     }
 }
 
-fn parse_positive_time(s: &str) -> std::result::Result<f64, String> {
+pub(crate) fn parse_positive_time(s: &str) -> std::result::Result<f64, String> {
     match s.trim().parse::<f64>() {
         Ok(t) if t.is_finite() && t > 0.0 => Ok(t),
         _ => Err("a time is a number of seconds > 0".into()),
     }
 }
 
-fn parse_probability(s: &str) -> std::result::Result<f32, String> {
+pub(crate) fn parse_probability(s: &str) -> std::result::Result<f32, String> {
     Some(parse_number(s)?).filter(|v| (0.0..=1.0).contains(v)).ok_or_else(|| "not a probability from 0 to 1".into())
 }
 
@@ -348,7 +348,7 @@ pub fn run(args: &TranscribeArgs) -> Result<()> {
 
     let (whisper, load) = {
         let _spinner = Clear(spinner(format!("loading {}", dir.display())));
-        load_model(args, &dir, vad.as_deref())?
+        load_model(&args.run, &dir, vad.as_deref())?
     };
     check_model_options(&whisper, &options, &dir)?;
 
@@ -492,7 +492,7 @@ struct Unfinished {
 /// Opens the backend and, on threads beside it, reads the model folder (weights and
 /// tokenizer side by side) and plans its graphs: each takes a good part of start-up and none
 /// needs another's result until the plans are compiled on the opened backend.
-fn load_model(args: &TranscribeArgs, dir: &Path, vad: Option<&Path>) -> Result<(Whisper, Load)> {
+pub(crate) fn load_model(run: &RunArgs, dir: &Path, vad: Option<&Path>) -> Result<(Whisper, Load)> {
     let started = Instant::now();
     let (backend, prepared, open, read) = std::thread::scope(|scope| {
         let vad = scope.spawn(move || vad.map(|path| VadWeights::load(path).and_then(VadPlan::new)).transpose());
@@ -503,7 +503,7 @@ fn load_model(args: &TranscribeArgs, dir: &Path, vad: Option<&Path>) -> Result<(
             let prepared = weights.and_then(|w| Whisper::prepare(&w, tokenizer?));
             (prepared, started.elapsed())
         });
-        let backend = args.run.open();
+        let backend = run.open();
         let open = started.elapsed();
         let (prepared, read) =
             preparing.join().unwrap_or_else(|_| (Err(panicked("reading the model")), Duration::ZERO));

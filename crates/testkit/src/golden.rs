@@ -12,6 +12,7 @@ use susurrus_core::exec::Backend;
 use susurrus_core::exec::cpu::CpuBackend;
 use susurrus_core::exec::wgpu::{WgpuBackend, WgpuOptions};
 use susurrus_whisper::vad::{Vad, VadOptions, VadPlan, VadWeights, speech_chunks};
+pub use susurrus_whisper::wer::word_error_rate;
 use susurrus_whisper::{Event, Task, TranscribeOptions, Whisper};
 
 pub fn root() -> PathBuf {
@@ -503,29 +504,6 @@ pub fn beam_run_matches_up_to_a_near_tie(backend: Box<dyn Backend>, tolerance: f
     println!("{name} long/beam_5: every window's tokens are the reference's");
 }
 
-/// Word error rate of `hypothesis` against `reference`: word-level edit distance over the
-/// reference's word count, words lower-cased with punctuation stripped.
-pub fn word_error_rate(reference: &str, hypothesis: &str) -> f64 {
-    let words = |s: &str| -> Vec<String> {
-        s.split_whitespace()
-            .map(|w| w.chars().filter(|c| c.is_alphanumeric() || *c == '\'').flat_map(char::to_lowercase).collect())
-            .filter(|w: &String| !w.is_empty())
-            .collect()
-    };
-    let (r, h) = (words(reference), words(hypothesis));
-    let mut row: Vec<usize> = (0..=h.len()).collect();
-    for (i, rw) in r.iter().enumerate() {
-        let mut previous = row[0];
-        row[0] = i + 1;
-        for (j, hw) in h.iter().enumerate() {
-            let substitution = previous + usize::from(rw != hw);
-            previous = row[j + 1];
-            row[j + 1] = substitution.min(row[j] + 1).min(previous + 1);
-        }
-    }
-    if r.is_empty() { if h.is_empty() { 0.0 } else { 1.0 } } else { row[h.len()] as f64 / r.len() as f64 }
-}
-
 /// The int8 model's transcript of the first run of each of `clips` on `backend`: (clip, token
 /// ids of every segment, text).
 fn int8_runs(backend: Box<dyn Backend>, clips: &[&str]) -> Vec<(String, Vec<u32>, String)> {
@@ -574,21 +552,4 @@ pub fn int8_transcripts_match(backend: Option<Box<dyn Backend>>, clips: &[&str],
         }
     }
     assert!(problems.is_empty(), "{} differences:\n{}", problems.len(), problems.join("\n"));
-}
-
-#[cfg(test)]
-mod tests {
-    use super::word_error_rate;
-
-    #[test]
-    fn word_error_rate_counts_edits_over_reference_words() {
-        assert_eq!(word_error_rate("The cat sat.", "the cat sat"), 0.0);
-        // One substitution and one deletion in four words.
-        assert_eq!(word_error_rate("a b c d", "a x c"), 0.5);
-        // One insertion.
-        assert_eq!(word_error_rate("a b", "a b c"), 0.5);
-        assert_eq!(word_error_rate("", ""), 0.0);
-        assert_eq!(word_error_rate("", "words"), 1.0);
-        assert_eq!(word_error_rate("Don't stop!", "dont stop"), 0.5);
-    }
 }

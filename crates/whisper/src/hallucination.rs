@@ -106,7 +106,7 @@ mod tests {
 
     fn segment(words: Vec<Word>) -> Draft {
         let (start, end) = (words[0].start, words[words.len() - 1].end);
-        Draft { start, end, text_tokens: vec![], words }
+        Draft { start, end, text_tokens: vec![], words, word_tokens: vec![] }
     }
 
     fn window(offset: f64) -> WindowTimes {

@@ -23,6 +23,7 @@ pub mod hallucination;
 pub mod hf;
 pub mod hf_stream;
 pub mod layers;
+pub mod live;
 pub mod mel;
 pub mod model;
 pub mod options;
@@ -33,6 +34,7 @@ pub mod tokenizer;
 pub mod transcribe;
 pub mod vad;
 pub mod weights;
+pub mod wer;
 pub mod words;
 
 pub use audio::{Audio, Pcm};

@@ -95,6 +95,15 @@ impl Whisper {
     }
 
     /// True once [`Whisper::load_vad`] has run.
+    /// The loaded VAD network compiled again for blocks of `windows` windows, with states of
+    /// its own (a live stream's).
+    pub(crate) async fn vad_with_windows(&self, windows: usize) -> Result<Vad> {
+        let vad = self.vad.as_ref().ok_or_else(|| {
+            Error::bad_option("vad: the Silero VAD network is not loaded (load it, or stream with vad off)")
+        })?;
+        vad.with_windows(self.backend.as_ref(), windows).await
+    }
+
     pub fn has_vad(&self) -> bool {
         self.vad.is_some()
     }

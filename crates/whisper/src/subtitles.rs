@@ -114,12 +114,17 @@ fn word_lines(segments: &[Segment], options: &CueOptions) -> Vec<Vec<Word>> {
 /// One segment as a line of the text format, newline included: what `susurrus transcribe`
 /// prints as each segment is decoded.
 pub fn txt_line(segment: &Segment, timestamps: bool) -> String {
-    let text = one_line(&segment.text);
     if timestamps {
-        format!("[{} --> {}] {text}\n", short_clock(segment.start), short_clock(segment.end))
+        timed_line(segment.start, segment.end, &segment.text)
     } else {
-        format!("{text}\n")
+        format!("{}\n", one_line(&segment.text))
     }
+}
+
+/// `[mm:ss.mmm --> mm:ss.mmm] text` and a newline: a line of the text format (and of a live
+/// stream's committed text).
+pub fn timed_line(start: f64, end: f64, text: &str) -> String {
+    format!("[{} --> {}] {}\n", short_clock(start), short_clock(end), one_line(text))
 }
 
 /// The text format: [`txt_line`] for every segment.

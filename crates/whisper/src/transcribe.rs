@@ -28,10 +28,10 @@ use crate::words::{Draft, Weights, Word, add_word_timestamps, find_alignment};
 pub const SAMPLE_RATE: usize = 16000;
 
 /// Log-mel frames per second of audio.
-const FRAMES_PER_SECOND: f64 = (SAMPLE_RATE / HOP_LENGTH) as f64;
+pub(crate) const FRAMES_PER_SECOND: f64 = (SAMPLE_RATE / HOP_LENGTH) as f64;
 
 /// Zero samples the reference appends before computing the log-mel.
-const TAIL_PADDING: usize = 160;
+pub(crate) const TAIL_PADDING: usize = 160;
 /// Mel frames per encoder position (the encoder's second convolution has stride 2).
 const INPUT_STRIDE: usize = 2;
 
@@ -354,19 +354,7 @@ impl Whisper {
 
             let decoder = WindowDecoder { ids: &ids, tokenizer: &self.tokenizer, options, vocab, forced: &forced };
             let result = on_device!(decoder.decode_with_fallback(&mut self.program, &prompt, sot, &mut rng).await);
-            if !(result.avg_logprob.is_finite() && result.no_speech_prob.is_finite()) {
-                return Err(Error::Model {
-                    file: "the model".into(),
-                    msg: format!(
-                        "the window at {time_offset:.2} s gave non-finite scores (average log-probability {}, \
-                         no-speech probability {}): its weights hold values it cannot compute with",
-                        result.avg_logprob, result.no_speech_prob
-                    ),
-                });
-            }
-            let skip = options.no_speech_threshold.is_some_and(|th| result.no_speech_prob > th)
-                && !options.log_prob_threshold.is_some_and(|th| result.avg_logprob > th as f64);
-            if skip {
+            if is_silence(&result, options, time_offset)? {
                 seek += segment_size;
                 let stand = stands(clip, seek, last_speech, &rng, &all_tokens[prompt_reset_since..]);
                 self.window_done(on_event, &stand, content_frames, frame_seconds)?;
@@ -390,6 +378,7 @@ impl Whisper {
                     end: *end,
                     text_tokens: tokens.iter().copied().filter(|&t| t < ids.end_of_text).collect(),
                     words: Vec::new(),
+                    word_tokens: Vec::new(),
                 })
                 .collect();
             if options.word_timestamps {
@@ -498,7 +487,7 @@ impl Whisper {
     }
 
     /// `<|startoftranscript|>`, then on multilingual models the language and task tokens.
-    fn sot_sequence(&self, language: &str, task: Task) -> Result<Vec<u32>> {
+    pub(crate) fn sot_sequence(&self, language: &str, task: Task) -> Result<Vec<u32>> {
         let ids = self.tokenizer.special_ids();
         let mut seq = vec![ids.start_of_transcript];
         if self.config.is_multilingual() {
@@ -514,6 +503,24 @@ impl Whisper {
         }
         Ok(seq)
     }
+}
+
+/// Whether a decoded window is silence, as the reference skips one: its no-speech probability
+/// above the threshold and its average log-probability not above its own. Non-finite scores
+/// are an error (the model's weights hold values it cannot compute with).
+pub(crate) fn is_silence(result: &Decoded, options: &TranscribeOptions, time_offset: f64) -> Result<bool> {
+    if !(result.avg_logprob.is_finite() && result.no_speech_prob.is_finite()) {
+        return Err(Error::Model {
+            file: "the model".into(),
+            msg: format!(
+                "the window at {time_offset:.2} s gave non-finite scores (average log-probability {}, \
+                 no-speech probability {}): its weights hold values it cannot compute with",
+                result.avg_logprob, result.no_speech_prob
+            ),
+        });
+    }
+    Ok(options.no_speech_threshold.is_some_and(|th| result.no_speech_prob > th)
+        && !options.log_prob_threshold.is_some_and(|th| result.avg_logprob > th as f64))
 }
 
 /// `time` in the joined speech as a time of the recording (the same without a VAD map).
@@ -563,18 +570,18 @@ fn last_end(drafts: &[Draft]) -> Option<f64> {
 }
 
 /// What word timing needs of a decoded window besides its segments.
-struct WindowText<'a> {
-    sot_sequence: &'a [u32],
-    language: &'a str,
+pub(crate) struct WindowText<'a> {
+    pub sot_sequence: &'a [u32],
+    pub language: &'a str,
     /// The window's log-mel frames.
-    frames: usize,
+    pub frames: usize,
 }
 
 impl Whisper {
     /// Times the words of one window's segments (the window still encoded) as the
     /// reference's `add_word_timestamps`: aligns the window's whole text on the device,
     /// then places the words ([`crate::words`]).
-    async fn time_words(
+    pub(crate) async fn time_words(
         &mut self,
         drafts: &mut [Draft],
         window: &WindowText<'_>,
@@ -626,7 +633,7 @@ fn segment_of(
 
 /// Cuts a window's tokens into `(start, end, tokens)` pieces at consecutive timestamp pairs
 /// and returns them with the next seek (in frames).
-fn split_segments(
+pub(crate) fn split_segments(
     tokens: &[u32],
     tb: u32,
     seek: usize,

@@ -306,6 +306,9 @@ pub(crate) struct Draft {
     pub end: f64,
     pub text_tokens: Vec<u32>,
     pub words: Vec<Word>,
+    /// Each word's tokens (punctuation merged in with its text), which a live stream gives
+    /// again as the start of the next window's transcript.
+    pub word_tokens: Vec<Vec<u32>>,
 }
 
 /// The median of a non-empty slice, as numpy's (the mean of the middle two for an even
@@ -350,6 +353,7 @@ pub(crate) fn add_word_timestamps(
     for segment in segments.iter_mut() {
         let mut saved = 0;
         let mut words = Vec::new();
+        let mut word_tokens = Vec::new();
         while index < alignment.len() && saved < segment.text_tokens.len() {
             let timing = &alignment[index];
             if !timing.word.is_empty() {
@@ -359,6 +363,7 @@ pub(crate) fn add_word_timestamps(
                     word: timing.word.clone(),
                     probability: timing.probability,
                 });
+                word_tokens.push(timing.tokens.clone());
             }
             saved += timing.tokens.len();
             index += 1;
@@ -391,6 +396,7 @@ pub(crate) fn add_word_timestamps(
             last_speech = segment.end;
         }
         segment.words = words;
+        segment.word_tokens = word_tokens;
     }
 }
 
@@ -448,12 +454,14 @@ mod tests {
         let alignment =
             vec![timing(" One", &[1], 0.2, 0.5), timing(" two.", &[2, 3], 0.5, 0.9), timing(" Three", &[4], 1.4, 1.8)];
         let mut segments = vec![
-            Draft { start: 0.0, end: 1.0, text_tokens: vec![1, 2, 3], words: vec![] },
-            Draft { start: 1.0, end: 2.0, text_tokens: vec![4], words: vec![] },
+            Draft { start: 0.0, end: 1.0, text_tokens: vec![1, 2, 3], words: vec![], word_tokens: vec![] },
+            Draft { start: 1.0, end: 2.0, text_tokens: vec![4], words: vec![], word_tokens: vec![] },
         ];
         add_word_timestamps(&mut segments, alignment, 10.0, 9.5);
         let spans: Vec<(f64, f64, usize)> = segments.iter().map(|s| (s.start, s.end, s.words.len())).collect();
         assert_eq!(spans, [(10.2, 10.9, 2), (11.4, 11.8, 1)]);
         assert_eq!(segments[0].words[1], Word { start: 10.5, end: 10.9, word: " two.".into(), probability: 0.5 });
+        assert_eq!(segments[0].word_tokens, [vec![1], vec![2, 3]]);
+        assert_eq!(segments[1].word_tokens, [vec![4]]);
     }
 }

@@ -1,5 +1,5 @@
-//! The Silero VAD v6 network as one graph over a block of [`BLOCK`] windows of
-//! [`WINDOW`] samples: each window (after the last [`CONTEXT`] samples of the one before)
+//! The Silero VAD v6 network as one graph over a block of windows ([`BLOCK`] over a
+//! recording, fewer in a live stream, which cannot wait a second) of [`WINDOW`] samples: each window (after the last [`CONTEXT`] samples of the one before)
 //! goes through an STFT written as a strided convolution with the network's basis, the
 //! magnitude, four convolutions with ReLU; then an LSTM cell steps over the block's windows
 //! in order, and a linear layer with a sigmoid turns each hidden state into the window's
@@ -22,7 +22,7 @@ pub const WINDOW: usize = 512;
 pub const CONTEXT: usize = 64;
 /// Samples in one row of the block's input: the context, then the window.
 pub const ROW: usize = CONTEXT + WINDOW;
-/// Windows per run: one second of audio (32 × 512 samples).
+/// Windows per run over a recording: one second of audio (32 × 512 samples).
 pub const BLOCK: usize = 32;
 /// The STFT's frame length and hop, and its frequency bins (real and imaginary parts are
 /// the basis's first and second halves).
@@ -37,22 +37,22 @@ pub const HIDDEN: usize = 128;
 /// The encoder's convolutions (kernel 3, padding 1): input channels, output channels, stride.
 pub const CONV_LAYERS: [(usize, usize, usize); 4] = [(STFT_BINS, 128, 1), (128, 64, 2), (64, 64, 2), (64, HIDDEN, 1)];
 
-/// The block's input `[BLOCK, ROW]`, its output `[BLOCK]`, the states and the scalar.
+/// The block's input `[windows, ROW]`, its output `[windows]`, the states and the scalar.
 pub const AUDIO: &str = "audio";
 pub const PROBABILITIES: &str = "probabilities";
 pub const STATE_H: &str = "vad.h";
 pub const STATE_C: &str = "vad.c";
 pub const CARRY: &str = "carry";
 
-/// The network over one block of windows.
-pub fn block_graph(weights: &Weights) -> Result<Graph> {
+/// The network over one block of `windows` windows.
+pub fn block_graph(weights: &Weights, windows: usize) -> Result<Graph> {
     let mut g = Graph::new("silero_vad");
     let param = |g: &mut Graph, name: &str| -> Result<NodeId> {
         let t =
             weights.get(name).ok_or_else(|| Error::bad_argument(format!("the VAD network has no tensor {name}")))?;
         Ok(g.param(name, t.ty())?)
     };
-    let audio = g.input(AUDIO, f32_type(&[BLOCK, ROW]))?;
+    let audio = g.input(AUDIO, f32_type(&[windows, ROW]))?;
 
     // Reflection on the right (sample ROW + j is sample ROW - 2 - j), as a gather of the
     // transposed rows.
@@ -61,9 +61,9 @@ pub fn block_graph(weights: &Weights) -> Result<Graph> {
     let reflected = g.constant(Tensor::u32([ROW + REFLECT], reflected)?);
     let padded = g.gather(columns, reflected)?;
     let padded = g.permute(padded, &[1, 0])?;
-    let padded = g.reshape(padded, [BLOCK, 1, ROW + REFLECT])?;
+    let padded = g.reshape(padded, [windows, 1, ROW + REFLECT])?;
 
-    // STFT magnitude [BLOCK, STFT_BINS, frames].
+    // STFT magnitude [windows, STFT_BINS, frames].
     let basis = param(&mut g, STFT)?;
     let spectrum = g.conv1d(padded, basis, None, STFT_HOP, 0, 1)?;
     let real = g.slice(spectrum, 1, 0, STFT_BINS)?;
@@ -77,8 +77,8 @@ pub fn block_graph(weights: &Weights) -> Result<Graph> {
         let y = g.conv1d(x, w, Some(b), stride, 1, 1)?;
         x = g.relu(y)?;
     }
-    // One position is left per window: [BLOCK, HIDDEN, 1].
-    let features = g.reshape(x, [BLOCK, HIDDEN])?;
+    // One position is left per window: [windows, HIDDEN, 1].
+    let features = g.reshape(x, [windows, HIDDEN])?;
 
     // The LSTM (ONNX's gate order: input, output, forget, cell), every window's input
     // projection in one product, then one step per window.
@@ -92,8 +92,8 @@ pub fn block_graph(weights: &Weights) -> Result<Graph> {
     let c_state = g.state(STATE_C, f32_type(&[1, HIDDEN]))?;
     let mut h = g.select(carry, h_state, zeros)?;
     let mut c = g.select(carry, c_state, zeros)?;
-    let mut hidden = Vec::with_capacity(BLOCK);
-    for t in 0..BLOCK {
+    let mut hidden = Vec::with_capacity(windows);
+    for t in 0..windows {
         let input = g.slice(projected, 0, t, t + 1)?;
         let recurrent = g.matmul_t(h, r)?;
         let gates = g.add(input, recurrent)?;
@@ -116,7 +116,7 @@ pub fn block_graph(weights: &Weights) -> Result<Graph> {
     let logit = g.matmul_t(hidden, out_w)?;
     let logit = g.add(logit, out_b)?;
     let probability = g.sigmoid(logit)?;
-    let probability = g.reshape(probability, [BLOCK])?;
+    let probability = g.reshape(probability, [windows])?;
     g.output(PROBABILITIES, probability)?;
     Ok(g)
 }

@@ -1,0 +1,128 @@
+//! `susurrus stream` run as a user would: a file, headerless PCM on standard input, JSON lines,
+//! pacing at speech speed, and its error messages.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::Instant;
+
+use susurrus_testkit::golden::{self, Set};
+
+/// Runs `susurrus stream` on the CPU with tiny.en and the VAD, feeding `stdin` when given.
+fn stream(args: &[&str], stdin: Option<&[u8]>) -> Output {
+    let model = Set::TinyEn.model_dir();
+    let vad = golden::vad_model();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_susurrus"));
+    command.arg("stream").args(["--backend", "cpu", "--model"]).arg(&model).arg("--vad-model").arg(&vad).args(args);
+    command.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
+    command.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = command.spawn().expect("the susurrus binary runs");
+    if let Some(bytes) = stdin {
+        child.stdin.take().unwrap().write_all(bytes).unwrap();
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8(out.stdout.clone()).unwrap()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8(out.stderr.clone()).unwrap()
+}
+
+fn clip(name: &str) -> String {
+    Set::TinyEn.dir().join(format!("{name}.wav")).display().to_string()
+}
+
+fn reference(name: &str) -> String {
+    Set::TinyEn.fixture(name)["runs"][0]["text"].as_str().unwrap().trim().to_string()
+}
+
+/// The text of the text format's lines, without their times.
+fn text_of_lines(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().map(|l| l.split_once("] ").map_or(l, |(_, t)| t)).collect();
+    lines.join(" ")
+}
+
+#[test]
+fn a_file_prints_its_committed_text_as_timed_lines() {
+    let out = stream(&[&clip("short_2")], None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    // Broken after 60 characters, as no sentence ended before.
+    assert!(text.starts_with("[00:00.000 --> 00:03.720] Please close the garden gate before"), "{text}");
+    assert!(text.contains("\n[00:03.720 --> 00:04.600] an open field.\n"), "{text}");
+    assert_eq!(text_of_lines(&text), reference("short_2"));
+}
+
+#[test]
+fn raw_pcm_on_standard_input_is_transcribed_as_it_comes() {
+    let wav = std::fs::read(clip("noisy")).unwrap();
+    let out = stream(&["--raw", "s16le", "-"], Some(&wav[44..]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(text_of_lines(&stdout(&out)), reference("noisy"));
+    // The same audio as 32 kHz f32 in two channels (each sample held twice in time, in both
+    // channels), downmixed and resampled on the way.
+    let samples: Vec<f32> =
+        wav[44..].chunks_exact(2).map(|b| f32::from(i16::from_le_bytes([b[0], b[1]])) / 32768.0).collect();
+    let stereo: Vec<u8> = samples.iter().flat_map(|s| [s.to_le_bytes(); 4].concat()).collect();
+    let out = stream(&["--raw", "f32le", "--rate", "32000", "--channels", "2", "-"], Some(&stereo));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(golden::word_error_rate(&reference("noisy"), &text_of_lines(&stdout(&out))) <= 0.1, "{}", stdout(&out));
+    // A byte that is not a whole frame is dropped with a warning.
+    let out = stream(&["--raw", "s16le", "-"], Some(&wav[43..]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("warning: -: the last 1 bytes are not a whole frame of 1 channels"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn json_lines_hold_every_event_and_the_committed_text_is_the_transcript() {
+    let out = stream(&["--format", "json", "--realtime", &clip("short_1")], None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mut committed = String::new();
+    let mut partials = 0;
+    for line in stdout(&out).lines() {
+        let event: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        let (start, end) = (event["start"].as_f64().unwrap(), event["end"].as_f64().unwrap());
+        assert!(start <= end, "{line}");
+        match event["type"].as_str() {
+            Some("committed") => committed.push_str(event["text"].as_str().unwrap()),
+            Some("partial") => partials += 1,
+            other => panic!("type {other:?} in {line}"),
+        }
+    }
+    assert!(partials > 0, "no partial text while a 7 s clip was spoken");
+    assert_eq!(committed.trim(), reference("short_1"));
+}
+
+#[test]
+fn realtime_reads_a_file_no_faster_than_it_plays() {
+    let started = Instant::now();
+    let out = stream(&["--realtime", &clip("noisy")], None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // The clip is 4.67 s long: its last sample is read no earlier.
+    assert!(started.elapsed().as_secs_f64() >= 4.6, "{:?}", started.elapsed());
+    assert_eq!(text_of_lines(&stdout(&out)), reference("noisy"));
+}
+
+#[test]
+fn bad_input_and_options_are_errors_before_any_work() {
+    let error = |out: &Output| {
+        assert_eq!(out.status.code(), Some(1), "{}", stdout(out));
+        stderr(out)
+    };
+    let out = stream(&["--hop", "20", &clip("noisy")], None);
+    assert_eq!(error(&out), "susurrus: error: invalid option: hop must be between 0.1 and 10 seconds, not 20\n");
+    let missing = Path::new(env!("CARGO_TARGET_TMPDIR")).join("no-such.wav");
+    let out = stream(&[missing.to_str().unwrap()], None);
+    assert!(error(&out).contains("no-such.wav"), "{}", stderr(&out));
+    let out = stream(&["--raw", "s16le", "-"], Some(&[]));
+    assert_eq!(error(&out), "susurrus: error: -: no audio: the input was empty\n");
+    let out = stream(&["--rate", "8000", &clip("noisy")], None);
+    assert_eq!(out.status.code(), Some(2), "--rate without --raw: {}", stderr(&out));
+}
