@@ -70,7 +70,8 @@ JS
 
 cp crates/web/js/*.ts crates/web/js/tsconfig.json crates/web/js/README.md "$out/"
 "$tsc" -p "${out}/tsconfig.json"
-rm -f "${out}/tsconfig.json" "${out}/index.ts" "${out}/worker.ts" "${out}/protocol.ts"
+rm -f "${out}/tsconfig.json" "${out}/index.ts" "${out}/worker.ts" "${out}/protocol.ts" "${out}/microphone.ts" \
+  "${out}/microphone-worklet.ts"
 
 node - "$out" <<'JS'
 const fs = require("fs");
@@ -92,6 +93,7 @@ const pkg = {
     "./susurrus.js": { types: "./susurrus.d.ts", default: "./susurrus.js" },
   },
   files: ["index.js", "index.d.ts", "worker.js", "worker.d.ts", "protocol.js", "protocol.d.ts",
+          "microphone.js", "microphone.d.ts", "microphone-worklet.js", "microphone-worklet.d.ts",
           "susurrus.js", "susurrus.d.ts", "susurrus_bg.wasm", "susurrus_bg.wasm.d.ts", "README.md",
           "threads/susurrus.js", "threads/susurrus.d.ts", "threads/susurrus_bg.wasm",
           "threads/susurrus_bg.wasm.d.ts", "threads/snippets"],

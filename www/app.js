@@ -59,6 +59,15 @@
  *   #timings               audio decode, transcription, audio duration, real-time factor
  *   #audio-warnings        what was wrong with a file that still gave audio (a cut file's end)
  *   #download-srt, #download-vtt, #download-json, #download-txt   transcript downloads
+ * Live captions
+ *   #live-start, #live-stop   start captioning the microphone (a live stream of the loaded
+ *                          model, with the VAD when the model has it), and stop it
+ *   #live-status           data-state idle | starting | listening | finishing | done | error
+ *   #live-committed        the final text so far; #live-partial, the words that may change
+ *   #live-latency          seconds from a word's end in the audio to its first appearance and
+ *                          to its commit, medians over the committed words (data-first-seen,
+ *                          data-committed, data-words), and once stopped the model's busy time
+ *                          over the audio's (data-real-time-factor)
  */
 
 const el = Object.fromEntries(
@@ -71,6 +80,7 @@ const el = Object.fromEntries(
     "audio-duration", "audio-player",
     "language", "task", "word-timestamps", "vad", "transcribe", "abort", "transcribe-progress", "transcribe-status", "transcribe-elapsed", "segments", "text",
     "result-language", "result-backend", "timings", "audio-warnings", "download-srt", "download-vtt", "download-json", "download-txt",
+    "live-start", "live-stop", "live-status", "live-committed", "live-partial", "live-latency",
   ].map((id) => [id.replace(/-(.)/g, (_, c) => c.toUpperCase()), document.getElementById(id)]),
 );
 const downloadButtons = [el.downloadSrt, el.downloadVtt, el.downloadJson, el.downloadTxt];
@@ -95,6 +105,7 @@ const state = {
   recording: null, // { recorder, started }
   running: null, // { controller, started }: the running transcription
   result: null, // { transcript, name }: the last finished transcription
+  live: null, // { sink, microphone, media, controller, latency }: live captions running
 };
 
 // ---- Errors: every failure ends up in the visible error box, never only in the console.
@@ -186,7 +197,7 @@ function setStatus(node, stateName, text) {
 
 function render() {
   const { pkg, transcriber, loading, audio, recording, result } = state;
-  const running = state.running !== null;
+  const running = state.running !== null || state.live !== null;
   el.load.disabled = !pkg || loading || running;
   el.clearCache.disabled = !pkg || loading;
   el.transcribe.disabled = !transcriber || !audio || loading || running || recording !== null;
@@ -198,6 +209,8 @@ function render() {
   el.record.disabled = recording !== null;
   el.stopRecord.disabled = recording === null;
   for (const button of downloadButtons) button.disabled = !result || running;
+  el.liveStart.disabled = !transcriber || loading || running;
+  el.liveStop.disabled = !state.live?.microphone || state.live.stopping;
 }
 
 // ---- Model
@@ -546,6 +559,162 @@ async function abort() {
   state.running?.controller.abort();
 }
 
+// ---- Live captions
+
+/** A word as the latency rule compares them: lowercase letters, digits and apostrophes. */
+function normalizedWord(word) {
+  return word.toLowerCase().replace(/[^\p{L}\p{N}']/gu, "");
+}
+
+function median(values) {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted.length === 0 ? NaN : sorted[Math.floor(sorted.length / 2)];
+}
+
+/**
+ * How far the text runs behind speech, as `susurrus bench --stream` measures it: for every
+ * committed word, the seconds from its end in the audio to the first event that had it (the
+ * same text starting within half a second) and to its commit. The audio's clock starts when its
+ * first sample was captured: the first chunk's arrival less its length.
+ */
+class Latency {
+  origin = null;
+  seen = []; // { word, start, at } of words not yet committed
+  firstSeen = [];
+  committed = [];
+
+  push(samples, rate) {
+    this.origin ??= performance.now() - (samples.length / rate) * 1000;
+  }
+
+  now() {
+    return this.origin === null ? 0 : (performance.now() - this.origin) / 1000;
+  }
+
+  #find(word) {
+    const norm = normalizedWord(word.word);
+    return this.seen.find((s) => s.word === norm && Math.abs(s.start - word.start) < 0.5);
+  }
+
+  partial(text) {
+    const at = this.now();
+    for (const word of text.words) {
+      if (!this.#find(word)) this.seen.push({ word: normalizedWord(word.word), start: word.start, at });
+    }
+  }
+
+  commit(text) {
+    const at = this.now();
+    for (const word of text.words) {
+      const first = this.#find(word);
+      this.firstSeen.push((first?.at ?? at) - word.end);
+      this.committed.push(at - word.end);
+    }
+    const end = text.words.at(-1)?.end ?? 0;
+    this.seen = this.seen.filter((s) => s.start > end - 0.5);
+  }
+}
+
+function showLatency(latency, summary) {
+  const { firstSeen, committed } = latency;
+  const node = el.liveLatency;
+  node.dataset.words = String(committed.length);
+  if (committed.length === 0) {
+    node.textContent = "no words yet";
+    return;
+  }
+  node.dataset.firstSeen = median(firstSeen).toFixed(3);
+  node.dataset.committed = median(committed).toFixed(3);
+  let text = `words appear ${median(firstSeen).toFixed(2)} s after they are spoken and are final after ` +
+    `${median(committed).toFixed(2)} s (medians of ${committed.length} words)`;
+  if (summary) {
+    node.dataset.realTimeFactor = summary.realTimeFactor.toFixed(3);
+    text += `; the model was busy ${(summary.realTimeFactor * 100).toFixed(0)}% of the ${summary.audioSeconds.toFixed(1)} s`;
+  }
+  node.textContent = text;
+}
+
+async function startLive() {
+  if (!navigator.mediaDevices?.getUserMedia) {
+    throw new Error("this browser cannot capture the microphone here: it needs https or localhost");
+  }
+  const { transcriber } = state;
+  el.liveCommitted.textContent = el.livePartial.textContent = el.liveLatency.textContent = "";
+  for (const key of Object.keys(el.liveLatency.dataset)) delete el.liveLatency.dataset[key];
+  setStatus(el.liveStatus, "starting", "Opening the microphone…");
+  const latency = new Latency();
+  const controller = new AbortController();
+  state.live = { latency, controller, stopping: false };
+  render();
+  try {
+    // The stream first: the microphone's audio is captured from the moment it opens.
+    const sink = await transcriber.stream({
+      vad: transcriber.info.vad,
+      language: el.language.value || null,
+      signal: controller.signal,
+      onPartial: (text) => {
+        latency.partial(text);
+        el.livePartial.textContent = text.text;
+      },
+      onCommitted: (text) => {
+        latency.commit(text);
+        el.liveCommitted.textContent += text.text;
+        showLatency(latency);
+      },
+      onError: (error) => {
+        if (error.name === "AbortError") return;
+        showError(error);
+        setStatus(el.liveStatus, "error", "Live captions stopped.");
+        endLive().catch(showError);
+      },
+    });
+    state.live.sink = sink;
+    const media = await navigator.mediaDevices.getUserMedia({ audio: { channelCount: 1, echoCancellation: true, noiseSuppression: true } });
+    state.live.media = media;
+    const timed = { push: (samples, rate) => (latency.push(samples, rate), sink.push(samples, rate)) };
+    state.live.microphone = await state.pkg.captureMicrophone(media, timed, { onError: showError });
+    setStatus(el.liveStatus, "listening", `Listening (${transcriber.info.vad ? "with" : "without"} the VAD)…`);
+  } catch (err) {
+    await endLive();
+    setStatus(el.liveStatus, "error", "Live captions stopped.");
+    throw err;
+  }
+  render();
+}
+
+/** Stops the microphone and its tracks and lets the model go (aborting the stream). */
+async function endLive() {
+  const live = state.live;
+  if (!live) return;
+  await live.microphone?.stop();
+  for (const track of live.media?.getTracks() ?? []) track.stop();
+  live.controller.abort();
+  await live.sink?.finish().catch(() => {});
+  state.live = null;
+  render();
+}
+
+async function stopLive() {
+  const live = state.live;
+  live.stopping = true;
+  render();
+  setStatus(el.liveStatus, "finishing", "Finishing…");
+  try {
+    await live.microphone.stop();
+    for (const track of live.media.getTracks()) track.stop();
+    const summary = await live.sink.finish();
+    el.livePartial.textContent = "";
+    showLatency(live.latency, summary);
+    setStatus(el.liveStatus, "done", `Stopped after ${summary.audioSeconds.toFixed(1)} s.`);
+  } catch (err) {
+    setStatus(el.liveStatus, "error", "Live captions failed.");
+    throw err;
+  } finally {
+    state.live = null;
+    render();
+  }
+}
+
 // ---- Downloads
 
 async function download(format) {
@@ -594,6 +763,8 @@ el.segments.addEventListener("click", (event) => {
   el.audioPlayer.play().catch(() => {}); // a page without a user gesture may not play; the seek stands
 });
 el.abort.addEventListener("click", action(abort));
+el.liveStart.addEventListener("click", action(startLive));
+el.liveStop.addEventListener("click", action(stopLive));
 for (const button of downloadButtons) {
   button.addEventListener("click", action(() => download(button.dataset.format)));
 }

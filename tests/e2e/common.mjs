@@ -292,11 +292,12 @@ export async function waitForState(page, selector, states, what, timeoutMs) {
  * (its lines logged under `name`). `susurrus serve` makes the page cross-origin isolated (so the
  * package runs its threaded build); with `isolated: false` the browser gets every reply without
  * the two headers that do it, as from a server that does not send them (the plain build).
+ * `browserArgs` go to Chromium's command line.
  */
-export async function openDemoPage(name, model, onCleanup, timeoutMs, { isolated = true } = {}) {
+export async function openDemoPage(name, model, onCleanup, timeoutMs, { isolated = true, browserArgs = [] } = {}) {
   const server = await startServer(["--root", join(repoRoot, "www"), "--model", model, "--vad-model", vadModel]);
   onCleanup(() => server.stop());
-  const browser = await launchBrowser();
+  const browser = await launchBrowser(browserArgs);
   onCleanup(() => browser.close());
   const page = await browser.newPage();
   page.setDefaultTimeout(timeoutMs);

@@ -4,18 +4,24 @@
 // would be unused directives, which tsc reports as errors). Never run, only compiled.
 
 import {
+  LiveSink,
   Transcriber,
+  captureMicrophone,
   clearModelCache,
   decodeAudio,
   formatTranscript,
   version,
   type AudioInput,
   type BackendChoice,
+  type LiveSummary,
+  type LiveText,
   type LoadOptions,
+  type Microphone,
   type LoadProgress,
   type ModelInfo,
   type ModelSource,
   type Segment,
+  type StreamOptions,
   type TranscribeOptions,
   type TranscribeResult,
   type VadOptions,
@@ -84,6 +90,26 @@ export async function useEverything(files: FileList, chosen: File[], blob: Blob)
   };
   const speech = await transcriber.transcribe(pcm, { vad: true, vadOptions });
   lines.push(speech.text);
+  const streamOptions: StreamOptions = {
+    language: "en",
+    hop: 1,
+    vad: true,
+    minSilence: 0.5,
+    beamSize: 1,
+    onPartial: (p: LiveText) => lines.push(`partial ${p.text} ${p.start} ${p.end}`),
+    onCommitted: (c: LiveText) => lines.push(`committed ${c.words.map((w) => `${w.word}@${w.start}`).join(" ")}`),
+    onError: (e: Error) => lines.push(e.name),
+    signal: controller.signal,
+  };
+  const sink: LiveSink = await transcriber.stream(streamOptions);
+  sink.push(pcm);
+  sink.push(pcm, 16000);
+  const media = await navigator.mediaDevices.getUserMedia({ audio: true });
+  const microphone: Microphone = await captureMicrophone(media, sink, { onError: (e) => lines.push(String(e)) });
+  const rate: number = microphone.sampleRate;
+  await microphone.stop();
+  const summary: LiveSummary = await sink.finish();
+  lines.push(`${rate} ${summary.audioSeconds} ${summary.busyMs} ${summary.realTimeFactor}`);
   const cleared: boolean = await clearModelCache();
   const packageVersion: string = version();
   lines.push(`${cleared} ${packageVersion}`);
@@ -98,6 +124,10 @@ export async function useEverything(files: FileList, chosen: File[], blob: Blob)
   const notANumber: number = result.segments[0].text;
   // @ts-expect-error: a transcription needs audio
   await transcriber.transcribe();
+  // @ts-expect-error: a stream takes Float32Array chunks
+  sink.push([0, 0.1]);
+  // @ts-expect-error: onSegment is transcribe's; a stream has onPartial and onCommitted
+  await transcriber.stream({ onSegment: () => {} });
   // @ts-expect-error: the model's info is read-only
   transcriber.info = info;
 

@@ -2,7 +2,8 @@
 # The end-to-end browser tests: the demo page (tests/e2e/page.mjs) and the npm package
 # (tests/e2e/npm-package.mjs) with the real whisper-tiny.en model, and the multilingual base
 # model's golden runs in the package (tests/e2e/multilingual.mjs), the Silero VAD golden run in
-# the package (tests/e2e/vad.mjs), the int8 tiny.en in the demo
+# the package (tests/e2e/vad.mjs), live captions from Chromium's fake microphone in the demo page
+# and the package's stream API (tests/e2e/live.mjs), the int8 tiny.en in the demo
 # page (tests/e2e/int8.mjs) and a large-v3-shaped model loading in the demo page on WebGPU
 # (tests/e2e/large.mjs), the benchmark page (tests/e2e/bench-page.mjs) and the side-by-side
 # benchmark with the browser peers as a smoke check (tests/e2e/peers.mjs), in headless Debian Chromium
@@ -48,6 +49,7 @@ node tests/e2e/page.mjs || failed+=(page)
 node tests/e2e/npm-package.mjs || failed+=(npm-package)
 node tests/e2e/multilingual.mjs || failed+=(multilingual)
 node tests/e2e/vad.mjs || failed+=(vad)
+node tests/e2e/live.mjs || failed+=(live)
 node tests/e2e/int8.mjs || failed+=(int8)
 node tests/e2e/large.mjs || failed+=(large)
 node tests/e2e/bench-page.mjs || failed+=(bench-page)

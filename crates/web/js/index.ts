@@ -9,28 +9,36 @@ import type {
   BenchOptions,
   CueOptions,
   BenchResult,
+  LiveSummary,
+  LiveText,
   LoadOptions,
   LoadProgress,
   ModelInfo,
   ModelSource,
   Segment,
+  StreamOptions,
   TranscribeOptions,
   TranscribeResult,
   TranscriptFormat,
 } from "./susurrus.js";
 import type { DecodingOptions, Reply, Request } from "./protocol.js";
 
+export { captureMicrophone } from "./microphone.js";
+export type { AudioSink, Microphone } from "./microphone.js";
 export type {
   AudioInput,
   BackendChoice,
   BenchOptions,
   BenchResult,
   CueOptions,
+  LiveSummary,
+  LiveText,
   LoadOptions,
   LoadProgress,
   ModelInfo,
   ModelSource,
   Segment,
+  StreamOptions,
   Timings,
   TranscribeOptions,
   TranscribeResult,
@@ -121,6 +129,7 @@ function errorNamed(name: string, message: string): Error {
 export class Transcriber {
   readonly #worker: Worker;
   readonly #pending = new Map<number, Pending>();
+  readonly #streams = new Map<number, LiveSink>();
   #next = 1;
   #info: ModelInfo | null = null;
 
@@ -235,6 +244,31 @@ export class Transcriber {
     return (await this.#request({ type: "bench", audio: samples, options }, {}, transfer)) as BenchResult;
   }
 
+  /**
+   * Opens a live transcription in the worker: push audio to the returned sink as it is
+   * recorded (`captureMicrophone` does it for a microphone); text reaches `onPartial` (words
+   * that may still change) and `onCommitted` (final words) as it is spoken. Options are
+   * checked before this resolves (an unknown or out-of-range one rejects). The stream holds
+   * the model until it finishes, fails or is aborted: a `transcribe` meanwhile is refused.
+   */
+  async stream(options: StreamOptions = {}): Promise<LiveSink> {
+    const { onPartial, onCommitted, onError, signal, ...decoding } = options;
+    if (signal?.aborted) throw errorNamed("AbortError", "the live stream was aborted");
+    const id = this.#next;
+    const sink = new LiveSink(this.#worker, id, { onPartial, onCommitted, onError, signal }, (request) =>
+      this.#request(request, {}),
+    );
+    this.#streams.set(id, sink);
+    try {
+      await this.#request({ type: "stream", options: decoding }, {});
+    } catch (error) {
+      this.#streams.delete(id);
+      throw error;
+    }
+    sink.listen(() => this.#streams.delete(id));
+    return sink;
+  }
+
   /** Ends the worker; pending requests reject. */
   dispose(): void {
     this.#worker.terminate();
@@ -245,7 +279,9 @@ export class Transcriber {
     request:
       | Omit<Extract<Request, { type: "load" }>, "id">
       | Omit<Extract<Request, { type: "transcribe" }>, "id">
-      | Omit<Extract<Request, { type: "bench" }>, "id">,
+      | Omit<Extract<Request, { type: "bench" }>, "id">
+      | Omit<Extract<Request, { type: "stream" }>, "id">
+      | Omit<Extract<Request, { type: "finish" }>, "id">,
     callbacks: Omit<Pending, "resolve" | "reject">,
     transfer: Transferable[] = [],
   ): Promise<unknown> {
@@ -257,6 +293,8 @@ export class Transcriber {
   }
 
   #receive(reply: Reply): void {
+    const stream = this.#streams.get(reply.id);
+    if (stream !== undefined && stream.receive(reply)) return;
     const pending = this.#pending.get(reply.id);
     if (pending === undefined) return;
     switch (reply.type) {
@@ -281,6 +319,14 @@ export class Transcriber {
         this.#pending.delete(reply.id);
         pending.resolve(reply.result);
         return;
+      case "streaming":
+        this.#pending.delete(reply.id);
+        pending.resolve(undefined);
+        return;
+      case "finished":
+        this.#pending.delete(reply.id);
+        pending.resolve(reply.summary);
+        return;
       case "error":
         this.#pending.delete(reply.id);
         pending.reject(errorNamed(reply.name, reply.message));
@@ -291,5 +337,123 @@ export class Transcriber {
   #failAll(error: Error): void {
     for (const pending of this.#pending.values()) pending.reject(error);
     this.#pending.clear();
+    for (const stream of this.#streams.values()) stream.fail(error);
+    this.#streams.clear();
+  }
+}
+
+/** The callbacks of one live stream, which stay on the page. */
+type LiveCallbacks = Pick<StreamOptions, "onPartial" | "onCommitted" | "onError" | "signal">;
+
+/**
+ * A live stream in the worker (`Transcriber.stream`): `push` audio as it comes, `finish` at the
+ * end. Chunks are checked here, so a bad one throws from `push` and is not taken; the model
+ * looks at the audio in the worker, in the background.
+ */
+export class LiveSink {
+  readonly #worker: Worker;
+  readonly #id: number;
+  readonly #callbacks: LiveCallbacks;
+  readonly #finishRequest: (request: Omit<Extract<Request, { type: "finish" }>, "id">) => Promise<unknown>;
+  #rate: number | null = null;
+  #failed: Error | null = null;
+  #finish: Promise<LiveSummary> | null = null;
+  #closed: () => void = () => {};
+
+  /** @internal */
+  constructor(
+    worker: Worker,
+    id: number,
+    callbacks: LiveCallbacks,
+    finishRequest: (request: Omit<Extract<Request, { type: "finish" }>, "id">) => Promise<unknown>,
+  ) {
+    this.#worker = worker;
+    this.#id = id;
+    this.#callbacks = callbacks;
+    this.#finishRequest = finishRequest;
+  }
+
+  /** @internal Starts forwarding the signal once the worker opened the stream. */
+  listen(closed: () => void): void {
+    this.#closed = closed;
+    const signal = this.#callbacks.signal;
+    signal?.addEventListener("abort", () => this.#worker.postMessage({ id: 0, type: "abort", target: this.#id } satisfies Request), {
+      once: true,
+    });
+  }
+
+  /**
+   * Takes the next chunk: mono samples at `sampleRate` Hz (default 16000; every chunk at the
+   * rate of the first), resampled in the worker when not 16 kHz. The chunk is copied, so the
+   * caller may reuse its array. Throws, taking nothing, for a sample that is not a finite
+   * number or another rate; after the stream ended (finished, failed, aborted), throws why.
+   */
+  push(samples: Float32Array, sampleRate = 16000): void {
+    if (this.#failed !== null) throw this.#failed;
+    if (this.#callbacks.signal?.aborted) throw errorNamed("AbortError", "the live stream was aborted");
+    if (this.#finish !== null) throw new Error("the live stream is finished; open another to go on");
+    if (!(samples instanceof Float32Array)) throw new TypeError("push takes a Float32Array of samples");
+    if (!(Number.isInteger(sampleRate) && sampleRate >= 1)) {
+      throw new RangeError(`sampleRate must be a whole number of Hz, not ${String(sampleRate)}`);
+    }
+    if (this.#rate !== null && sampleRate !== this.#rate) {
+      throw new RangeError(
+        `this chunk's sample rate is ${sampleRate} Hz, the stream's ${this.#rate} Hz: a stream keeps the rate of its first chunk`,
+      );
+    }
+    const bad = samples.findIndex((s) => !Number.isFinite(s));
+    if (bad >= 0) throw new RangeError(`sample ${bad} of this chunk is ${samples[bad]}; audio must be finite numbers`);
+    this.#rate = sampleRate;
+    const copy = samples.slice();
+    this.#worker.postMessage({ id: 0, type: "push", target: this.#id, samples: copy, sampleRate } satisfies Request, [copy.buffer]);
+  }
+
+  /**
+   * Ends the stream: the worker looks at what is left and commits all of it (the last
+   * `onCommitted` comes before this resolves). Resolves to the seconds heard and the model's
+   * time on them; rejects with what ended the stream early (an Error named "AbortError" when
+   * it was aborted).
+   */
+  finish(): Promise<LiveSummary> {
+    this.#finish ??= this.#end();
+    return this.#finish;
+  }
+
+  async #end(): Promise<LiveSummary> {
+    try {
+      const summary = (await this.#finishRequest({ type: "finish", target: this.#id })) as LiveSummary;
+      if (this.#failed !== null) throw this.#failed;
+      return summary;
+    } catch (error) {
+      throw this.#failed ?? error;
+    } finally {
+      this.#closed();
+    }
+  }
+
+  /** @internal The worker's replies for this stream; false for those that are not its own. */
+  receive(reply: Reply): boolean {
+    switch (reply.type) {
+      case "partial":
+        this.#callbacks.onPartial?.(reply.text);
+        return true;
+      case "committed":
+        this.#callbacks.onCommitted?.(reply.text);
+        return true;
+      case "stream-error":
+        this.fail(errorNamed(reply.name, reply.message));
+        // The worker keeps the failed stream until its finish: send it now, whoever waits.
+        this.finish().catch(() => {});
+        return true;
+      default:
+        return false;
+    }
+  }
+
+  /** @internal Ends the stream with `error` (the first one counts), told to `onError`. */
+  fail(error: Error): void {
+    if (this.#failed !== null) return;
+    this.#failed = error;
+    this.#callbacks.onError?.(error);
   }
 }

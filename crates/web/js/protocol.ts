@@ -2,7 +2,9 @@
 // Every request carries an id; the worker answers with progress, segments, and one final
 // "done" or "error" for that id.
 
-import type { BackendChoice, BenchOptions, BenchResult, LoadProgress, ModelInfo, Segment, TranscribeResult } from "./susurrus.js";
+import type {
+  BackendChoice, BenchOptions, BenchResult, LiveSummary, LiveText, LoadProgress, ModelInfo, Segment, TranscribeResult,
+} from "./susurrus.js";
 
 /** Decoding options only: callbacks and the signal stay on the page. */
 export type DecodingOptions = Record<string, unknown>;
@@ -24,7 +26,12 @@ export type Request =
   /** 16 kHz samples, or a file the worker decodes as it reads it. */
   | { id: number; type: "transcribe"; audio: Float32Array | ArrayBuffer | Uint8Array | Blob; options: DecodingOptions }
   | { id: number; type: "bench"; audio: Float32Array; options: BenchOptions }
-  | { id: number; type: "abort"; target: number };
+  | { id: number; type: "abort"; target: number }
+  /** Opens a live stream (its id names it in the pushes, the finish and the replies). */
+  | { id: number; type: "stream"; options: DecodingOptions }
+  /** A chunk for stream `target`, at `sampleRate` Hz (no reply unless the stream fails). */
+  | { id: number; type: "push"; target: number; samples: Float32Array; sampleRate: number }
+  | { id: number; type: "finish"; target: number };
 
 export type Reply =
   | { id: number; type: "load-progress"; progress: LoadProgress }
@@ -34,4 +41,9 @@ export type Reply =
   | { id: number; type: "loaded"; info: ModelInfo }
   | { id: number; type: "transcribed"; result: TranscribeResult }
   | { id: number; type: "benched"; result: BenchResult }
-  | { id: number; type: "error"; name: string; message: string };
+  | { id: number; type: "error"; name: string; message: string }
+  | { id: number; type: "streaming" }
+  | { id: number; type: "partial" | "committed"; text: LiveText }
+  /** Stream `id` ended early; its finish rejects with this too. */
+  | { id: number; type: "stream-error"; name: string; message: string }
+  | { id: number; type: "finished"; summary: LiveSummary };

@@ -1,11 +1,12 @@
-// The package's module worker: holds one Model and runs load, transcribe and bench requests from
-// the page's Transcriber (index.ts), so the page stays responsive while the model works.
+// The package's module worker: holds one Model and runs load, transcribe and bench requests and
+// live streams from the page's Transcriber (index.ts), so the page stays responsive while the
+// model works.
 // An "abort" request aborts the matching transcription's signal; the Rust side checks it
 // before every plan run and gives the event loop turns on the CPU backend, so the message
 // is seen mid-transcription. On a cross-origin isolated page it runs the threaded build, whose
 // CPU backend works on a pool of workers of its own (started from here).
 
-import type { Model } from "./susurrus.js";
+import type { LiveStream, Model } from "./susurrus.js";
 import type { Reply, Request } from "./protocol.js";
 
 interface WorkerScope {
@@ -36,6 +37,8 @@ async function start(threads: number | undefined, module: WebAssembly.Module, th
 let ready: ReturnType<typeof start> | null = null;
 let model: Model | null = null;
 const running = new Map<number, AbortController>();
+/** Open live streams by the id of the request that opened them. */
+const streams = new Map<number, LiveStream>();
 
 function fail(id: number, error: unknown): void {
   const e = error instanceof Error ? error : new Error(String(error));
@@ -90,6 +93,52 @@ async function handle(request: Request): Promise<void> {
     case "abort":
       running.get(request.target)?.abort();
       return;
+    case "stream": {
+      const { id, options } = request;
+      if (model === null) throw new Error("no model is loaded");
+      const controller = new AbortController();
+      // A failed stream stays in `streams` until its finish (which the page sends either way)
+      // rejects with the error and frees it.
+      const stream = model.stream({
+        ...options,
+        signal: controller.signal,
+        onPartial: (text) => scope.postMessage({ id, type: "partial", text }),
+        onCommitted: (text) => scope.postMessage({ id, type: "committed", text }),
+        onError: (error) => scope.postMessage({ id, type: "stream-error", name: error.name, message: error.message }),
+      });
+      running.set(id, controller);
+      streams.set(id, stream);
+      scope.postMessage({ id, type: "streaming" });
+      return;
+    }
+    case "push": {
+      const stream = streams.get(request.target);
+      if (stream === undefined) return;
+      try {
+        stream.push(request.samples, request.sampleRate);
+      } catch (error) {
+        // The page checked the chunk, so a refusal here ends the stream: the page has
+        // nothing to retry it with. Its error is the first the page hears.
+        const e = error instanceof Error ? error : new Error(String(error));
+        scope.postMessage({ id: request.target, type: "stream-error", name: e.name, message: e.message });
+        running.get(request.target)?.abort();
+      }
+      return;
+    }
+    case "finish": {
+      const { id, target } = request;
+      const stream = streams.get(target);
+      if (stream === undefined) throw new Error("finish was called already");
+      try {
+        const summary = await stream.finish();
+        scope.postMessage({ id, type: "finished", summary });
+      } finally {
+        streams.delete(target);
+        running.delete(target);
+        stream.free();
+      }
+      return;
+    }
   }
 }
 

@@ -11,12 +11,14 @@ mod backend;
 mod download;
 pub mod error;
 mod global;
+mod live;
 mod model;
 mod options;
 mod pace;
 mod result;
 pub mod stream;
 
+pub use live::LiveStream;
 pub use model::Model;
 use susurrus_core::{passes, plan};
 use susurrus_whisper::demo::{EncoderLayerShape, encoder_layer};
@@ -172,6 +174,37 @@ export interface VadOptions {
   /** Audio kept on each side of speech (default 400). */
   speechPadMs?: number;
 }
+/** Words of a live stream and their times (seconds from the stream's first sample). */
+export interface LiveText { text: string; start: number; end: number; words: Word[] }
+/**
+ * `stream`'s options: `transcribe`'s decoding options (here greedy, `temperatures: [0]` and
+ * `wordTimestamps: true` unless given; not `clipTimestamps`, `prefix`, `vad`'s transcribe
+ * meaning or `hallucinationSilenceThreshold`), the stream's own, and its callbacks.
+ */
+export interface StreamOptions extends Omit<TranscribeOptions, "vad" | "onSegment" | "onProgress" | "onDeviceLost" | "signal"> {
+  /** Seconds of new audio between looks at the buffer (default 1). */
+  hop?: number;
+  /** Skip what the VAD network hears no speech in and end utterances at pauses (default true; needs load's `vad`). */
+  vad?: boolean;
+  /** Seconds of silence after speech that end an utterance (default 0.5). */
+  minSilence?: number;
+  /** Seconds of audio kept around speech (default 0.2). */
+  speechPad?: number;
+  /** Seconds of buffer after which committed sentences are cut out of it (default 20). */
+  trimAfter?: number;
+  /** Seconds of buffer after which its words are committed without waiting (default 25). */
+  maxBuffer?: number;
+  /** The words after the committed ones as the last look heard them; each partial replaces the one before (an empty one clears it). */
+  onPartial?: (partial: LiveText) => void;
+  /** Final words, after those committed before; never taken back. */
+  onCommitted?: (committed: LiveText) => void;
+  /** What ended the stream early (a failed look, a lost device that could not be reopened, an abort); `finish` rejects with it too. */
+  onError?: (error: Error) => void;
+  /** Aborting ends the stream with an Error named "AbortError" and lets the model go. */
+  signal?: AbortSignal;
+}
+/** What a finished stream heard, and the time the model spent on it (`realTimeFactor` below 1: it kept up). */
+export interface LiveSummary { audioSeconds: number; busyMs: number; realTimeFactor: number }
 export interface Timings { decodeMs: number; transcribeMs: number; audioDurationS: number; rtf: number | null }
 export interface TranscribeResult {
   text: string; segments: Segment[]; language: string; languageProbability: number;

@@ -1,6 +1,6 @@
 //! `Model`: a Whisper model loaded in this page or worker, and its `transcribe`.
 
-use std::cell::RefCell;
+use std::cell::{RefCell, RefMut};
 use std::ops::ControlFlow;
 use std::rc::Rc;
 
@@ -20,7 +20,8 @@ use crate::backend::{self, BackendChoice, Opened};
 use crate::download::{self, ModelBytes};
 use crate::error::{from_core, js_error};
 use crate::global::now_ms;
-use crate::options::{bench_options, load_options, transcribe_options};
+use crate::live::LiveStream;
+use crate::options::{bench_options, load_options, stream_options, transcribe_options};
 use crate::pace::Pace;
 use crate::result::{JsSegment, JsTranscript, to_js};
 
@@ -46,9 +47,22 @@ struct ModelInfo {
     vad: bool,
 }
 
-struct Loaded {
-    whisper: Whisper,
-    pace: Rc<Pace>,
+pub(crate) struct Loaded {
+    pub whisper: Whisper,
+    pub pace: Rc<Pace>,
+    /// Whether a live stream holds the model ([`crate::live`]).
+    pub stream_open: bool,
+}
+
+/// The model for one piece of work: refused while another transcription, bench or stream has
+/// it. The mutable borrow is the lock: it is held across the work's awaits.
+pub(crate) fn lock(loaded: &RefCell<Loaded>) -> Result<RefMut<'_, Loaded>, JsValue> {
+    let loaded =
+        loaded.try_borrow_mut().map_err(|_| js_error("this model is already transcribing; wait for that to finish"))?;
+    if loaded.stream_open {
+        return Err(js_error("this model has a live stream open; finish or abort the stream first"));
+    }
+    Ok(loaded)
 }
 
 /// A Whisper model compiled on WebGPU or the CPU, ready to transcribe.
@@ -109,7 +123,7 @@ impl Model {
             languages,
             vad: whisper.has_vad(),
         };
-        Ok(Model { loaded: Rc::new(RefCell::new(Loaded { whisper, pace: placed.pace })), info })
+        Ok(Model { loaded: Rc::new(RefCell::new(Loaded { whisper, pace: placed.pace, stream_open: false })), info })
     }
 
     /// Where the model runs and how it was loaded.
@@ -139,10 +153,8 @@ impl Model {
             let start = now_ms();
             let input = audio::to_audio(&audio).await?;
             let decode_ms = now_ms() - start;
-            let mut loaded = loaded
-                .try_borrow_mut()
-                .map_err(|_| js_error("this model is already transcribing; wait for that to finish"))?;
-            let Loaded { whisper, pace } = &mut *loaded;
+            let mut loaded = lock(&loaded)?;
+            let Loaded { whisper, pace, .. } = &mut *loaded;
             pace.set_signal(callbacks.signal.clone());
             if pace.aborted() {
                 pace.set_signal(None);
@@ -177,6 +189,23 @@ impl Model {
             };
             to_js(&JsTranscript::new(&transcript, backend, &adapter, decode_ms, now_ms() - started, input.warnings))
         })
+    }
+}
+
+#[wasm_bindgen]
+impl Model {
+    /// Opens a live transcription (see [`LiveStream`]): the options are `transcribe`'s
+    /// decoding options (greedy, one temperature and word timestamps by default here) with
+    /// the stream's own (`hop`, `vad`, `minSilence`, `speechPad`, `trimAfter`, `maxBuffer`),
+    /// `onPartial` and `onCommitted` (each called with the words, their text and times),
+    /// `onError` and `signal`. Options are checked now; the stream holds the model until it
+    /// finishes, fails or is aborted.
+    pub fn stream(
+        &self,
+        #[wasm_bindgen(unchecked_optional_param_type = "StreamOptions")] options: Option<js_sys::Object>,
+    ) -> Result<LiveStream, JsValue> {
+        let (options, callbacks) = stream_options(&options.map(JsValue::from).unwrap_or(JsValue::UNDEFINED))?;
+        LiveStream::open(self.loaded.clone(), options, callbacks)
     }
 }
 
@@ -227,9 +256,7 @@ impl Model {
             let options = bench_options(&options.map(JsValue::from).unwrap_or(JsValue::UNDEFINED))?;
             // The bench repeats short clips: in the module's memory.
             let samples = audio::to_samples(&audio).await?.to_vec();
-            let mut loaded = loaded
-                .try_borrow_mut()
-                .map_err(|_| js_error("this model is already transcribing; wait for that to finish"))?;
+            let mut loaded = lock(&loaded)?;
             let whisper = &mut loaded.whisper;
             let clock = || now_ms();
             let pieces =

@@ -5,11 +5,13 @@
 
 use js_sys::{Function, Object, Reflect};
 use susurrus_whisper::TranscribeOptions;
+use susurrus_whisper::live::LiveOptions;
 use wasm_bindgen::prelude::*;
 use web_sys::AbortSignal;
 
 use crate::backend::BackendChoice;
 use crate::error::{from_core, js_error};
+use crate::live::LiveCallbacks;
 
 /// The non-decoding parts of `transcribe`'s options.
 #[derive(Default)]
@@ -76,6 +78,64 @@ pub fn transcribe_options(value: &JsValue) -> Result<(TranscribeOptions, Callbac
     let invalid = |e: &dyn std::fmt::Display| js_error(format!("invalid option: {e}"));
     let json: serde_json::Value = serde_wasm_bindgen::from_value(rest.into()).map_err(|e| invalid(&e))?;
     let options: TranscribeOptions = serde_json::from_value(json).map_err(|e| invalid(&e))?;
+    options.validate().map_err(from_core)?;
+    Ok((options, callbacks))
+}
+
+/// The stream's own options in `stream`'s options object; every other key is a decoding option.
+const LIVE_KEYS: [&str; 6] = ["hop", "vad", "minSilence", "speechPad", "trimAfter", "maxBuffer"];
+
+/// Splits `stream`'s options into the live options (validated) and the callbacks. Decoding
+/// options left out keep the live defaults ([`LiveOptions::default`]: greedy, one
+/// temperature, word timestamps), not `transcribe`'s.
+pub fn stream_options(value: &JsValue) -> Result<(LiveOptions, LiveCallbacks), JsValue> {
+    let (live, decoding) = (Object::new(), Object::new());
+    let mut callbacks = LiveCallbacks::default();
+    let mut given = Vec::new();
+    for (key, value) in entries(value, "the stream options")? {
+        match key.as_str() {
+            "onPartial" => callbacks.on_partial = Some(function("onPartial", value)?),
+            "onCommitted" => callbacks.on_committed = Some(function("onCommitted", value)?),
+            "onError" => callbacks.on_error = Some(function("onError", value)?),
+            "signal" => {
+                let signal = value.dyn_into::<AbortSignal>().map_err(|_| js_error("signal must be an AbortSignal"))?;
+                callbacks.signal = Some(signal);
+            }
+            k if LIVE_KEYS.contains(&k) => {
+                Reflect::set(&live, &JsValue::from_str(k), &value)?;
+            }
+            _ => {
+                Reflect::set(&decoding, &JsValue::from_str(&key), &value)?;
+                given.push(key);
+            }
+        }
+    }
+    let invalid = |e: &dyn std::fmt::Display| js_error(format!("invalid option: {e}"));
+    let json = |object: Object| -> Result<serde_json::Value, JsValue> {
+        serde_wasm_bindgen::from_value(object.into()).map_err(|e| invalid(&e))
+    };
+    let mut options: LiveOptions = serde_json::from_value(json(live)?).map_err(|e| invalid(&e))?;
+    let mut decoding: TranscribeOptions = serde_json::from_value(json(decoding)?).map_err(|e| {
+        // serde names the decoding options only; a misspelt stream option is as likely.
+        let also = if e.to_string().starts_with("unknown field") {
+            format!("; or one of the stream's own: {}, onPartial, onCommitted, onError, signal", LIVE_KEYS.join(", "))
+        } else {
+            String::new()
+        };
+        js_error(format!("invalid option: {e}{also}"))
+    })?;
+    let defaults = &options.transcribe;
+    let left_out = |key: &str| !given.iter().any(|k| k == key);
+    if left_out("beamSize") {
+        decoding.beam_size = defaults.beam_size;
+    }
+    if left_out("temperatures") {
+        decoding.temperatures = defaults.temperatures.clone();
+    }
+    if left_out("wordTimestamps") {
+        decoding.word_timestamps = defaults.word_timestamps;
+    }
+    options.transcribe = decoding;
     options.validate().map_err(from_core)?;
     Ok((options, callbacks))
 }

@@ -244,14 +244,7 @@ impl LiveTranscriber {
     /// Takes the next samples (16 kHz mono). A sample that is not a finite number is an error
     /// naming its time, and nothing of the chunk is taken.
     pub fn push(&mut self, samples: &[f32]) -> Result<()> {
-        if let Some(k) = samples.iter().position(|s| !s.is_finite()) {
-            let i = self.pushed + k;
-            return Err(Error::BadAudio(format!(
-                "sample {i} ({:.3} s) of the stream is {}; audio must be finite numbers",
-                i as f64 / SAMPLE_RATE as f64,
-                samples[k]
-            )));
-        }
+        check_samples(samples, self.pushed as u64, SAMPLE_RATE as u32)?;
         self.buffer.extend_from_slice(samples);
         if let Some(speech) = &mut self.speech {
             speech.push(samples);
@@ -499,6 +492,23 @@ impl LiveTranscriber {
         self.start = sample;
         if let Some(speech) = &mut self.speech {
             speech.forget(sample);
+        }
+    }
+}
+
+/// Checks a chunk of a stream before it is taken: every sample a finite number. `first` is the
+/// chunk's first frame in the stream at `rate` Hz, so the error names the sample and its time
+/// (a browser stream checks its chunks at the microphone's rate, before resampling).
+pub fn check_samples(samples: &[f32], first: u64, rate: u32) -> Result<()> {
+    match samples.iter().position(|s| !s.is_finite()) {
+        None => Ok(()),
+        Some(k) => {
+            let i = first + k as u64;
+            Err(Error::BadAudio(format!(
+                "sample {i} ({:.3} s) of the stream is {}; audio must be finite numbers",
+                i as f64 / f64::from(rate),
+                samples[k]
+            )))
         }
     }
 }
