@@ -117,8 +117,11 @@ fn median_filter(src: &[f32], dst: &mut [f32], width: usize) {
 }
 
 /// The dynamic time warping path through the cost `-x` of `x [n, m]`, from (0, 0) to
-/// (n-1, m-1), as CTranslate2's `negative_dtw`: ties prefer moving along time.
-fn negative_dtw(x: &[f32], n: usize, m: usize) -> Vec<(usize, usize)> {
+/// (n-1, m-1), as CTranslate2's `negative_dtw`: ties prefer moving along time. Its indices are
+/// signed as CTranslate2's: where NaN weights (a window of a few frames under many tokens:
+/// their normalisation divides by a deviation of 0) send the path along an edge of the table,
+/// a step records -1, and the word times read from it are -0.02 s as the reference's.
+fn negative_dtw(x: &[f32], n: usize, m: usize) -> Vec<(i64, i64)> {
     let mut cost = vec![f32::INFINITY; (n + 1) * (m + 1)];
     let mut trace = vec![-1i8; (n + 1) * (m + 1)];
     let at = |i: usize, j: usize| i * (m + 1) + j;
@@ -146,7 +149,7 @@ fn negative_dtw(x: &[f32], n: usize, m: usize) -> Vec<(usize, usize)> {
     let (mut i, mut j) = (n, m);
     let mut path = Vec::with_capacity(n + m);
     while i > 0 || j > 0 {
-        path.push((i.wrapping_sub(1), j.wrapping_sub(1)));
+        path.push((i as i64 - 1, j as i64 - 1));
         match trace[at(i, j)] {
             0 => {
                 i -= 1;
@@ -426,6 +429,10 @@ mod tests {
         // All equal: strict comparisons send ties along time, then down.
         assert_eq!(negative_dtw(&[0.0; 4], 2, 2), [(0, 0), (1, 0), (1, 1)]);
         assert_eq!(negative_dtw(&[0.0; 6], 3, 2), [(0, 0), (1, 0), (2, 0), (2, 1)]);
+        // NaN weights fail every comparison, so each step moves along time until the table's
+        // edge, then down it, recording column -1 (the wrapped index once gave words times of
+        // 3.7e17 s).
+        assert_eq!(negative_dtw(&[f32::NAN; 3], 3, 1), [(0, -1), (1, -1), (2, -1), (2, 0)]);
     }
 
     fn timing(word: &str, tokens: &[u32], start: f64, end: f64) -> Timing {

@@ -42,7 +42,8 @@ pub(crate) struct Hypothesis {
 
 impl Whisper {
     /// Decodes the buffer once (with the options' temperature fallback) and times its words.
-    /// A window the reference would skip as silence has no new words.
+    /// A window the reference would skip as silence, or whose text repeats itself past the
+    /// compression-ratio threshold, has no new words.
     pub(crate) async fn look(&mut self, look: &Look<'_>, rng: &mut NoiseRng) -> Result<Hypothesis> {
         let options = look.options;
         self.prepare_selection(options).await?;
@@ -89,7 +90,12 @@ impl Whisper {
         let vocab = self.config.n_vocab as u32;
         let decoder = WindowDecoder { ids: &ids, tokenizer: &self.tokenizer, options, vocab, forced: &forced };
         let result = decoder.decode_with_fallback(&mut self.program, &prompt, sot, rng).await?;
-        if is_silence(&result, options, look.offset)? {
+        // A look that failed the compression-ratio test is a loop the reference would decode
+        // again at a higher temperature (a stream has no fallback by default); its words are
+        // dropped, and the next look, with more audio, has another try. (At a stream's end
+        // without the VAD, a last look at a quarter second gave " you" 200 times.)
+        let repeats = options.compression_ratio_threshold.is_some_and(|th| result.compression_ratio > f64::from(th));
+        if repeats || is_silence(&result, options, look.offset)? {
             return Ok(Hypothesis { words: Vec::new(), language });
         }
         let duration = frames as f64 * HOP_LENGTH as f64 / SAMPLE_RATE as f64;
