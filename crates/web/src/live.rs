@@ -124,21 +124,21 @@ impl Input {
         if !(MIN_RATE..=MAX_RATE).contains(&rate) {
             return Err(js_error(format!("sampleRate must be from {MIN_RATE} to {MAX_RATE} Hz, not {rate}")));
         }
+        if self.resampler.is_some() && self.rate != rate {
+            return Err(js_error(format!(
+                "this chunk's sample rate is {rate} Hz, the stream's {} Hz: a stream keeps the rate of its first chunk",
+                self.rate
+            )));
+        }
+        check_samples(samples, self.frames, rate).map_err(from_core)?;
         let resampler = match &mut self.resampler {
-            Some(r) if self.rate == rate => r,
-            Some(_) => {
-                return Err(js_error(format!(
-                    "this chunk's sample rate is {rate} Hz, the stream's {} Hz: a stream keeps the rate of its first chunk",
-                    self.rate
-                )));
-            }
+            Some(r) => r,
             None => {
                 let queue = Queue { samples: self.queue.clone(), count: 0 };
                 self.rate = rate;
                 self.resampler.insert(To16k::into_store(rate, None, queue).map_err(js_error)?)
             }
         };
-        check_samples(samples, self.frames, rate).map_err(from_core)?;
         resampler.push(samples).map_err(js_error)?;
         self.frames += samples.len() as u64;
         Ok(())
