@@ -96,6 +96,23 @@ fn streamed_clips_commit_the_offline_transcript() {
 }
 
 #[test]
+fn the_audio_after_the_last_word_is_not_heard_again_once_the_model_heard_it_all() {
+    // The bundled sample (espeak-ng at 22 kHz, resampled) ends 0.6 s after its last word:
+    // looked at again at the stream's end, that tail gave a sentence of the prompt ("It is a
+    // text on your own computer."). The spoken text is make-sample.sh's.
+    let spoken = "Speech becomes text on your own computer. Nothing you say leaves the machine, and the transcript \
+                  arrives in a few seconds.";
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../samples/sample.wav");
+    let pcm = susurrus_native::audio::decode_file(&path).unwrap().samples;
+    let mut whisper = model();
+    let replay = stream(&mut whisper, LiveOptions::default(), &pcm, 0.0);
+    let text = replay.committed_text();
+    let wer = word_error_rate(spoken, &text);
+    println!("sample: WER {:.1}%, {text:?}", wer * 100.0);
+    assert!(wer <= 0.1, "WER {:.1}%: {text:?}", wer * 100.0);
+}
+
+#[test]
 fn a_device_slower_than_real_time_falls_behind_but_loses_no_words() {
     let mut whisper = model();
     let record = Set::TinyEn.fixture("vad");

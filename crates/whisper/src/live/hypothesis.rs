@@ -38,6 +38,10 @@ pub(crate) struct Look<'a> {
 pub(crate) struct Hypothesis {
     pub words: Vec<LiveWord>,
     pub language: String,
+    /// Whether the model said all there is to say in the buffer: its text ended as a window
+    /// the reference's seek loop moves past whole (a single timestamp at the end, no
+    /// timestamp pair, or silence), not at a timestamp pair it would decode again from.
+    pub heard_all: bool,
 }
 
 impl Whisper {
@@ -55,7 +59,7 @@ impl Whisper {
         let frames = (look.samples.len() / HOP_LENGTH).min(n_frames);
         if frames == 0 {
             let language = look.language.unwrap_or("en").to_string();
-            return Ok(Hypothesis { words: Vec::new(), language });
+            return Ok(Hypothesis { words: Vec::new(), language, heard_all: true });
         }
         self.program.encode(&mel.window(0, frames, n_frames)?, false).await?;
         let language = match look.language {
@@ -95,12 +99,15 @@ impl Whisper {
         // dropped, and the next look, with more audio, has another try. (At a stream's end
         // without the VAD, a last look at a quarter second gave " you" 200 times.)
         let repeats = options.compression_ratio_threshold.is_some_and(|th| result.compression_ratio > f64::from(th));
-        if repeats || is_silence(&result, options, look.offset)? {
-            return Ok(Hypothesis { words: Vec::new(), language });
+        if repeats {
+            return Ok(Hypothesis { words: Vec::new(), language, heard_all: false });
+        }
+        if is_silence(&result, options, look.offset)? {
+            return Ok(Hypothesis { words: Vec::new(), language, heard_all: true });
         }
         let duration = frames as f64 * HOP_LENGTH as f64 / SAMPLE_RATE as f64;
         let precision = ids.timestamp_step as f64;
-        let (pieces, _) =
+        let (pieces, next) =
             split_segments(&result.tokens, ids.timestamp_begin, 0, frames, duration, look.offset, precision);
         let mut drafts: Vec<Draft> = pieces
             .into_iter()
@@ -117,7 +124,8 @@ impl Whisper {
         let words: Vec<(Word, Vec<u32>)> =
             drafts.into_iter().flat_map(|d| d.words.into_iter().zip(d.word_tokens)).collect();
         let skip = forced.iter().filter(|&&t| t < ids.end_of_text).count();
-        Ok(Hypothesis { words: spans(&result.tokens, ids.end_of_text, words, skip), language })
+        let words = spans(&result.tokens, ids.end_of_text, words, skip);
+        Ok(Hypothesis { words, language, heard_all: next >= frames })
     }
 }
 

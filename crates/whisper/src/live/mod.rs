@@ -36,7 +36,7 @@ use crate::options::TranscribeOptions;
 use crate::transcribe::{MAX_REOPENS, SAMPLE_RATE};
 use crate::vad::network::WINDOW;
 use crate::words::Word;
-use hypothesis::{LiveWord, Look};
+use hypothesis::{Hypothesis, LiveWord, Look};
 use speech::{LIVE_WINDOWS, Speech, SpeechRule, SpeechTracker};
 
 /// Seconds before the end of a look's audio within which its words do not count towards an
@@ -44,6 +44,10 @@ use speech::{LIVE_WINDOWS, Speech, SpeechRule, SpeechTracker};
 /// heard "read the" as "breathed her" in the 5.3 s and 6.3 s looks at a clip, and never so in
 /// the whole clip).
 const SETTLE: f64 = 0.5;
+
+/// Seconds of audio after an utterance's last word that are not looked at again once the
+/// model said it had heard everything (see [`LiveTranscriber::commit_all`]).
+const FINISHED_TAIL: f64 = 1.0;
 
 /// The most audio one look decodes: Whisper's window.
 const WINDOW_SAMPLES: usize = 30 * SAMPLE_RATE;
@@ -340,8 +344,8 @@ impl LiveTranscriber {
                     // The utterance is over: its words are final. (One longer than a window,
                     // left behind by a slow device, goes on a window at a time below.)
                     let end = (at + pad).min(seen).max(self.start);
-                    let words = self.look(whisper, end).await?;
-                    self.commit_all(words, end, &mut events);
+                    let heard = self.look(whisper, end).await?;
+                    self.commit_all(heard, end, &mut events);
                     self.looked_to = self.pushed;
                     return Ok(events);
                 }
@@ -353,11 +357,12 @@ impl LiveTranscriber {
             self.looked_to = self.pushed;
             return Ok(events);
         }
-        let mut words = self.look(whisper, self.pushed).await?;
+        let heard = self.look(whisper, self.pushed).await?;
         if last {
             let looked = self.start + self.buffer.len().min(WINDOW_SAMPLES);
-            self.commit_all(words, looked, &mut events);
+            self.commit_all(heard, looked, &mut events);
         } else {
+            let mut words = heard.words;
             let tentative = self.tentative.iter().map(|w| w.word.word.as_str());
             let agreed = agreement::agreed(tentative, words.iter().map(|w| w.word.word.as_str()));
             // Only words the earlier look heard whole count as agreed.
@@ -374,7 +379,7 @@ impl LiveTranscriber {
     }
 
     /// Looks at the buffer up to sample `end` of the stream (at most one window).
-    async fn look(&mut self, whisper: &mut Whisper, end: usize) -> Result<Vec<LiveWord>> {
+    async fn look(&mut self, whisper: &mut Whisper, end: usize) -> Result<Hypothesis> {
         let len = end.saturating_sub(self.start).min(self.buffer.len()).min(WINDOW_SAMPLES);
         let committed: Vec<u32> = self.committed.iter().flat_map(|w| w.tokens.iter().copied()).collect();
         let look = Look {
@@ -386,8 +391,8 @@ impl LiveTranscriber {
             options: &self.options.transcribe,
         };
         let hypothesis = whisper.look(&look, &mut self.rng).await?;
-        self.language.get_or_insert(hypothesis.language);
-        Ok(hypothesis.words)
+        self.language.get_or_insert(hypothesis.language.clone());
+        Ok(hypothesis)
     }
 
     /// Commits `words` (reported as one event).
@@ -398,15 +403,25 @@ impl LiveTranscriber {
         self.committed.extend(words);
     }
 
-    /// Commits all of a look's new `words` (a look at an utterance's or the stream's end), and
-    /// cuts the buffer after the last of them, so that audio after it is looked at again (the
-    /// model may end its text at a segment boundary before the audio's end, as a window of the
-    /// reference's seek loop does); without new words, at `looked`, where the look ended.
-    fn commit_all(&mut self, words: Vec<LiveWord>, looked: usize, events: &mut Vec<LiveEvent>) {
+    /// Commits all of a look's new words (a look at an utterance's or the stream's end) and
+    /// cuts the buffer after the last of them, so that the audio after it is looked at again
+    /// (the model may end its text at a segment boundary before the audio's end, as a window
+    /// of the reference's seek loop does, or stop short on a slow device's long buffer) —
+    /// unless the model said it had heard all there is and less than [`FINISHED_TAIL`] is
+    /// left up to `looked`: then the buffer is cut at `looked`. (Looked at again, the last
+    /// 0.6 s of a clip gave a sentence of the prompt, "It is a text on your own computer.",
+    /// and the last 0.24 s of another " you" 200 times.)
+    fn commit_all(&mut self, heard: Hypothesis, looked: usize, events: &mut Vec<LiveEvent>) {
         self.tentative.clear();
-        self.commit(words, events);
+        self.commit(heard.words, events);
         self.report_partial(events);
-        self.restart_after_committed(looked);
+        let end = self.committed.last().map_or(self.start, |w| seconds_to_samples(w.word.end));
+        if heard.heard_all && looked.saturating_sub(end) < seconds_to_samples(FINISHED_TAIL) {
+            self.retire_committed(self.committed.len());
+            self.cut(looked);
+        } else {
+            self.restart_after_committed(looked);
+        }
     }
 
     /// Moves every committed word to the prompt and starts the buffer after the last of them
