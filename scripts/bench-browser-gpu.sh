@@ -2,7 +2,9 @@
 # The browser benchmark on a real GPU: the package's benchmark page (www/bench.html) in headless
 # Chromium (Debian's, with the libraries it needs, unpacked with `dpkg -x`) on the machine's
 # GPU through WebGPU, beside `susurrus bench --backend wgpu` on the same machine. Prints the
-# adapter, its features, encoder ms, ms per token, RTF and GPU memory of both.
+# adapter, its features, encoder ms, ms per token, RTF and GPU memory of both, and the sample
+# streamed live with the Silero VAD (latency of its words to first appearance and to commit,
+# the loop's real-time factor) in the page and by `susurrus bench --stream`.
 #
 #   scripts/bench-browser-gpu.sh prepare        here (Debian, network): Chromium's .debs and those
 #                                               of the libraries it links, the Vulkan loader, the
@@ -17,6 +19,7 @@
 # Settings (environment): BENCH_RUNS (5), BENCH_TOKENS (64), BENCH_BACKEND (webgpu), BENCH_LONG
 # (3600: seconds of a long recording, the sample repeated, transcribed after the bench while the
 # GPU's memory is sampled; 0: none).
+# BENCH_STREAM (1: stream the sample live after the bench; 0: not).
 # GPU-machine state lives in BENCH_WORK (/tmp/browser-bench).
 set -euo pipefail
 
@@ -29,6 +32,7 @@ RUNS=${BENCH_RUNS:-5}
 TOKENS=${BENCH_TOKENS:-64}
 BACKEND=${BENCH_BACKEND:-webgpu}
 LONG=${BENCH_LONG:-3600}
+STREAM=${BENCH_STREAM:-1}
 VULKAN_DEBS="libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2"
 
 log() { echo "[browser-bench $(date +%H:%M:%S)] $*" >&2; }
@@ -47,7 +51,7 @@ prepare() {
   [[ -x /usr/lib/chromium/chromium ]] || die "prepare reads Chromium's libraries from the installed package: run scripts/setup.sh"
   local files=$STAGE/files
   rm -rf "$STAGE"
-  mkdir -p "$files/debs" "$files/model" "$files/www"
+  mkdir -p "$files/debs" "$files/model" "$files/www" "$files/vad"
   log "Chromium, its libraries and the Vulkan loader (.debs)"
   # The Vulkan loader and the GL dispatch libraries the NVIDIA driver's Vulkan ICD links.
   (cd "$files/debs" && apt-get -qq download chromium chromium-common $VULKAN_DEBS $(library_packages) 2>/dev/null)
@@ -61,6 +65,7 @@ prepare() {
   local model
   model=$("$ROOT/scripts/fetch-model.sh" | tail -n 1)
   cp "$model"/* "$files/model/"
+  cp "$("$ROOT/scripts/fetch-model.sh" silero-vad | tail -n 1)" "$files/vad/"
   log "packing parts of at most $CHUNK_MIB MiB"
   tar -C "$files" -cf "$STAGE/bundle.tar" .
   rm -rf "$files"
@@ -113,7 +118,8 @@ run() {
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || true
 
   log "serving the benchmark page and the model"
-  "$f/susurrus" serve --root "$f/www" --model "$f/model" --port 0 >"$WORK/serve.log" 2>"$WORK/serve.err" &
+  "$f/susurrus" serve --root "$f/www" --model "$f/model" --vad-model "$f/vad/silero_vad_v6.onnx" --port 0 \
+    >"$WORK/serve.log" 2>"$WORK/serve.err" &
   SERVER=$!
   trap 'kill "$SERVER" 2>/dev/null || true' EXIT
   local url="" i
@@ -126,7 +132,8 @@ run() {
 
   log "the page in Chromium: backend $BACKEND, $RUNS runs, $TOKENS tokens"
   python3 "$ROOT/scripts/browser_bench.py" --chromium "$chromium" \
-    --url "${url}bench.html?backend=$BACKEND&runs=$RUNS&tokens=$TOKENS&long=$LONG" >"$WORK/browser.json" || true
+    --url "${url}bench.html?backend=$BACKEND&runs=$RUNS&tokens=$TOKENS&long=$LONG&stream=$STREAM&vad=/vad/silero_vad_v6.onnx" \
+    >"$WORK/browser.json" || true
   echo "BROWSER $(cat "$WORK/browser.json")"
   log "susurrus bench --backend wgpu, the same runs"
   "$f/susurrus" bench --backend wgpu --model "$f/model" --audio "$f/www/sample.wav" --runs "$RUNS" \
@@ -160,6 +167,14 @@ for name, b, n in rows:
     ratio = f"{b / n:.2f}x" if isinstance(b, (int, float)) and isinstance(n, (int, float)) and n else "-"
     print(f"| {name} | {cell(b)} | {cell(n)} | {ratio} |")
 print(f"\nGPU memory used (whole GPU, nvidia-smi): {mem['before']} MiB before the browser, peak {mem['peak']} MiB")
+live = browser.get("stream")
+if live:
+    print(f"\nthe sample streamed live in the page ({live['audioS']:.1f} s, VAD {live['vad']}): {live['words']} words, "
+          f"{live['wer'] * 100:.1f}% word error against the page's offline transcript; seconds after a word's end:")
+    print("\n| live stream | Chromium, WebGPU |\n|---|---|")
+    for name, key in [("first seen p50 / p90", "firstSeen"), ("committed p50 / p90", "committed")]:
+        print(f"| {name} | {live[key + 'P50']:.2f} / {live[key + 'P90']:.2f} |")
+    print(f"| real-time factor | {live['rtf']:.3f} |")
 long = browser.get("long")
 if long:
     print(f"\nlong recording: {long['audioS']:.0f} s of audio in {long['transcribeMs'] / 1e3:.1f} s "
@@ -169,6 +184,13 @@ if long:
         if status and status.startswith("long recording: ") and " of " in status:
             print(f"| {status.split(': ')[1].split(' of ')[0]} | {mib:.0f} |")
 PY
+  if [[ $STREAM == 1 ]]; then
+    log "susurrus bench --backend wgpu --stream, the same clip"
+    # bench --stream finds the network where scripts/fetch-model.sh puts it.
+    mkdir -p "$CACHE/models/silero-vad-v6"
+    cp "$f/vad/silero_vad_v6.onnx" "$CACHE/models/silero-vad-v6/"
+    "$f/susurrus" bench --backend wgpu --model "$f/model" --stream "$f/www/sample.wav"
+  fi
 }
 
 case "${1:-}" in

@@ -70,6 +70,8 @@
  *                          over the audio's (data-real-time-factor)
  */
 
+import { Latency, median } from "./live-stats.js";
+
 const el = Object.fromEntries(
   [
     "error", "clock", "clock-gap", "version",
@@ -560,60 +562,6 @@ async function abort() {
 }
 
 // ---- Live captions
-
-/** A word as the latency rule compares them: lowercase letters, digits and apostrophes. */
-function normalizedWord(word) {
-  return word.toLowerCase().replace(/[^\p{L}\p{N}']/gu, "");
-}
-
-function median(values) {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted.length === 0 ? NaN : sorted[Math.floor(sorted.length / 2)];
-}
-
-/**
- * How far the text runs behind speech, as `susurrus bench --stream` measures it: for every
- * committed word, the seconds from its end in the audio to the first event that had it (the
- * same text starting within half a second) and to its commit. The audio's clock starts when its
- * first sample was captured: the first chunk's arrival less its length.
- */
-class Latency {
-  origin = null;
-  seen = []; // { word, start, at } of words not yet committed
-  firstSeen = [];
-  committed = [];
-
-  push(samples, rate) {
-    this.origin ??= performance.now() - (samples.length / rate) * 1000;
-  }
-
-  now() {
-    return this.origin === null ? 0 : (performance.now() - this.origin) / 1000;
-  }
-
-  #find(word) {
-    const norm = normalizedWord(word.word);
-    return this.seen.find((s) => s.word === norm && Math.abs(s.start - word.start) < 0.5);
-  }
-
-  partial(text) {
-    const at = this.now();
-    for (const word of text.words) {
-      if (!this.#find(word)) this.seen.push({ word: normalizedWord(word.word), start: word.start, at });
-    }
-  }
-
-  commit(text) {
-    const at = this.now();
-    for (const word of text.words) {
-      const first = this.#find(word);
-      this.firstSeen.push((first?.at ?? at) - word.end);
-      this.committed.push(at - word.end);
-    }
-    const end = text.words.at(-1)?.end ?? 0;
-    this.seen = this.seen.filter((s) => s.start > end - 0.5);
-  }
-}
 
 function showLatency(latency, summary) {
   const { firstSeen, committed } = latency;

@@ -1,8 +1,11 @@
 // The benchmark page: loads the model served at /model/ with the package, reports the WebGPU
 // adapter and its features, the load time and a first transcription, then the package's
 // bench() (the encoder on one window, decoder tokens chained and one per submission, a step
-// on the device alone, whole transcriptions), as JSON in #result and in window.benchResult
-// (what scripts/browser_bench.py reads from a headless browser).
+// on the device alone, whole transcriptions) and, with `stream=1`, the clip streamed live
+// as if spoken, as JSON in #result and in window.benchResult (what scripts/browser_bench.py
+// reads from a headless browser).
+
+import { Latency, percentile, wordErrorRate } from "./live-stats.js";
 
 const status = document.getElementById("status");
 const params = new URLSearchParams(location.search);
@@ -13,7 +16,14 @@ const options = {
   audio: params.get("audio") ?? "sample.wav",
   /** Seconds of a long recording (the clip repeated) to transcribe after the bench; 0: none. */
   long: Number(params.get("long") ?? 0),
+  /** Stream the clip live after the bench ("1"), as `susurrus bench --stream` does. */
+  stream: params.get("stream") === "1",
+  /** The Silero VAD network's URL: loaded with the model, and the live stream runs with it. */
+  vad: params.get("vad") ?? undefined,
 };
+
+/** Milliseconds of audio in each pushed chunk, as a microphone's AudioWorklet sends them. */
+const CHUNK_MS = 100;
 
 /** `promise`, or null after `ms`. */
 function within(promise, ms) {
@@ -71,6 +81,44 @@ async function transcribeLong(transcriber, clip, seconds) {
   };
 }
 
+/**
+ * The clip streamed as if spoken: 100 ms chunks pushed on a real-time schedule into
+ * `transcriber.stream` (with the VAD where it is loaded); the latency of every committed word
+ * to its first appearance and to its commit (medians and 90th percentiles, seconds after the
+ * word's end), the model's time over the audio's, and the committed text's word error against
+ * `offline`, the clip's offline transcript with the same greedy decoding.
+ */
+async function streamLive(transcriber, clip, offline) {
+  status.textContent = "streaming the clip live";
+  const latency = new Latency();
+  let text = "";
+  const sink = await transcriber.stream({
+    vad: transcriber.info.vad,
+    onPartial: (partial) => latency.partial(partial),
+    onCommitted: (committed) => {
+      latency.commit(committed);
+      text += committed.text;
+    },
+  });
+  const chunk = (16000 * CHUNK_MS) / 1000;
+  const started = performance.now();
+  for (let at = 0, k = 0; at < clip.length; at += chunk, k++) {
+    const wait = started + k * CHUNK_MS - performance.now();
+    if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+    const samples = clip.subarray(at, Math.min(at + chunk, clip.length));
+    latency.push(samples, 16000);
+    sink.push(samples);
+  }
+  const summary = await sink.finish();
+  const seconds = (values, fraction) => Number(percentile(values, fraction).toFixed(3));
+  return {
+    audioS: summary.audioSeconds, vad: transcriber.info.vad, words: latency.committed.length,
+    firstSeenP50: seconds(latency.firstSeen, 0.5), firstSeenP90: seconds(latency.firstSeen, 0.9),
+    committedP50: seconds(latency.committed, 0.5), committedP90: seconds(latency.committed, 0.9),
+    rtf: summary.realTimeFactor, wer: wordErrorRate(offline, text), text,
+  };
+}
+
 function show(result) {
   window.benchResult = result;
   document.getElementById("result").textContent = JSON.stringify(result, null, 2);
@@ -82,7 +130,7 @@ async function main() {
   const adapter = await adapterReport();
   status.textContent = "loading the model";
   const loadStarted = performance.now();
-  const transcriber = await pkg.Transcriber.load("/model/", { backend: options.backend, cache: false });
+  const transcriber = await pkg.Transcriber.load("/model/", { backend: options.backend, cache: false, vad: options.vad });
   const loadMs = performance.now() - loadStarted;
   status.textContent = `fetching ${options.audio}`;
   const response = await fetch(options.audio);
@@ -95,6 +143,7 @@ async function main() {
   status.textContent = `bench: ${options.runs} runs, ${options.tokens} tokens`;
   const bench = await transcriber.bench(samples, { runs: options.runs, tokens: options.tokens });
   const long = options.long > 0 ? await transcribeLong(transcriber, samples, options.long) : null;
+  const stream = options.stream ? await streamLive(transcriber, samples, first.text) : null;
   show({
     version: pkg.version(),
     userAgent: navigator.userAgent,
@@ -105,6 +154,7 @@ async function main() {
     text: first.text,
     ...bench,
     long,
+    stream,
   });
   status.textContent = "done";
   transcriber.dispose();

@@ -1,13 +1,17 @@
 // The benchmark page (www/bench.html, what scripts/bench-browser-gpu.sh opens on the GPU
 // machine) in headless Chromium with the real tiny.en model on the CPU backend (this machine
 // has no GPU): it loads the model through the package's worker, transcribes the bundled sample
-// with the native CLI's text, and reports the package's bench() figures consistently.
+// with the native CLI's text, and reports the package's bench() figures consistently; then it
+// streams the sample live with the VAD (`stream=1`), whose committed text must be within 15%
+// word error of the offline one, with the latencies of its words.
 // Run by tests/e2e/run.sh.
 
 import { execFileSync } from "node:child_process";
 import { cpSync, mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { assert, assertEqual, launchBrowser, modelDir, repoRoot, runTest, seconds, startServer, susurrusBin, watchPage } from "./common.mjs";
+import {
+  assert, assertEqual, launchBrowser, modelDir, repoRoot, runTest, seconds, startServer, susurrusBin, vadModel, watchPage,
+} from "./common.mjs";
 
 const sample = join(repoRoot, "samples/sample.wav");
 const TIMEOUT_MS = 10 * 60_000;
@@ -19,14 +23,14 @@ await runTest("bench-page", async (onCleanup) => {
   mkdirSync(root, { recursive: true });
   cpSync(join(repoRoot, "www"), root, { recursive: true });
   cpSync(sample, join(root, "sample.wav"));
-  const server = await startServer(["--root", root, "--model", modelDir]);
+  const server = await startServer(["--root", root, "--model", modelDir, "--vad-model", vadModel]);
   onCleanup(() => server.stop());
   const browser = await launchBrowser();
   onCleanup(() => browser.close());
   const page = await browser.newPage();
   const problems = watchPage(page, (line) => console.log(`bench-page:${line}`));
   const started = Date.now();
-  await page.goto(`${server.url}bench.html?backend=cpu&runs=1&tokens=4`);
+  await page.goto(`${server.url}bench.html?backend=cpu&runs=1&tokens=4&stream=1&vad=/vad/silero_vad_v6.onnx`);
   await page.waitForFunction(() => window.benchResult !== undefined, null, { timeout: TIMEOUT_MS });
   const r = await page.evaluate(() => window.benchResult);
   console.log(`bench-page: ${seconds(Date.now() - started)}: ${JSON.stringify(r)}`);
@@ -51,4 +55,11 @@ await runTest("bench-page", async (onCleanup) => {
     `beamRtf ${r.beamRtf} vs transcribeBeamMs ${r.transcribeBeamMs}`);
   assertEqual(r.beams, 5, "beams of the timed beam step (the default beam size)");
   assertEqual(typeof r.gpu, "object", "the WebGPU adapter report");
+
+  const live = r.stream;
+  assertEqual([live.vad, Math.abs(live.audioS - r.audioDurationS) < 0.01], [true, true], "the live stream's VAD and length");
+  assert(live.wer <= 0.15, `the live stream's committed text is ${(live.wer * 100).toFixed(1)}% off the offline one: ${live.text}`);
+  assertEqual(live.words, live.text.split(/\s+/).filter((w) => /[\p{L}\p{N}]/u.test(w)).length, "latencies of every committed word");
+  assert(live.firstSeenP50 <= live.committedP50 && live.committedP50 <= live.committedP90 && live.rtf > 0,
+    `live stream figures: ${JSON.stringify(live)}`);
 });

@@ -57,6 +57,9 @@ pub struct BenchArgs {
     /// --stream: without the VAD network (every hop is looked at, pauses included).
     #[arg(long, requires = "stream")]
     pub no_vad: bool,
+    /// --stream: seconds of new audio between looks (as `susurrus stream --hop`). Default: 1.
+    #[arg(long, value_name = "S", requires = "stream", value_parser = crate::transcribe::parse_positive_time)]
+    pub hop: Option<f64>,
 }
 
 fn parse_minutes(s: &str) -> std::result::Result<f64, String> {
@@ -109,7 +112,7 @@ pub struct ProfileRow {
 pub fn run(args: &BenchArgs) -> Result<()> {
     if !args.stream.is_empty() {
         let vad = if args.no_vad { None } else { Some(crate::model_dir::resolve_vad(None)?) };
-        let report = crate::bench_stream::measure(&args.run, &args.stream, vad.as_deref())?;
+        let report = crate::bench_stream::measure(&args.run, &args.stream, vad.as_deref(), args.hop)?;
         let text = if args.json {
             serde_json::to_string_pretty(&report).map_err(|e| Error::Usage(format!("cannot render JSON: {e}")))? + "\n"
         } else {

@@ -42,11 +42,19 @@ pub struct StreamReport {
     pub rows: Vec<StreamRow>,
 }
 
-/// Streams each file on the backend `run` names, with the VAD (`vad`) when given.
-pub fn measure(run: &RunArgs, files: &[PathBuf], vad: Option<&std::path::Path>) -> Result<StreamReport> {
+/// Streams each file on the backend `run` names, with the VAD (`vad`) when given, looking every
+/// `hop` seconds (the default's when `None`).
+pub fn measure(
+    run: &RunArgs,
+    files: &[PathBuf],
+    vad: Option<&std::path::Path>,
+    hop: Option<f64>,
+) -> Result<StreamReport> {
+    let mut options = LiveOptions { vad: vad.is_some(), ..LiveOptions::default() };
+    options.hop = hop.unwrap_or(options.hop);
+    options.validate()?;
     let dir = crate::model_dir::resolve(run.model.as_deref())?;
     let (mut whisper, _) = crate::transcribe::load_model(run, &dir, vad)?;
-    let mut options = LiveOptions { vad: vad.is_some(), ..LiveOptions::default() };
     options.transcribe.temperatures = run.temperatures_or(&options.transcribe.temperatures);
     let started = Instant::now();
     let mut clock = move || started.elapsed().as_secs_f64();

@@ -126,3 +126,26 @@ fn bad_input_and_options_are_errors_before_any_work() {
     let out = stream(&["--rate", "8000", &clip("noisy")], None);
     assert_eq!(out.status.code(), Some(2), "--rate without --raw: {}", stderr(&out));
 }
+
+#[test]
+fn bench_stream_streams_at_the_hop_asked_for_and_refuses_a_bad_one() {
+    let bench = |args: &[&str]| {
+        let model = Set::TinyEn.model_dir();
+        let mut command = Command::new(env!("CARGO_BIN_EXE_susurrus"));
+        command.args(["bench", "--backend", "cpu", "--json", "--model"]).arg(&model).args(args);
+        command.output().expect("the susurrus binary runs")
+    };
+    let out = bench(&["--hop", "20", "--stream", &clip("noisy")]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert_eq!(stderr(&out), "susurrus: error: invalid option: hop must be between 0.1 and 10 seconds, not 20\n");
+
+    let out = bench(&["--hop", "2", "--stream", &clip("noisy")]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(report["hop"], 2.0, "{report}");
+    let row = &report["rows"][0];
+    // Looks every 2 s still commit the clip's words, each with its latency.
+    assert!(row["words"].as_u64().unwrap() > 0, "{report}");
+    assert!(row["wer_vs_offline"].as_f64().unwrap() <= 0.15, "{report}");
+    assert!(row["first_seen_median"].as_f64().unwrap() <= row["committed_median"].as_f64().unwrap(), "{report}");
+}
