@@ -60,6 +60,7 @@
  *   #audio-warnings        what was wrong with a file that still gave audio (a cut file's end)
  *   #download-srt, #download-vtt, #download-json, #download-txt   transcript downloads
  * Live captions
+ *   #live-hop              select: seconds of new audio between the model's looks (1, 2, 5, 10)
  *   #live-start, #live-stop   start captioning the microphone (a live stream of the loaded
  *                          model, with the VAD when the model has it), and stop it
  *   #live-status           data-state idle | starting | listening | finishing | done | error
@@ -82,7 +83,7 @@ const el = Object.fromEntries(
     "audio-duration", "audio-player",
     "language", "task", "word-timestamps", "vad", "transcribe", "abort", "transcribe-progress", "transcribe-status", "transcribe-elapsed", "segments", "text",
     "result-language", "result-backend", "timings", "audio-warnings", "download-srt", "download-vtt", "download-json", "download-txt",
-    "live-start", "live-stop", "live-status", "live-committed", "live-partial", "live-latency",
+    "live-hop", "live-start", "live-stop", "live-status", "live-committed", "live-partial", "live-latency",
   ].map((id) => [id.replace(/-(.)/g, (_, c) => c.toUpperCase()), document.getElementById(id)]),
 );
 const downloadButtons = [el.downloadSrt, el.downloadVtt, el.downloadJson, el.downloadTxt];
@@ -212,6 +213,7 @@ function render() {
   el.stopRecord.disabled = recording === null;
   for (const button of downloadButtons) button.disabled = !result || running;
   el.liveStart.disabled = !transcriber || loading || running;
+  el.liveHop.disabled = state.live !== null;
   el.liveStop.disabled = !state.live?.microphone || state.live.stopping;
 }
 
@@ -598,6 +600,7 @@ async function startLive() {
     // The stream first: the microphone's audio is captured from the moment it opens.
     const sink = await transcriber.stream({
       vad: transcriber.info.vad,
+      hop: Number(el.liveHop.value),
       language: el.language.value || null,
       signal: controller.signal,
       onPartial: (text) => {
