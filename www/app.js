@@ -620,7 +620,12 @@ async function startLive() {
       },
     });
     state.live.sink = sink;
-    const media = await navigator.mediaDevices.getUserMedia({ audio: { channelCount: 1, echoCancellation: true, noiseSuppression: true } });
+    // The browser's call processing off: Whisper learned from unprocessed audio, and Chromium's
+    // noise suppression and gain control reshape speech differently from run to run (the fake
+    // microphone's clips came out with a difference from the file as loud as the speech itself).
+    const media = await navigator.mediaDevices.getUserMedia({
+      audio: { channelCount: 1, echoCancellation: false, noiseSuppression: false, autoGainControl: false },
+    });
     state.live.media = media;
     const timed = { push: (samples, rate) => (latency.push(samples, rate), sink.push(samples, rate)) };
     state.live.microphone = await state.pkg.captureMicrophone(media, timed, { onError: showError });

@@ -27,8 +27,9 @@ const CHUNK_SECONDS = 0.1;
 /**
  * Starts pushing `media`'s audio (mixed to mono) into `sink` in chunks of 100 ms. `media`
  * comes from `navigator.mediaDevices.getUserMedia({ audio: true })` or any other source of a
- * MediaStream with an audio track. A chunk the sink refuses stops the capture, reported to
- * `onError`.
+ * MediaStream with an audio track (Whisper hears best with the browser's `echoCancellation`,
+ * `noiseSuppression` and `autoGainControl` off). A chunk the sink refuses stops the capture,
+ * reported to `onError`.
  */
 export async function captureMicrophone(
   media: MediaStream,

@@ -22,11 +22,12 @@ const BLOCK_SAMPLES: usize = LIVE_WINDOWS * WINDOW;
 pub(crate) enum Speech {
     /// No window is speech.
     None,
-    /// Speech that goes on up to the last window the network has seen.
-    Ongoing,
-    /// Speech followed by silence at least as long as asked, up to the last window seen;
-    /// the silence starts at sample `at` of the stream.
-    Ended { at: usize },
+    /// Speech from sample `from` of the stream that goes on up to the last window the network
+    /// has seen.
+    Ongoing { from: usize },
+    /// Speech from sample `from` followed by silence at least as long as asked, up to the last
+    /// window seen; the silence starts at sample `at` of the stream.
+    Ended { from: usize, at: usize },
 }
 
 /// How the probabilities are read.
@@ -130,24 +131,29 @@ impl SpeechTracker {
     /// What the windows from sample `from` on say, read as Silero's `get_speech_timestamps`:
     /// speech starts at a window at least `threshold` likely; after it a window below
     /// `neg_threshold` starts a silence, which a window at `threshold` again cancels; a
-    /// silence of `min_silence` samples ends the speech.
+    /// silence of `min_silence` samples ends the speech, whatever comes after it (the next
+    /// speech is the next utterance: a slow device's look may find both).
     pub fn speech_from(&self, from: usize) -> Speech {
         let first = (from / WINDOW).max(self.first);
-        let mut triggered = false;
+        let mut triggered = None;
         let mut silence_from = None;
         for (w, &p) in self.probabilities.iter().enumerate().skip(first - self.first) {
             let window = self.first + w;
             if p >= self.rule.threshold {
-                triggered = true;
+                triggered.get_or_insert(window * WINDOW);
                 silence_from = None;
-            } else if triggered && p < self.rule.neg_threshold && silence_from.is_none() {
+            } else if triggered.is_some() && p < self.rule.neg_threshold && silence_from.is_none() {
                 silence_from = Some(window * WINDOW);
             }
+            if let (Some(from), Some(at)) = (triggered, silence_from)
+                && (window + 1) * WINDOW - at >= self.rule.min_silence
+            {
+                return Speech::Ended { from, at };
+            }
         }
-        match (triggered, silence_from) {
-            (false, _) => Speech::None,
-            (true, Some(at)) if self.run_to - at >= self.rule.min_silence => Speech::Ended { at },
-            (true, _) => Speech::Ongoing,
+        match triggered {
+            None => Speech::None,
+            Some(from) => Speech::Ongoing { from },
         }
     }
 }
@@ -167,13 +173,21 @@ mod tests {
     #[test]
     fn speech_ends_after_enough_silence_and_between_thresholds_goes_on() {
         assert_eq!(tracker(&[0.1, 0.2, 0.4, 0.1]).speech_from(0), Speech::None);
-        assert_eq!(tracker(&[0.1, 0.9, 0.4, 0.4, 0.4, 0.4]).speech_from(0), Speech::Ongoing);
+        assert_eq!(tracker(&[0.1, 0.9, 0.4, 0.4, 0.4, 0.4]).speech_from(0), Speech::Ongoing { from: WINDOW });
         // Silence from window 2, three windows long: ended there.
-        assert_eq!(tracker(&[0.1, 0.9, 0.2, 0.4, 0.1]).speech_from(0), Speech::Ended { at: 2 * WINDOW });
+        let ended = Speech::Ended { from: WINDOW, at: 2 * WINDOW };
+        assert_eq!(tracker(&[0.1, 0.9, 0.2, 0.4, 0.1]).speech_from(0), ended);
         // Two windows of silence are not enough.
-        assert_eq!(tracker(&[0.9, 0.9, 0.2, 0.1]).speech_from(0), Speech::Ongoing);
-        // Speech again cancels the silence.
-        assert_eq!(tracker(&[0.9, 0.2, 0.1, 0.8, 0.1, 0.1]).speech_from(0), Speech::Ongoing);
+        assert_eq!(tracker(&[0.9, 0.9, 0.2, 0.1]).speech_from(0), Speech::Ongoing { from: 0 });
+        // Speech again cancels the silence; the speech starts at its first window.
+        assert_eq!(tracker(&[0.2, 0.9, 0.2, 0.1, 0.8, 0.1, 0.1]).speech_from(0), Speech::Ongoing { from: WINDOW });
+        // A silence long enough ends the speech before it, whatever comes after.
+        let first = Speech::Ended { from: 0, at: WINDOW };
+        assert_eq!(tracker(&[0.9, 0.1, 0.4, 0.1, 0.9, 0.9]).speech_from(0), first);
+        assert_eq!(
+            tracker(&[0.9, 0.1, 0.4, 0.1, 0.9, 0.9]).speech_from(4 * WINDOW),
+            Speech::Ongoing { from: 4 * WINDOW }
+        );
         // Reading from later windows on sees only them.
         assert_eq!(tracker(&[0.9, 0.1, 0.1, 0.1, 0.1]).speech_from(WINDOW), Speech::None);
     }
