@@ -2,7 +2,8 @@
 # Prepares a fresh machine (Debian, rustup toolchain) for building and testing Susurrus.
 # Idempotent: installs only what is missing and prints nothing when there is nothing to do.
 #
-#   scripts/setup.sh [PART...]    PART: rust system node nvrtc fuzz peers (default: all but fuzz, peers)
+#   scripts/setup.sh [PART...]    PART: rust system node nvrtc fuzz peers api (default: all but fuzz,
+#                                 peers, api)
 #
 # - rust:   the rustfmt and clippy components, the wasm32 and aarch64-apple-darwin targets,
 #           wasm-pack and wasm-bindgen-cli (built from crates.io: minutes of CPU, once), and
@@ -20,6 +21,9 @@
 #           its FileTranscriber), unpacked from their npm tarballs without dependencies (the
 #           browser bundles need none), and whisper.cpp's jfk.wav sample from nodejs-whisper's
 #           tarball (public audio: fetched, never committed); not part of the default
+# - api:    OpenAI's Python client library (pinned) in a venv of its own at
+#           ~/.cache/susurrus/api-venv: crates/native/tests/serve_api.rs points it at
+#           `susurrus serve --api`, as a user of the transcription API would
 # The parts other than rust are mostly downloads: scripts/test.sh runs them in the
 # background while the compiler works. Tools built from crates.io go to
 # ~/.cache/susurrus/tools (put its bin/ on PATH, as scripts/test.sh does).
@@ -178,6 +182,16 @@ setup_peers() {
   fi
 }
 
+setup_api() {
+  local venv="${cache}/api-venv" pin="openai==3.57.0"
+  if [ ! -f "${venv}/.susurrus-${pin}" ]; then
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "${venv}/bin/python" -m pip install --quiet --disable-pip-version-check "$pin"
+    touch "${venv}/.susurrus-${pin}"
+  fi
+}
+
 setup_fuzz() {
   setup_nightly
   install_tool cargo-fuzz 0.13.2 cargo-fuzz --locked
@@ -187,9 +201,9 @@ parts=("$@")
 ((${#parts[@]})) || parts=(system rust node nvrtc)
 for part in "${parts[@]}"; do
   case "$part" in
-    system | rust | node | nvrtc | fuzz | peers) "setup_${part}" ;;
+    system | rust | node | nvrtc | fuzz | peers | api) "setup_${part}" ;;
     *)
-      echo "setup: unknown part '${part}' (rust, system, node, nvrtc, fuzz, peers)" >&2
+      echo "setup: unknown part '${part}' (rust, system, node, nvrtc, fuzz, peers, api)" >&2
       exit 2
       ;;
   esac

@@ -40,7 +40,7 @@ trap report EXIT
 # compiler works in the foreground; the tests wait for them.
 downloads_log="${HOME}/.cache/susurrus/downloads.log"
 mkdir -p "$(dirname "$downloads_log")"
-(./scripts/setup.sh system node nvrtc peers && ./scripts/fetch-model.sh && ./scripts/fetch-model.sh base &&
+(./scripts/setup.sh system node nvrtc peers api && ./scripts/fetch-model.sh && ./scripts/fetch-model.sh base &&
   ./scripts/fetch-model.sh silero-vad &&
   ./scripts/fetch-model.sh tiny.en-int8 && ./scripts/fetch-model.sh tiny.en-onnx &&
   ./scripts/fetch-model.sh tiny.en-ggml) \
@@ -63,7 +63,7 @@ stage "cargo clippy --workspace --all-targets (native, wasm32)" \
 stage "cargo check -p susurrus-native --target aarch64-apple-darwin (macOS, Metal)" \
   cargo check -p susurrus-native --target aarch64-apple-darwin
 stage "cargo test --workspace: build" cargo test --workspace --no-run
-stage "setup: system packages, npm tools, browser peers, NVRTC, the models, int8/ONNX/ggml tiny.en (background)" wait_for_downloads
+stage "setup: system packages, npm tools, browser peers, OpenAI's Python client, NVRTC, the models, int8/ONNX/ggml tiny.en (background)" wait_for_downloads
 stage "cargo test --workspace" cargo test --workspace
 # The browser suite and the end-to-end tests side by side: each spends most of its time in a
 # single-threaded WebAssembly transcription or waiting on Chromium, so two cores serve both

@@ -1,15 +1,16 @@
-//! `susurrus serve`: a small HTTP server for the web demo. The page in `www/` loads ES modules, a
-//! `.wasm` file and the model with `fetch`, which browsers allow only from an HTTP origin that
-//! sends the right MIME types (not from `file://`); the Cache API and WebGPU need a secure
-//! context, which `http://127.0.0.1` and `http://localhost` are. So it serves a folder at `/`,
-//! the model folder at `/model/` and the Silero VAD network at `/vad/silero_vad_v6.onnx`, GET and
-//! HEAD only, never a file a URL names outside those, and logs every request on stderr as
-//! `METHOD PATH STATUS BYTES`.
+//! `susurrus serve`: a small HTTP server for the web demo, and with `--api` a transcription
+//! service speaking OpenAI's audio API ([`api`]; the model on a thread of its own: [`device`]).
+//! The page in `www/` loads ES modules, a `.wasm` file and the model with `fetch`, which
+//! browsers allow only from an HTTP origin that sends the right MIME types (not from
+//! `file://`); the Cache API and WebGPU need a secure context, which `http://127.0.0.1` and
+//! `http://localhost` are. So it serves a folder at `/`, the model folder at `/model/` and the
+//! Silero VAD network at `/vad/silero_vad_v6.onnx`, GET and HEAD only, never a file a URL names
+//! outside those, and logs every request on stderr as `METHOD PATH STATUS BYTES`.
 //!
-//! The routes are an axum [`Router`] (the static files are its fallback, so API routes can sit
-//! beside them), served by hyper connection by connection on a tokio runtime of one thread: that
-//! is where the limits on header size and on slow or silent clients are set, and where a Ctrl-C
-//! or SIGTERM lets the responses in flight finish before the command returns.
+//! The routes are an axum [`Router`] (the static files are the API's fallback), served by hyper
+//! connection by connection on a tokio runtime of one thread: that is where the limits on
+//! header size and on slow or silent clients are set, and where a Ctrl-C or SIGTERM lets the
+//! responses in flight finish before the command returns.
 
 use std::io::{self, Write};
 use std::net::{IpAddr, Ipv6Addr, SocketAddr, TcpListener as StdListener};
@@ -37,8 +38,14 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 use tokio::time::Sleep;
 
+use crate::backend::{BackendChoice, RunArgs};
 use crate::error::{Error, Result};
 use crate::model_dir;
+
+mod api;
+mod device;
+mod languages;
+mod metrics;
 
 /// Where the VAD network is served: one fixed URL, so the demo page can ask for it without
 /// knowing the file's name on disk.
@@ -93,6 +100,30 @@ pub struct ServeArgs {
     /// Port to listen on; 0 picks a free one (the URL on stdout names it).
     #[arg(long, value_name = "N", default_value_t = 8080)]
     pub port: u16,
+    /// Also serve the transcription API with the model: OpenAI's `POST
+    /// /v1/audio/transcriptions` and `/v1/audio/translations`, `GET /v1/models`, `/health` and
+    /// `/metrics`. The model is loaded before the first request is answered.
+    #[arg(long)]
+    pub api: bool,
+    /// Where the API's model runs.
+    #[arg(long, value_enum, default_value = "auto", requires = "api")]
+    pub backend: BackendChoice,
+    /// Threads of the CPU backend. Default: one per core.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..), requires = "api")]
+    pub threads: Option<u16>,
+    /// The key the API's `/v1` routes want as `Authorization: Bearer KEY` (default: none).
+    #[arg(long, value_name = "KEY", requires = "api")]
+    pub api_key: Option<String>,
+    /// Transcriptions that may wait for the device; more are answered 503 with Retry-After.
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096), requires = "api")]
+    pub queue: u32,
+    /// The largest audio file the API takes, in MB (OpenAI's limit: 25); larger is answered 413.
+    #[arg(long, value_name = "MB", default_value_t = 25, value_parser = clap::value_parser!(u32).range(1..=2048), requires = "api")]
+    pub max_upload_mb: u32,
+    /// Seconds a transcription request may take from its arrival to its answer (queueing
+    /// included); longer is answered 504.
+    #[arg(long, value_name = "S", default_value_t = 600, value_parser = clap::value_parser!(u32).range(1..), requires = "api")]
+    pub request_timeout: u32,
 }
 
 /// The folders requests may reach and the one VAD file, canonical so the banner names them
@@ -134,6 +165,7 @@ pub fn run(args: &ServeArgs) -> Result<()> {
     let local = listener.local_addr().map_err(|e| listen_error(&host, args.port, e))?;
     let addr = format!("{host}:{}", local.port());
     let start_error = |source| Error::Server { action: "cannot start serving on", addr: addr.clone(), source };
+    let api = if args.api { Some(start_api(args)?) } else { None };
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(start_error)?;
     runtime.block_on(async {
         let listener = TcpListener::from_std(listener).map_err(start_error)?;
@@ -141,7 +173,7 @@ pub fn run(args: &ServeArgs) -> Result<()> {
         if let Some(warning) = reachability_warning(&host, local.ip()) {
             log(format_args!("{warning}"));
         }
-        print_banner(&mounts, &addr)?;
+        print_banner(&mounts, api.as_deref(), &addr)?;
         let (stop, stops) = mpsc::unbounded_channel();
         tokio::spawn(async move {
             loop {
@@ -151,9 +183,25 @@ pub fn run(args: &ServeArgs) -> Result<()> {
                 }
             }
         });
-        serve(listener, router(mounts), Limits::SERVE, stops).await;
+        serve(listener, router(mounts, api), Limits::SERVE, stops).await;
         Ok(())
     })
+}
+
+/// Loads the API's model (the `--model` folder, or the default one, which must then exist) on
+/// its device thread.
+fn start_api(args: &ServeArgs) -> Result<Arc<api::Api>> {
+    let dir = model_dir::resolve(args.model.as_deref())?;
+    let run =
+        RunArgs { model: Some(dir.clone()), backend: args.backend, threads: args.threads, temperatures: Vec::new() };
+    let metrics = Arc::new(metrics::Metrics::default());
+    let device = device::Device::start(run, dir, args.queue as usize, metrics.clone())?;
+    let limits = api::ApiLimits {
+        max_upload: (args.max_upload_mb as usize) << 20,
+        timeout: Duration::from_secs(args.request_timeout.into()),
+        key: args.api_key.clone(),
+    };
+    Ok(Arc::new(api::Api { device, metrics, limits }))
 }
 
 /// `--root`, canonical; a missing one says where the demo page lives.
@@ -231,14 +279,18 @@ fn reachability_warning(host: &str, ip: IpAddr) -> Option<String> {
     ))
 }
 
-/// `serving DIR at URL`, then the model's and the VAD network's lines, on stdout.
-fn print_banner(mounts: &Mounts, addr: &str) -> Result<()> {
+/// `serving DIR at URL`, then the model's and the VAD network's lines, and the API's, on stdout.
+fn print_banner(mounts: &Mounts, api: Option<&api::Api>, addr: &str) -> Result<()> {
     let mut banner = format!("serving {} at http://{addr}/\n", mounts.root.display());
     if let Some(model) = &mounts.model {
         banner += &format!("model {} at http://{addr}/model/\n", model.display());
     }
     if let Some(vad) = &mounts.vad {
         banner += &format!("vad {} at http://{addr}{VAD_PATH}\n", vad.display());
+    }
+    if let Some(api) = api {
+        let info = &api.device.info;
+        banner += &format!("api {} on {} at http://{addr}/v1/\n", info.id, info.backend);
     }
     let mut stdout = io::stdout().lock();
     stdout.write_all(banner.as_bytes()).and_then(|()| stdout.flush()).map_err(|e| Error::io(Path::new("<stdout>"), e))
@@ -285,10 +337,15 @@ impl StopSignals {
     }
 }
 
-/// The server's routes: every path is a static file; the transcription API will be a route
-/// beside them. Every request is logged.
-fn router(mounts: Arc<Mounts>) -> Router {
-    Router::new().fallback(files).with_state(mounts).layer(axum::middleware::from_fn(log_request))
+/// The server's routes: the transcription API's when it is served, every other path a static
+/// file. Every request is logged.
+fn router(mounts: Arc<Mounts>, api: Option<Arc<api::Api>>) -> Router {
+    let files = Router::new().fallback(files).with_state(mounts);
+    let app = match api {
+        Some(api) => api::router(api, files),
+        None => files,
+    };
+    app.layer(axum::middleware::from_fn(log_request))
 }
 
 /// Accepts connections and serves each on a task of its own until the first stop request (or
@@ -727,7 +784,7 @@ mod tests {
                 let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
                 runtime.block_on(async {
                     let listener = TcpListener::from_std(listener).unwrap();
-                    serve(listener, router(mounts), limits, stops).await;
+                    serve(listener, router(mounts, None), limits, stops).await;
                 });
                 let _ = finished.send(());
             });

@@ -1,0 +1,340 @@
+//! `susurrus serve --api` with the real tiny.en on the CPU backend: OpenAI's Python client
+//! library (`./scripts/setup.sh api` makes its venv) transcribes the golden clips with
+//! faster-whisper's text, in every answer format, streamed, and gets each error as its own
+//! exception; 64 concurrent clients each get their own clip's text; and over plain TCP: a full
+//! queue answered 503 with Retry-After before the upload is read, an upload over the limit
+//! 413, a request over its time 504, the key, `/health`, `/metrics`, and a transcription in
+//! flight finished on SIGTERM.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const KEY: &str = "test-key-1234";
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn golden(name: &str) -> Vec<u8> {
+    std::fs::read(repo().join("tests/fixtures/golden").join(name)).unwrap()
+}
+
+/// faster-whisper's text of a golden clip with its default decoding (the `beam_5` run).
+fn reference(clip: &str) -> String {
+    let record: serde_json::Value = serde_json::from_slice(&golden(&format!("{clip}.json"))).unwrap();
+    let runs = record["runs"].as_array().unwrap();
+    let run = runs.iter().find(|r| r["name"] == "beam_5").unwrap();
+    run["text"].as_str().unwrap().trim().to_owned()
+}
+
+struct Server {
+    child: Child,
+    addr: String,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Server {
+    /// `susurrus serve --api --backend cpu --port 0 ARGS`, once its API line is out.
+    fn start(args: &[&str]) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_susurrus"))
+            .args(["serve", "--api", "--backend", "cpu", "--port", "0", "--root"])
+            .arg(repo().join("www"))
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the susurrus binary runs");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let (mut pipe, sink) = (child.stderr.take().unwrap(), stderr.clone());
+        std::thread::spawn(move || {
+            let mut buf = [0; 4096];
+            while let Ok(n @ 1..) = pipe.read(&mut buf) {
+                sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        while !line.starts_with("api ") {
+            line.clear();
+            if stdout.read_line(&mut line).unwrap() == 0 {
+                let _ = child.wait();
+                std::thread::sleep(Duration::from_millis(200));
+                panic!("no api line on stdout; stderr:\n{}", stderr.lock().unwrap());
+            }
+        }
+        let url = line.split_whitespace().find(|w| w.starts_with("http://")).unwrap();
+        let addr = url.trim_start_matches("http://").trim_end_matches("/v1/").to_owned();
+        Server { child, addr, stderr }
+    }
+
+    fn get(&self, target: &str, key: Option<&str>) -> Reply {
+        let auth = key.map(|k| format!("Authorization: Bearer {k}\r\n")).unwrap_or_default();
+        let mut stream = self.connect();
+        write!(stream, "GET {target} HTTP/1.1\r\nHost: x\r\n{auth}Connection: close\r\n\r\n").unwrap();
+        read_reply(&mut stream)
+    }
+
+    fn connect(&self) -> TcpStream {
+        let stream = TcpStream::connect(&self.addr).unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(300))).unwrap();
+        stream
+    }
+
+    /// Runs tests/api/openai_client.py against the server; its stdout.
+    fn openai_client(&self, args: &[&str]) -> String {
+        let python = dirs_home().join(".cache/susurrus/api-venv/bin/python");
+        assert!(python.exists(), "{} is missing: run ./scripts/setup.sh api", python.display());
+        let out = Command::new(python)
+            .arg(repo().join("tests/api/openai_client.py"))
+            .arg(format!("http://{}/v1", self.addr))
+            .arg(KEY)
+            .args(args)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        println!("{stdout}");
+        assert!(
+            out.status.success(),
+            "openai_client.py {args:?}: {stdout}\n{}\nserver:\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            self.stderr.lock().unwrap()
+        );
+        stdout
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn dirs_home() -> PathBuf {
+    PathBuf::from(std::env::var_os("HOME").expect("HOME is set"))
+}
+
+struct Reply {
+    status: u16,
+    head: String,
+    body: String,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.head
+            .split("\r\n")
+            .filter_map(|l| l.split_once(": "))
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v)
+    }
+}
+
+fn read_reply(stream: &mut TcpStream) -> Reply {
+    let mut raw = Vec::new();
+    let _ = stream.read_to_end(&mut raw);
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or_else(|| panic!("no header end in {text:?}"));
+    let status = head[9..12].parse().unwrap();
+    Reply { status, head: head.to_owned(), body: body.to_owned() }
+}
+
+/// A multipart form of `fields` and the file `audio` named `name`: its content type and body.
+fn form(fields: &[(&str, &str)], name: &str, audio: &[u8]) -> (String, Vec<u8>) {
+    let boundary = "susurrus-test-boundary-7d9f";
+    let mut body = Vec::new();
+    for (field, value) in fields {
+        write!(body, "--{boundary}\r\nContent-Disposition: form-data; name=\"{field}\"\r\n\r\n{value}\r\n").unwrap();
+    }
+    write!(body, "--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{name}\"\r\n").unwrap();
+    write!(body, "Content-Type: application/octet-stream\r\n\r\n").unwrap();
+    body.extend_from_slice(audio);
+    write!(body, "\r\n--{boundary}--\r\n").unwrap();
+    (format!("multipart/form-data; boundary={boundary}"), body)
+}
+
+/// Sends the head of a POST of `body` to the transcription route, and the first `sent` bytes of
+/// the body.
+fn post_start(server: &Server, content_type: &str, body: &[u8], sent: usize) -> TcpStream {
+    let mut stream = server.connect();
+    write!(
+        stream,
+        "POST /v1/audio/transcriptions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\nContent-Type: \
+         {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
+    stream.write_all(&body[..sent]).unwrap();
+    stream
+}
+
+/// POSTs a form and reads the reply. The body is written from another thread: a server that
+/// answers before reading it all (413, 503) closes the connection, and a writer blocked on a
+/// full socket would never read the answer.
+fn post(server: &Server, fields: &[(&str, &str)], name: &str, audio: &[u8]) -> Reply {
+    let (content_type, body) = form(fields, name, audio);
+    let mut stream = post_start(server, &content_type, &body, 0);
+    let mut writer = stream.try_clone().unwrap();
+    let writing = std::thread::spawn(move || {
+        let _ = writer.write_all(&body);
+    });
+    let reply = read_reply(&mut stream);
+    let _ = writing.join();
+    reply
+}
+
+#[test]
+fn openai_client_library_gets_faster_whispers_text_every_format_and_each_error() {
+    let server = Server::start(&["--api-key", KEY]);
+    let out = server.openai_client(&["check"]);
+    assert!(out.contains("AuthenticationError (401)"), "{out}");
+}
+
+#[test]
+fn sixty_four_concurrent_clients_each_get_their_own_transcript() {
+    let server = Server::start(&["--api-key", KEY]);
+    server.openai_client(&["load", "64"]);
+    let metrics = server.get("/metrics", None);
+    assert_eq!(metrics.status, 200);
+    for line in [
+        "susurrus_requests_total{route=\"/v1/audio/transcriptions\",status=\"200\"} 64",
+        "susurrus_queue_depth 0",
+        "susurrus_request_duration_seconds_count 64",
+    ] {
+        assert!(metrics.body.lines().any(|l| l == line), "{line} missing from:\n{}", metrics.body);
+    }
+}
+
+#[test]
+fn a_full_queue_is_answered_503_with_retry_after_before_the_upload_is_read() {
+    let server = Server::start(&["--api-key", KEY, "--queue", "1"]);
+    let audio = golden("short_2.wav");
+    let (content_type, body) = form(&[], "short_2.wav", &audio);
+    // The first request holds the queue's one place while its upload is half sent.
+    let mut first = post_start(&server, &content_type, &body, body.len() / 2);
+    let waited = Instant::now();
+    let busy = loop {
+        let reply = server.get("/health", None);
+        if reply.body.contains("\"queued\":1") {
+            break post(&server, &[], "short_2.wav", &audio[..4096]);
+        }
+        assert!(waited.elapsed() < Duration::from_secs(10), "the first request never took its place: {}", reply.body);
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(busy.status, 503, "{}", busy.body);
+    assert!(busy.body.contains("the server is busy: 1 of 1 places in its queue are taken"), "{}", busy.body);
+    let retry: u64 = busy.header("Retry-After").expect("a Retry-After").parse().unwrap();
+    assert!(retry >= 1);
+    first.write_all(&body[body.len() / 2..]).unwrap();
+    let done = read_reply(&mut first);
+    assert_eq!(done.status, 200, "{}", done.body);
+    let text: serde_json::Value = serde_json::from_str(&done.body).unwrap();
+    assert_eq!(text["text"], reference("short_2"));
+}
+
+#[test]
+fn limits_and_bad_requests_get_openai_shaped_errors() {
+    let server = Server::start(&["--api-key", KEY, "--max-upload-mb", "5", "--request-timeout", "1"]);
+    // Over the upload limit.
+    let big = post(&server, &[], "big.wav", &vec![0u8; 6 << 20]);
+    assert_eq!(big.status, 413, "{}", big.body);
+    assert!(big.body.contains("larger than the server's limit of 5 MB"), "{}", big.body);
+    // An upload slower than the request's time.
+    let (content_type, body) = form(&[], "noisy.wav", &golden("noisy.wav"));
+    let mut stalled = post_start(&server, &content_type, &body, body.len() / 2);
+    let stalled = read_reply(&mut stalled);
+    assert_eq!(stalled.status, 408, "{}", stalled.body);
+    assert!(stalled.body.contains("the upload took too long"), "{}", stalled.body);
+    // A transcription longer than the request's time (133 s of audio in a second), dropped at
+    // the end of the window in work: no audio is counted as transcribed.
+    let slow = post(&server, &[], "long.wav", &golden("long.wav"));
+    assert_eq!(slow.status, 504, "{}", slow.body);
+    assert!(slow.body.contains("longer than the server's --request-timeout"), "{}", slow.body);
+    let waited = Instant::now();
+    while !server.get("/health", None).body.contains("\"queued\":0,\"status\":\"ok\",\"working\":0") {
+        assert!(waited.elapsed() < Duration::from_secs(120), "the timed-out job was never dropped");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let metrics = server.get("/metrics", None).body;
+    assert!(metrics.lines().any(|l| l == "susurrus_audio_seconds_total 0"), "{metrics}");
+    for (fields, says) in [
+        (vec![("temperature", "2")], "temperature \\\"2\\\": a number from 0 to 1"),
+        (vec![("stream", "yes")], "stream \\\"yes\\\": true or false"),
+        (vec![("timestamp_granularities[]", "word")], "needs response_format verbose_json"),
+        (vec![("language", "fr")], "language \\\"fr\\\" is not one whisper-tiny.en-ct2 knows (en)"),
+        (vec![("response_format", "srt"), ("stream", "true")], "response_format json or text"),
+    ] {
+        let reply = post(&server, &fields, "noisy.wav", &golden("noisy.wav"));
+        assert_eq!(reply.status, 400, "{fields:?}: {}", reply.body);
+        assert!(reply.body.contains(says), "{fields:?}: {}", reply.body);
+        assert!(reply.body.contains("\"type\":\"invalid_request_error\""), "{}", reply.body);
+    }
+    let empty = post(&server, &[], "empty.wav", b"");
+    assert_eq!(empty.status, 400, "{}", empty.body);
+    assert!(empty.body.contains("empty.wav: empty file"), "{}", empty.body);
+    // The key: none, wrong; /health and /metrics stay open to probes and scrapers.
+    let none = server.get("/v1/models", None);
+    assert_eq!((none.status, none.header("WWW-Authenticate")), (401, Some("Bearer")));
+    assert!(none.body.contains("an API key is needed"), "{}", none.body);
+    assert_eq!(server.get("/v1/models", Some("wrong")).status, 401);
+    let models = server.get("/v1/models", Some(KEY));
+    assert!(models.body.contains("\"id\":\"whisper-tiny.en-ct2\""), "{}", models.body);
+    let health = server.get("/health", None);
+    assert_eq!(health.status, 200);
+    assert!(health.body.contains("\"status\":\"ok\""), "{}", health.body);
+    // The demo's files are still served beside the API.
+    assert_eq!(server.get("/index.html", None).status, 200);
+}
+
+#[cfg(unix)]
+#[test]
+fn sigterm_lets_the_transcription_in_flight_finish() {
+    let mut server = Server::start(&["--api-key", KEY]);
+    // The long clip streamed: once its first segment is out, more windows are left to decode.
+    let (content_type, body) = form(&[("stream", "true")], "long.wav", &golden("long.wav"));
+    let mut request = post_start(&server, &content_type, &body, body.len());
+    let mut seen = Vec::new();
+    while !String::from_utf8_lossy(&seen).contains("transcript.text.delta") {
+        let mut buf = [0; 1024];
+        let n = request.read(&mut buf).unwrap();
+        assert!(n > 0, "the stream ended before its first segment: {}", String::from_utf8_lossy(&seen));
+        seen.extend_from_slice(&buf[..n]);
+    }
+    let status = Command::new("kill").arg("-TERM").arg(server.child.id().to_string()).status().unwrap();
+    assert!(status.success());
+    request.read_to_end(&mut seen).unwrap();
+    let text = String::from_utf8_lossy(&seen);
+    let done = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(|e| serde_json::from_str::<serde_json::Value>(e).unwrap())
+        .find(|e| e["type"] == "transcript.text.done")
+        .unwrap_or_else(|| panic!("no done event in {text}"));
+    assert_eq!(done["text"], reference("long"));
+    let waited = Instant::now();
+    let code = loop {
+        if let Some(status) = server.child.try_wait().unwrap() {
+            break status.code();
+        }
+        assert!(waited.elapsed() < Duration::from_secs(30), "still running:\n{}", server.stderr.lock().unwrap());
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(code, Some(0), "{}", server.stderr.lock().unwrap());
+}
+
+#[test]
+fn a_missing_model_folder_is_an_error_before_listening() {
+    let out = Command::new(env!("CARGO_BIN_EXE_susurrus"))
+        .args(["serve", "--api", "--port", "0", "--model", "/nonexistent/model-folder", "--root"])
+        .arg(repo().join("www"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(out.stdout.is_empty(), "{}", String::from_utf8_lossy(&out.stdout));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("/nonexistent/model-folder"), "{stderr}");
+}
