@@ -13,6 +13,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use susurrus_testkit::golden::Set;
+
 const KEY: &str = "test-key-1234";
 
 fn repo() -> PathBuf {
@@ -160,10 +162,15 @@ fn form(fields: &[(&str, &str)], name: &str, audio: &[u8]) -> (String, Vec<u8>) 
 /// Sends the head of a POST of `body` to the transcription route, and the first `sent` bytes of
 /// the body.
 fn post_start(server: &Server, content_type: &str, body: &[u8], sent: usize) -> TcpStream {
+    post_start_to(server, "transcriptions", content_type, body, sent)
+}
+
+/// [`post_start`] to `/v1/audio/ROUTE`.
+fn post_start_to(server: &Server, route: &str, content_type: &str, body: &[u8], sent: usize) -> TcpStream {
     let mut stream = server.connect();
     write!(
         stream,
-        "POST /v1/audio/transcriptions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\nContent-Type: \
+        "POST /v1/audio/{route} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\nContent-Type: \
          {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     )
@@ -176,8 +183,13 @@ fn post_start(server: &Server, content_type: &str, body: &[u8], sent: usize) -> 
 /// answers before reading it all (413, 503) closes the connection, and a writer blocked on a
 /// full socket would never read the answer.
 fn post(server: &Server, fields: &[(&str, &str)], name: &str, audio: &[u8]) -> Reply {
+    post_to(server, "transcriptions", fields, name, audio)
+}
+
+/// [`post`] to `/v1/audio/ROUTE`.
+fn post_to(server: &Server, route: &str, fields: &[(&str, &str)], name: &str, audio: &[u8]) -> Reply {
     let (content_type, body) = form(fields, name, audio);
-    let mut stream = post_start(server, &content_type, &body, 0);
+    let mut stream = post_start_to(server, route, &content_type, &body, 0);
     let mut writer = stream.try_clone().unwrap();
     let writing = std::thread::spawn(move || {
         let _ = writer.write_all(&body);
@@ -288,6 +300,36 @@ fn limits_and_bad_requests_get_openai_shaped_errors() {
     assert!(health.body.contains("\"status\":\"ok\""), "{}", health.body);
     // The demo's files are still served beside the API.
     assert_eq!(server.get("/index.html", None).status, 200);
+}
+
+#[test]
+fn a_multilingual_model_transcribes_in_a_given_or_detected_language_and_translates() {
+    let base = Set::Base.model_dir();
+    let server = Server::start(&["--model", base.to_str().unwrap()]);
+    let fixture = Set::Base.fixture("de");
+    let runs = fixture["runs"].as_array().unwrap();
+    let german = runs.iter().find(|r| r["name"] == "beam_5").unwrap()["text"].as_str().unwrap().trim();
+    let wav = std::fs::read(Set::Base.dir().join("de.wav")).unwrap();
+    let json = |reply: Reply| -> serde_json::Value {
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        serde_json::from_str(&reply.body).unwrap()
+    };
+    let given = json(post(&server, &[("language", "de")], "de.wav", &wav));
+    assert_eq!(given["text"], german);
+    let detected = json(post(&server, &[("response_format", "verbose_json")], "de.wav", &wav));
+    assert_eq!((detected["language"].as_str(), detected["task"].as_str()), (Some("german"), Some("transcribe")));
+    assert_eq!(detected["text"], german);
+    let translated = json(post_to(&server, "translations", &[("response_format", "verbose_json")], "de.wav", &wav));
+    assert_eq!((translated["language"].as_str(), translated["task"].as_str()), (Some("german"), Some("translate")));
+    let english = translated["text"].as_str().unwrap();
+    assert!(english.is_ascii() && english != german && english.contains("cake"), "{english}");
+    let unknown = post(&server, &[("language", "xx")], "de.wav", &wav);
+    assert_eq!(unknown.status, 400, "{}", unknown.body);
+    assert!(
+        unknown.body.contains("language \\\"xx\\\" is not one whisper-base-ct2 knows (en, zh, de,"),
+        "{}",
+        unknown.body
+    );
 }
 
 #[cfg(unix)]

@@ -1,0 +1,155 @@
+"""Throughput of `susurrus serve --api` against concurrency, beside faster-whisper's
+BatchedInferencePipeline serving the same requests.
+
+For each concurrency C, C clients each send REQUESTS transcriptions one after another (the
+golden clips short_1, short_2, short_3 and noisy in turn), and the table gives requests per
+second, seconds of audio per second and the median request latency. Susurrus: the command's
+API over HTTP (the upload, decoding and the queue included), its answers checked against
+faster-whisper's text. faster-whisper: one WhisperModel with C CTranslate2 workers
+(`num_workers`) and C threads each calling BatchedInferencePipeline.transcribe on the file
+(decoding included, float32), both with beam 5, English, on the same CTranslate2 folder and
+CPU threads. A warm-up request each before the timed runs.
+
+Run through scripts/bench-serve.sh, which builds the command and provides the venv.
+"""
+
+import argparse
+import concurrent.futures
+import json
+import pathlib
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import http.client
+import uuid
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+GOLDEN = ROOT / "tests" / "fixtures" / "golden"
+CLIPS = ["short_1", "short_2", "short_3", "noisy"]
+
+
+def golden(clip):
+    record = json.loads((GOLDEN / f"{clip}.json").read_text())
+    run = next(r for r in record["runs"] if r["name"] == "beam_5")
+    return run["text"].strip(), record["audio"]["duration"]
+
+
+def post(addr, clip, audio):
+    boundary = uuid.uuid4().hex
+    body = (
+        f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{clip}.wav\"\r\n"
+        "Content-Type: audio/wav\r\n\r\n"
+    ).encode() + audio + f"\r\n--{boundary}--\r\n".encode()
+    host, port = addr.rsplit(":", 1)
+    connection = http.client.HTTPConnection(host, int(port), timeout=3600)
+    connection.request(
+        "POST", "/v1/audio/transcriptions", body, {"Content-Type": f"multipart/form-data; boundary={boundary}"}
+    )
+    reply = connection.getresponse()
+    data = reply.read()
+    connection.close()
+    if reply.status != 200:
+        raise SystemExit(f"bench_serve: {clip}: HTTP {reply.status}: {data[:300]!r}")
+    return json.loads(data)["text"]
+
+
+def run_clients(concurrency, requests, one):
+    """C clients, each `requests` calls of `one(clip)` in turn; (wall s, latencies, clips)."""
+    jobs = [[CLIPS[(c + k) % len(CLIPS)] for k in range(requests)] for c in range(concurrency)]
+
+    def client(clips):
+        out = []
+        for clip in clips:
+            started = time.monotonic()
+            text = one(clip)
+            out.append((clip, text, time.monotonic() - started))
+        return out
+
+    started = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(concurrency) as pool:
+        done = [r for rs in pool.map(client, jobs) for r in rs]
+    return time.monotonic() - started, done
+
+
+def row(engine, concurrency, wall, done):
+    audio = sum(golden(clip)[1] for clip, _, _ in done)
+    exact = sum(text.strip() == golden(clip)[0] for clip, text, _ in done)
+    latency = statistics.median(s for _, _, s in done)
+    return (
+        f"| {engine} | {concurrency} | {len(done)} | {wall:.1f} | {len(done) / wall:.2f} | {audio / wall:.1f} | "
+        f"{latency:.2f} | {exact}/{len(done)} |"
+    )
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--susurrus", required=True, help="the susurrus command")
+    parser.add_argument("--model", required=True, help="a CTranslate2 model folder")
+    parser.add_argument("--backend", default="cpu")
+    parser.add_argument("--threads", type=int, default=2, help="CPU threads of both engines")
+    parser.add_argument("--concurrency", default="1,4,16,64")
+    parser.add_argument("--requests", type=int, default=2, help="requests per client")
+    parser.add_argument("--device", default="cpu", help="faster-whisper's device (cpu, cuda)")
+    parser.add_argument("--compute-type", default="float32", help="faster-whisper's compute type")
+    args = parser.parse_args()
+    levels = [int(c) for c in args.concurrency.split(",")]
+    audio = {clip: (GOLDEN / f"{clip}.wav").read_bytes() for clip in CLIPS}
+    rows = []
+
+    port = free_port()
+    server = subprocess.Popen(
+        [args.susurrus, "serve", "--api", "--backend", args.backend, "--threads", str(args.threads),
+         "--model", args.model, "--root", str(ROOT / "www"), "--port", str(port),
+         "--queue", str(max(levels) * args.requests)],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )
+    try:
+        for line in server.stdout:
+            if line.startswith("api "):
+                print(f"bench_serve: {line.strip()}", file=sys.stderr)
+                break
+        else:
+            raise SystemExit("bench_serve: the server did not start")
+        addr = f"127.0.0.1:{port}"
+        post(addr, "short_1", audio["short_1"])
+        for c in levels:
+            wall, done = run_clients(c, args.requests, lambda clip: post(addr, clip, audio[clip]))
+            rows.append(row(f"Susurrus serve --api ({args.backend})", c, wall, done))
+            print(rows[-1], file=sys.stderr)
+    finally:
+        server.terminate()
+        server.wait()
+
+    from faster_whisper import BatchedInferencePipeline, WhisperModel
+
+    for c in levels:
+        model = WhisperModel(
+            args.model, device=args.device, compute_type=args.compute_type, cpu_threads=args.threads, num_workers=c
+        )
+        batched = BatchedInferencePipeline(model)
+
+        def one(clip):
+            segments, _ = batched.transcribe(str(GOLDEN / f"{clip}.wav"), language="en", beam_size=5)
+            return "".join(s.text for s in segments)
+
+        one("short_1")
+        wall, done = run_clients(c, args.requests, one)
+        rows.append(row(f"faster-whisper BatchedInferencePipeline ({args.device})", c, wall, done))
+        print(rows[-1], file=sys.stderr)
+        del batched, model
+
+    print("| engine | clients | requests | wall (s) | requests/s | audio s/s | latency p50 (s) | faster-whisper's text |")
+    print("|---|---|---|---|---|---|---|---|")
+    print("\n".join(rows))
+
+
+if __name__ == "__main__":
+    main()
