@@ -50,6 +50,7 @@ async fn run(backend: &dyn Backend, model: &ModelWeights, name: &str) -> Result<
         beams: 0,
         alignment: false,
         long_prompts: false,
+        groups: 0,
     };
     let mut program = Program::compile(backend, model, &spec).await.map_err(fail)?;
     let frames = c.n_frames();

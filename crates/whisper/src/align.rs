@@ -10,7 +10,7 @@
 //! Like a prefill, it writes the self-attention caches from position 0: it runs after the
 //! window's decoding, which no longer needs them.
 
-use crate::decoder::{OFFSET, TOKENS, decoder_block, output_projection, position_mask};
+use crate::decoder::{OFFSET, Rows, TOKENS, decoder_block, output_projection, position_mask};
 use crate::error::{Error, Result};
 use crate::layers::{Builder, MASKED, ModelWeights, concat_few_at_a_time};
 use crate::weights::EMBED_TOKENS;
@@ -61,7 +61,7 @@ pub fn alignment_graph(model: &ModelWeights, positions: usize, text_vocab: usize
     let mut scores = Vec::with_capacity(heads.len());
     for i in 0..c.decoder_layers {
         let layer_heads: Vec<usize> = heads.iter().filter(|&&(l, _)| l == i).map(|&(_, h)| h).collect();
-        let (next, layer_scores) = decoder_block(&mut b, model, i, x, mask, offset, None, &layer_heads)?;
+        let (next, layer_scores) = decoder_block(&mut b, model, i, x, mask, offset, Rows::Single, &layer_heads)?;
         x = next;
         scores.extend(layer_scores);
     }

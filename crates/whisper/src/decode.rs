@@ -83,7 +83,7 @@ impl WindowDecoder<'_> {
 
     /// The most tokens to choose after `prompt`: the reference decodes at most half the
     /// context, never past its end, forced tokens included.
-    fn max_steps(&self, program: &Program, prompt: &[u32]) -> usize {
+    pub(crate) fn max_steps(&self, program: &Program, prompt: &[u32]) -> usize {
         let ctx = program.n_text_ctx();
         let forced = self.forced.len();
         (ctx / 2).min((ctx + 1).saturating_sub(prompt.len() - forced)).saturating_sub(forced)
@@ -206,6 +206,12 @@ impl WindowDecoder<'_> {
             self.set_penalties(program, &rows)?;
             candidates = program.beam_step(&inputs, prompt.len() + step, o.timestamps).await?;
         }
+        self.beam_result(search, no_speech_prob)
+    }
+
+    /// The best hypothesis of a finished beam search as a decoded window.
+    pub(crate) fn beam_result(&self, search: BeamSearch, no_speech_prob: f32) -> Result<Decoded> {
+        let o = self.options;
         let (best, score) = search.best().ok_or_else(|| Error::backend("beam search finished no hypothesis"))?;
         // As the reference recovers it: the normalised score times length ^ penalty.
         let n = best.tokens.len() as f64;
@@ -229,11 +235,27 @@ impl WindowDecoder<'_> {
         sot: usize,
         rng: &mut NoiseRng,
     ) -> Result<Decoded> {
+        self.fallback_from(None, program, prompt, sot, rng).await
+    }
+
+    /// [`WindowDecoder::decode_with_fallback`] given the result at the first temperature
+    /// (`first`, where it was decoded already: a group's in a batch), the window encoded.
+    pub async fn fallback_from(
+        &self,
+        mut first: Option<Decoded>,
+        program: &mut Program,
+        prompt: &[u32],
+        sot: usize,
+        rng: &mut NoiseRng,
+    ) -> Result<Decoded> {
         let o = self.options;
         let mut all = Vec::new();
         let mut below_cr = Vec::new();
         for &t in &o.temperatures {
-            let d = self.decode_at(program, prompt, sot, t, rng).await?;
+            let d = match first.take() {
+                Some(d) => d,
+                None => self.decode_at(program, prompt, sot, t, rng).await?,
+            };
             let mut fallback = false;
             if o.compression_ratio_threshold.is_some_and(|th| d.compression_ratio > th as f64) {
                 fallback = true;
@@ -257,6 +279,16 @@ impl WindowDecoder<'_> {
             (Some(best), Some(&last)) => Ok(Decoded { temperature: last, ..best }),
             _ => Err(Error::bad_option("temperatures: at least one temperature is needed")),
         }
+    }
+
+    /// Whether the options' fallback decodes a window again after `decoded` (at a first
+    /// temperature): too repetitive or too unlikely, and not silence.
+    pub(crate) fn falls_back(&self, decoded: &Decoded) -> bool {
+        let o = self.options;
+        let repetitive = o.compression_ratio_threshold.is_some_and(|th| decoded.compression_ratio > th as f64);
+        let unlikely = o.log_prob_threshold.is_some_and(|th| decoded.avg_logprob < th as f64);
+        let silence = o.no_speech_threshold.is_some_and(|th| decoded.no_speech_prob > th) && unlikely;
+        (repetitive || unlikely) && !silence && o.temperatures.len() > 1
     }
 
     /// The text's UTF-8 length over its zlib-compressed length (level 6, as the reference's
@@ -328,7 +360,7 @@ fn gumbel(noise: &mut [f32], rng: &mut NoiseRng) {
 /// The sampling noise generator of a transcription: ChaCha12, the generator `StdRng` is
 /// (the same stream from the same seed), named so that its position can be read and set
 /// ([`crate::Checkpoint`] carries it to another process).
-pub(crate) type NoiseRng = ChaCha12Rng;
+pub type NoiseRng = ChaCha12Rng;
 
 /// The noise generator a transcription with `seed` starts from.
 pub(crate) fn noise_rng(seed: u64) -> NoiseRng {

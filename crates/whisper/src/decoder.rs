@@ -19,6 +19,7 @@
 
 use crate::encoder::{cross_key, cross_type, cross_value};
 use crate::error::{Error, Result};
+use crate::groups::{group_cross_attention, group_key, group_value};
 use crate::layers::{Builder, MASKED, ModelWeights, SELF_QKV, f32_type};
 use crate::select::{Bans, LATEST, PREVIOUS, SCORES, Selection, beam_candidates, masked_with_lse, select_token};
 use crate::weights::{EMBED_TOKENS, PROJ_OUT, decoder_layer};
@@ -108,7 +109,7 @@ pub fn decoder_graph(model: &ModelWeights, spec: &DecoderSpec) -> Result<Graph> 
     let mask = position_mask(&mut b, positions, s)?;
 
     for i in 0..c.decoder_layers {
-        x = decoder_block(&mut b, model, i, x, mask, offset, None, &[])?.0;
+        x = decoder_block(&mut b, model, i, x, mask, offset, Rows::Single, &[])?.0;
     }
     let x = b.layer_norm("model.decoder.layer_norm", x)?;
 
@@ -190,7 +191,7 @@ pub fn beam_step_graph(model: &ModelWeights, beams: usize, candidates: usize, se
     let mut x = b.g.add(x, pos)?;
     let mask = position_mask(&mut b, position, 1)?;
     for i in 0..c.decoder_layers {
-        x = decoder_block(&mut b, model, i, x, mask, offset, Some(parent_rows), &[])?.0;
+        x = decoder_block(&mut b, model, i, x, mask, offset, Rows::Beams { parent_rows }, &[])?.0;
     }
     let x = b.layer_norm("model.decoder.layer_norm", x)?;
     let proj = output_projection(&mut b, model)?;
@@ -228,13 +229,13 @@ pub fn beam_expand_graph(model: &ModelWeights, beams: usize) -> Result<Graph> {
 }
 
 /// The type of a one-sequence self-attention cache `[H, n_text_ctx, dh]`.
-fn self_cache_type(model: &ModelWeights) -> TensorType {
+pub(crate) fn self_cache_type(model: &ModelWeights) -> TensorType {
     let c = &model.config;
     f32_type(&[c.decoder_heads, c.n_text_ctx, c.decoder_head_dim()])
 }
 
 /// The type of a beam self-attention cache `[B·H, n_text_ctx, dh]`.
-fn beam_cache_type(model: &ModelWeights, beams: usize) -> TensorType {
+pub(crate) fn beam_cache_type(model: &ModelWeights, beams: usize) -> TensorType {
     let c = &model.config;
     f32_type(&[beams * c.decoder_heads, c.n_text_ctx, c.decoder_head_dim()])
 }
@@ -261,6 +262,20 @@ pub(crate) fn position_mask(b: &mut Builder, positions: NodeId, s: usize) -> Res
     Ok(b.g.select(visible, zero, masked)?)
 }
 
+/// Whose tokens a decoder graph's rows are, which decides the caches its layers use.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Rows {
+    /// The positions of one sequence ([`self_key`], the window's cross-attention buffers).
+    Single,
+    /// One token per beam of one window: beam caches ([`beam_key`]) reordered by
+    /// `parent_rows`, the window's cross-attention buffers.
+    Beams { parent_rows: NodeId },
+    /// One token per beam of `groups` windows, each group's beams consecutive: group caches
+    /// ([`group_key`]) reordered by `parent_rows`, and each group's own
+    /// cross-attention buffers ([`crate::groups::group_cross_key`]).
+    Groups { parent_rows: NodeId, groups: usize },
+}
+
 /// One pre-norm decoder layer: masked self-attention over the cache, cross-attention over
 /// the window, MLP; each with a residual. Also returns the cross-attention scores
 /// (`q kᵀ · scale`, before the softmax) of the layer's heads listed in `score_heads`, each
@@ -273,7 +288,7 @@ pub(crate) fn decoder_block(
     x: NodeId,
     mask: NodeId,
     offset: susurrus_core::ir::ScalarId,
-    parent_rows: Option<NodeId>,
+    rows: Rows,
     score_heads: &[usize],
 ) -> Result<(NodeId, Vec<NodeId>)> {
     let c = &model.config;
@@ -285,7 +300,12 @@ pub(crate) fn decoder_block(
     let qkv = b.linear(&decoder_layer(i, SELF_QKV), h, true)?;
     let (last, d) = (b.g.ty(qkv).shape.rank() - 1, c.d_model);
     let (q, k, v) = (b.g.slice(qkv, last, 0, d)?, b.g.slice(qkv, last, d, 2 * d)?, b.g.slice(qkv, last, 2 * d, 3 * d)?);
-    let a = match parent_rows {
+    let cached = match rows {
+        Rows::Single => None,
+        Rows::Beams { parent_rows } => Some((parent_rows, beam_key(i), beam_value(i))),
+        Rows::Groups { parent_rows, .. } => Some((parent_rows, group_key(i), group_value(i))),
+    };
+    let a = match cached {
         None => {
             let (q, k, v) = (b.split_heads(q, heads)?, b.split_heads(k, heads)?, b.split_heads(v, heads)?);
             let k_cache = b.g.state(&self_key(i), self_cache_type(model))?;
@@ -295,14 +315,14 @@ pub(crate) fn decoder_block(
             let a = b.attention(q, k_cache, v_cache, Some(mask))?;
             b.merge_heads(a)?
         }
-        Some(parent_rows) => {
+        Some((parent_rows, key, value)) => {
             // One token per beam: each beam's heads are rows b·H + h of its caches, one
             // query each, with no permute.
             let beams = b.g.ty(q).shape.dims()[0];
             let rows = |b: &mut Builder, v: NodeId| b.g.reshape(v, [beams * heads, 1, c.decoder_head_dim()]);
             let (q, k, v) = (rows(b, q)?, rows(b, k)?, rows(b, v)?);
             let mut caches = Vec::with_capacity(2);
-            for (name, value) in [(beam_key(i), k), (beam_value(i), v)] {
+            for (name, value) in [(key, k), (value, v)] {
                 let cache = b.g.state(&name, beam_cache_type(model, beams))?;
                 let reordered = b.g.gather(cache, parent_rows)?;
                 let cache = b.g.write_state(cache, reordered)?;
@@ -317,18 +337,23 @@ pub(crate) fn decoder_block(
 
     let h = b.layer_norm(&decoder_layer(i, "encoder_attn_layer_norm"), x)?;
     let q = b.linear(&decoder_layer(i, "encoder_attn.q_proj"), h, true)?;
-    let q = b.split_heads(q, heads)?;
-    let k = b.g.state(&cross_key(i), cross_type(model))?;
-    let v = b.g.state(&cross_value(i), cross_type(model))?;
-    let mut scores = Vec::with_capacity(score_heads.len());
-    for &h in score_heads {
-        let (qh, kh) = (b.g.slice(q, 0, h, h + 1)?, b.g.slice(k, 0, h, h + 1)?);
-        let product = b.g.matmul_t(qh, kh)?;
-        let scale = b.f32_const(1.0 / (c.decoder_head_dim() as f32).sqrt());
-        scores.push(b.g.mul(product, scale)?);
-    }
-    let a = b.attention(q, k, v, None)?;
-    let a = b.merge_heads(a)?;
+    let (a, scores) = match rows {
+        Rows::Groups { groups, .. } => (group_cross_attention(b, model, i, q, groups)?, Vec::new()),
+        Rows::Single | Rows::Beams { .. } => {
+            let q = b.split_heads(q, heads)?;
+            let k = b.g.state(&cross_key(i), cross_type(model))?;
+            let v = b.g.state(&cross_value(i), cross_type(model))?;
+            let mut scores = Vec::with_capacity(score_heads.len());
+            for &h in score_heads {
+                let (qh, kh) = (b.g.slice(q, 0, h, h + 1)?, b.g.slice(k, 0, h, h + 1)?);
+                let product = b.g.matmul_t(qh, kh)?;
+                let scale = b.f32_const(1.0 / (c.decoder_head_dim() as f32).sqrt());
+                scores.push(b.g.mul(product, scale)?);
+            }
+            let a = b.attention(q, k, v, None)?;
+            (b.merge_heads(a)?, scores)
+        }
+    };
     let a = b.linear(&decoder_layer(i, "encoder_attn.out_proj"), a, true)?;
     let x = b.g.add(x, a)?;
 

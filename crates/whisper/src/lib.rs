@@ -5,6 +5,7 @@
 
 pub mod align;
 pub mod audio;
+pub mod batch;
 pub mod beam;
 pub mod bench;
 pub mod checkpoint;
@@ -19,6 +20,7 @@ pub mod encoder;
 pub mod error;
 pub mod file_data;
 pub mod files;
+pub mod groups;
 pub mod hallucination;
 pub mod hf;
 pub mod hf_stream;
@@ -35,6 +37,7 @@ pub mod transcribe;
 pub mod vad;
 pub mod weights;
 pub mod wer;
+pub mod windows;
 pub mod words;
 
 pub use audio::{Audio, Pcm};

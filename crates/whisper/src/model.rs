@@ -13,6 +13,7 @@ use crate::select::{Rules, Selection};
 use crate::tokenizer::Tokenizer;
 use crate::vad::{Vad, VadPlan};
 use crate::weights::{WhisperWeights, load_dir};
+use crate::windows::Host;
 use susurrus_core::exec::Backend;
 
 /// A Whisper model on a backend.
@@ -65,6 +66,7 @@ impl Whisper {
             beams: defaults.beam_size,
             alignment: defaults.word_timestamps,
             long_prompts: false,
+            groups: 0,
         };
         let plans = ProgramPlans::new(&model, &spec)?;
         Ok(PreparedModel { model, tokenizer, plans })
@@ -152,38 +154,44 @@ impl Whisper {
         Ok(())
     }
 
-    /// Recompiles when `options` ask for other always-suppressed tokens than the program
-    /// was built with, more beams (a program with more beams runs fewer) or word timestamps
-    /// it lacks the alignment graphs of (it keeps them once built).
-    pub(crate) async fn prepare_selection(&mut self, options: &TranscribeOptions) -> Result<()> {
+    /// The program spec `options` need: this one, or one with their always-suppressed
+    /// tokens, more beams (a program with more beams runs fewer), the word-timestamp
+    /// alignment graphs or a prefill for long prompts (graphs it keeps once built).
+    fn spec_for(&self, options: &TranscribeOptions) -> Result<ProgramSpec> {
         let selection = default_selection(&self.config, &self.tokenizer, options)?;
-        let beams = self.spec.beams.max(options.beam_size);
-        let alignment = self.spec.alignment || options.word_timestamps;
-        let long_prompts = self.spec.long_prompts || options.hotwords.as_ref().is_some_and(|h| !h.is_empty());
-        let changed = (&selection, beams, alignment, long_prompts)
-            != (&self.spec.selection, self.spec.beams, self.spec.alignment, self.spec.long_prompts);
-        if changed {
-            let spec = ProgramSpec { selection, no_speech: self.spec.no_speech, beams, alignment, long_prompts };
+        Ok(ProgramSpec {
+            selection,
+            no_speech: self.spec.no_speech,
+            beams: self.spec.beams.max(options.beam_size),
+            alignment: self.spec.alignment || options.word_timestamps,
+            long_prompts: self.spec.long_prompts || options.hotwords.as_ref().is_some_and(|h| !h.is_empty()),
+            groups: self.spec.groups,
+        })
+    }
+
+    /// Whether the compiled program runs `options` as it is (else a transcription with them
+    /// compiles it again first).
+    pub fn supports(&self, options: &TranscribeOptions) -> bool {
+        self.spec_for(options).is_ok_and(|spec| spec == self.spec)
+    }
+
+    /// Recompiles when `options` need graphs the program lacks ([`Whisper::supports`]).
+    pub(crate) async fn prepare_selection(&mut self, options: &TranscribeOptions) -> Result<()> {
+        let spec = self.spec_for(options)?;
+        if spec != self.spec {
             self.program = Program::compile(self.backend.as_ref(), &self.model, &spec).await?;
             self.spec = spec;
         }
         Ok(())
     }
 
-    /// The language the options fix: English on English-only models (another language is an
-    /// error), the given one on multilingual models (checked), `None` when it is to be detected.
-    pub(crate) fn fixed_language(&self, options: &TranscribeOptions) -> Result<Option<String>> {
-        if !self.config.is_multilingual() {
-            return match options.language.as_deref() {
-                None | Some("en") => Ok(Some("en".into())),
-                Some(other) => Err(Error::bad_option(format!("language '{other}': this model is English-only"))),
-            };
-        }
-        match &options.language {
-            Some(l) if self.tokenizer.language_id(l).is_some() => Ok(Some(l.clone())),
-            Some(l) => Err(Error::bad_option(format!("language '{l}' is not one this model knows"))),
-            None => Ok(None),
-        }
+    /// Compiles the program again with `groups` groups of beam search over as many windows
+    /// at once ([`crate::batch`]), and the graphs `options` need.
+    pub async fn compile_groups(&mut self, groups: usize, options: &TranscribeOptions) -> Result<()> {
+        let spec = ProgramSpec { groups, ..self.spec_for(options)? };
+        self.program = Program::compile(self.backend.as_ref(), &self.model, &spec).await?;
+        self.spec = spec;
+        Ok(())
     }
 
     /// The most likely language after `<|startoftranscript|>` on the window the encoder last
@@ -214,6 +222,24 @@ impl Whisper {
             .find(|l| l.1 == choice.token)
             .map(|l| (l.0.clone(), choice.logprob.exp()))
             .ok_or_else(|| Error::backend(format!("language detection chose token {}", choice.token)))
+    }
+}
+
+impl Host<'_> {
+    /// The language the options fix: English on English-only models (another language is an
+    /// error), the given one on multilingual models (checked), `None` when it is to be detected.
+    pub fn fixed_language(&self, options: &TranscribeOptions) -> Result<Option<String>> {
+        if !self.config.is_multilingual() {
+            return match options.language.as_deref() {
+                None | Some("en") => Ok(Some("en".into())),
+                Some(other) => Err(Error::bad_option(format!("language '{other}': this model is English-only"))),
+            };
+        }
+        match &options.language {
+            Some(l) if self.tokenizer.language_id(l).is_some() => Ok(Some(l.clone())),
+            Some(l) => Err(Error::bad_option(format!("language '{l}' is not one this model knows"))),
+            None => Ok(None),
+        }
     }
 }
 

@@ -19,6 +19,9 @@ use crate::decoder::{
 };
 use crate::encoder::{ENCODER_OUT, MEL, encoder_graph};
 use crate::error::{Error, Result};
+use crate::groups::{
+    CACHE_ROW, CROSS_ROW, POSITIONS, RING_ROWS, SEEN_FROM, SEEN_SPAN, group_join_graph, group_step_graph,
+};
 use crate::layers::ModelWeights;
 use crate::select::{
     CANDIDATE_SCORES, CANDIDATES, INV_TEMPERATURE, LATEST, LATEST_NEXT, LOGPROB, NOISE, PREVIOUS, REPETITION_PENALTY,
@@ -84,6 +87,9 @@ pub struct ProgramSpec {
     /// Build a prefill graph for prompts up to the whole context: hotwords come before up
     /// to half a context of previous text.
     pub long_prompts: bool,
+    /// Groups of the group step graph (beam search over this many windows at once, each
+    /// with [`ProgramSpec::beams`] beams; see [`crate::groups`]); below 2, none is built.
+    pub groups: usize,
 }
 
 /// What [`Program::align`] returns for a sequence of `L` tokens.
@@ -124,6 +130,24 @@ struct Beams {
     expand: Box<dyn Executable>,
 }
 
+/// The group graphs, compiled.
+struct Groups {
+    count: usize,
+    step: Box<dyn Executable>,
+    join: Box<dyn Executable>,
+}
+
+/// One group's beams going into a group step ([`Program::group_step`]): the beams (as many
+/// as the program's groups have, parents among them), the position of their tokens, and the
+/// ring slot the group's keys start at ([`Program::join_group`]'s `slot` minus its prompt's
+/// length).
+#[derive(Clone, Debug, PartialEq)]
+pub struct GroupInput {
+    pub beams: Vec<BeamInput>,
+    pub position: usize,
+    pub from: usize,
+}
+
 /// A compiled Whisper model.
 pub struct Program {
     encoder: Box<dyn Executable>,
@@ -131,6 +155,7 @@ pub struct Program {
     /// Prefill executables by padded prompt length, ascending.
     prefills: Vec<(usize, Box<dyn Executable>)>,
     beams: Option<Beams>,
+    groups: Option<Groups>,
     /// Alignment executables by padded sequence length, ascending.
     aligns: Vec<(usize, Box<dyn Executable>)>,
     alignment_heads: usize,
@@ -183,6 +208,8 @@ pub struct ProgramPlans {
     prefills: Vec<(usize, Plan)>,
     /// The beam step and expand plans, when the spec has beams.
     beams: Option<(Plan, Plan)>,
+    /// The group step and join plans, when the spec has groups.
+    groups: Option<(Plan, Plan)>,
     /// Alignment plans by padded sequence length, ascending, when the spec asks for them.
     aligns: Vec<(usize, Plan)>,
 }
@@ -209,6 +236,13 @@ impl ProgramPlans {
             )),
             false => None,
         };
+        let groups = match beams.is_some() && spec.groups >= 2 {
+            true => Some((
+                optimized(group_step_graph(model, spec.groups, spec.beams, &selection)?)?,
+                optimized(group_join_graph(model, spec.groups, spec.beams)?)?,
+            )),
+            false => None,
+        };
         let mut aligns = Vec::new();
         if spec.alignment {
             let text_vocab = selection.end_of_text as usize;
@@ -220,7 +254,7 @@ impl ProgramPlans {
                 aligns.push((positions, optimized(alignment_graph(model, positions, text_vocab)?)?));
             }
         }
-        Ok(ProgramPlans { spec: spec.clone(), encoder, step, prefills, beams, aligns })
+        Ok(ProgramPlans { spec: spec.clone(), encoder, step, prefills, beams, groups, aligns })
     }
 
     /// The token settings the plans were built with.
@@ -243,6 +277,9 @@ impl Program {
         if let Some((step, expand)) = &plans.beams {
             all.extend([step, expand]);
         }
+        if let Some((step, join)) = &plans.groups {
+            all.extend([step, join]);
+        }
         all.extend(plans.aligns.iter().map(|(_, p)| p));
         let weights = model.for_graphs(all.iter().map(|p| &p.graph));
         let mut executables = backend.compile_linked(all, &weights).await?.into_iter();
@@ -257,6 +294,10 @@ impl Program {
             Some(_) => Some(Beams { count: plans.spec.beams, step: next()?, expand: next()? }),
             None => None,
         };
+        let groups = match plans.groups {
+            Some(_) => Some(Groups { count: plans.spec.groups, step: next()?, join: next()? }),
+            None => None,
+        };
         let mut aligns = Vec::with_capacity(plans.aligns.len());
         for (size, _) in &plans.aligns {
             aligns.push((*size, next()?));
@@ -267,6 +308,7 @@ impl Program {
             step,
             prefills,
             beams,
+            groups,
             aligns,
             alignment_heads: c.generation.alignment_heads.len(),
             audio_positions: c.n_audio_ctx,
@@ -512,6 +554,141 @@ impl Program {
         self.read_candidates(&out, 2 * beams.len())
     }
 
+    /// Groups the group step runs ([`ProgramSpec::groups`]; 0 without group graphs).
+    pub fn max_groups(&self) -> usize {
+        self.groups.as_ref().map_or(0, |g| g.count)
+    }
+
+    /// Runs `prompt` from position 0 as [`Program::prefill`] does and returns the no-speech
+    /// probability and the best `2 · beams` first tokens, as [`Program::beam_prefill`], without
+    /// starting the one-window beams: what [`Program::join_group`] then copies into a group.
+    pub async fn group_prefill(&mut self, prompt: &[u32], sot: usize, rules: &Rules) -> Result<(f32, Vec<Candidate>)> {
+        let beams = self.max_beams();
+        if self.max_groups() < 2 {
+            return Err(Error::bad_argument("this program has no group graphs"));
+        }
+        let out = self
+            .run_prefill(prompt, sot, rules, Sampling::Greedy, &[CANDIDATES, CANDIDATE_SCORES, NO_SPEECH_PROB])
+            .await?;
+        Ok((scalar_f32(&out, NO_SPEECH_PROB)?, self.read_candidates(&out, 2 * beams)?))
+    }
+
+    /// Makes the last prefill's window (its `prompt_len` tokens' caches and the encoded
+    /// window) group `group`'s, for a first group step writing ring slot `slot`: the prompt's
+    /// keys go to the `prompt_len` slots before it.
+    pub async fn join_group(&mut self, group: usize, prompt_len: usize, slot: usize) -> Result<()> {
+        let (beams, heads, ctx) = (self.max_beams(), self.decoder_heads, self.n_text_ctx);
+        let count = self.max_groups();
+        if group >= count || prompt_len == 0 || prompt_len >= ctx || slot >= ctx {
+            return Err(Error::bad_argument(format!(
+                "group {group} of {count}, a prompt of {prompt_len} tokens, slot {slot} of {ctx}"
+            )));
+        }
+        // Slot s holds position (s - slot + prompt_len) mod ctx: the prompt's keys are the
+        // prompt_len slots before `slot`; the others hold keys no row of the group sees.
+        let mut rows = Vec::with_capacity(beams * heads * ctx);
+        for _ in 0..beams {
+            for h in 0..heads {
+                rows.extend((0..ctx).map(|s| (h * ctx + (s + 2 * ctx - slot + prompt_len) % ctx) as u32));
+            }
+        }
+        let inputs = HashMap::from([(RING_ROWS.to_string(), Tensor::u32([beams * heads * ctx], rows)?)]);
+        let scalars = HashMap::from([
+            (CACHE_ROW.to_string(), (group * beams * heads) as u32),
+            (CROSS_ROW.to_string(), (group * heads) as u32),
+        ]);
+        let join = &mut self.groups.as_mut().ok_or_else(|| Error::backend("no group graphs"))?.join;
+        join.run(&inputs, &scalars, &[]).await?;
+        Ok(())
+    }
+
+    /// Runs one group step writing ring slot `slot`: the groups given beams (`None` for a
+    /// free group, which runs dead) each take one token per beam. Returns each given group's
+    /// best `2 · beams` continuations over its beams, best first.
+    pub async fn group_step(
+        &mut self,
+        groups: &[Option<GroupInput>],
+        slot: usize,
+        timestamps: bool,
+    ) -> Result<Vec<Option<Vec<Candidate>>>> {
+        let (beams, heads, ctx) = (self.max_beams(), self.decoder_heads, self.n_text_ctx);
+        let count = self.max_groups();
+        if groups.len() != count || slot >= ctx {
+            return Err(Error::bad_argument(format!(
+                "{} groups for a program of {count}, slot {slot} of {ctx}",
+                groups.len()
+            )));
+        }
+        let rows = count * beams;
+        let (mut tokens, mut previous, mut latest, mut scores) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut positions, mut parent_rows) = (Vec::with_capacity(rows), Vec::with_capacity(rows * heads));
+        let (mut from, mut span) = (Vec::with_capacity(rows * heads), Vec::with_capacity(rows * heads));
+        for (g, group) in groups.iter().enumerate() {
+            let (seen_from, seen_span) = match group {
+                Some(group) => {
+                    if group.beams.len() != beams || group.position >= ctx || group.from >= ctx {
+                        return Err(Error::bad_argument(format!(
+                            "group {g}: {} beams of {beams} at position {} from slot {}, in a context of {ctx}",
+                            group.beams.len(),
+                            group.position,
+                            group.from
+                        )));
+                    }
+                    ((group.from) as f32, ((slot + ctx - group.from) % ctx) as f32)
+                }
+                None => (slot as f32, 0.0),
+            };
+            for k in 0..beams {
+                let (h, parent, score, position) = match group {
+                    Some(group) => {
+                        let beam = group.beams[k];
+                        (beam.history, beam.parent, beam.score, group.position)
+                    }
+                    None => (
+                        History { last: 0, previous: 0, latest: self.no_timestamps, timestamps },
+                        k,
+                        f32::NEG_INFINITY,
+                        0,
+                    ),
+                };
+                let ids = [h.last, h.previous, h.latest];
+                if let Some(bad) = ids.into_iter().find(|&t| t as usize >= self.vocab) {
+                    return Err(Error::bad_argument(format!(
+                        "token {bad} is outside the vocabulary of {}",
+                        self.vocab
+                    )));
+                }
+                if parent >= beams {
+                    return Err(Error::bad_argument(format!("group {g}: beam {k} continues beam {parent} of {beams}")));
+                }
+                tokens.push(h.last);
+                previous.push(h.previous);
+                latest.push(h.latest as f32);
+                scores.push(score);
+                positions.push(position as u32);
+                parent_rows.extend((0..heads).map(|r| ((g * beams + parent) * heads + r) as u32));
+                from.extend(std::iter::repeat_n(seen_from, heads));
+                span.extend(std::iter::repeat_n(seen_span, heads));
+            }
+        }
+        let inputs = HashMap::from([
+            (TOKENS.to_string(), Tensor::u32([rows], tokens)?),
+            (PREVIOUS.to_string(), Tensor::u32([rows], previous)?),
+            (LATEST.to_string(), Tensor::f32([rows], latest)?),
+            (SCORES.to_string(), Tensor::f32([rows, 1], scores)?),
+            (POSITIONS.to_string(), Tensor::u32([rows], positions)?),
+            (PARENT_ROWS.to_string(), Tensor::u32([rows * heads], parent_rows)?),
+            (SEEN_FROM.to_string(), Tensor::f32([rows * heads, 1], from)?),
+            (SEEN_SPAN.to_string(), Tensor::f32([rows * heads, 1], span)?),
+        ]);
+        let scalars = HashMap::from([(OFFSET.to_string(), slot as u32), (TIMESTAMPS.to_string(), timestamps as u32)]);
+        let step = &mut self.groups.as_mut().ok_or_else(|| Error::backend("no group graphs"))?.step;
+        let out = step.run(&inputs, &scalars, &[CANDIDATES, CANDIDATE_SCORES]).await?;
+        let k = 2 * beams;
+        let all = self.read_candidates(&out, count * k)?;
+        Ok(groups.iter().zip(all.chunks_exact(k)).map(|(group, c)| group.as_ref().map(|_| c.to_vec())).collect())
+    }
+
     /// Whether the program has alignment graphs ([`ProgramSpec::alignment`]).
     pub fn can_align(&self) -> bool {
         !self.aligns.is_empty()
@@ -714,6 +891,7 @@ mod tests {
             beams: 3,
             alignment: true,
             long_prompts: false,
+            groups: 0,
         }
     }
 
@@ -842,6 +1020,120 @@ mod tests {
         assert!(err.contains("1 beams, where this program runs 2 to 3"), "{err}");
     }
 
+    /// The beams after `got` (ranked candidates) continuing ranks 1, 0, 2 of it: the
+    /// sequences with their scores, and the inputs of the next beam or group step.
+    fn continue_ranks(
+        p: &Program,
+        beams: &[(Vec<u32>, f32)],
+        got: &[Candidate],
+    ) -> (Vec<(Vec<u32>, f32)>, Vec<BeamInput>) {
+        let next: Vec<Candidate> = [1, 0, 2].iter().map(|&r| got[r]).collect();
+        let grown: Vec<(Vec<u32>, f32)> =
+            next.iter().map(|c| ([beams[c.beam].0.clone(), vec![c.token]].concat(), c.score)).collect();
+        let inputs = grown
+            .iter()
+            .zip(&next)
+            .map(|((seq, score), c)| BeamInput {
+                history: p.history(seq, true).unwrap(),
+                parent: c.beam,
+                score: *score,
+            })
+            .collect();
+        (grown, inputs)
+    }
+
+    fn assert_same(got: &[Candidate], want: &[Candidate], what: &str) {
+        assert_eq!(got.len(), want.len(), "{what}");
+        for (g, w) in got.iter().zip(want) {
+            assert_eq!((g.beam, g.token), (w.beam, w.token), "{what}: {got:?} vs {want:?}");
+            assert!((g.score - w.score).abs() < 1e-4, "{what}: {got:?} vs {want:?}");
+        }
+    }
+
+    /// Two windows in groups, the second joining a step after the first with a longer
+    /// prompt (so their positions and ring slots differ, and the ring of 5 slots wraps),
+    /// a free group between them: each group's candidates at every step are those of its
+    /// window's beam search run alone.
+    fn groups_decode_as_windows_alone(backend: &dyn Backend) {
+        let model = crate::weights::testing::random(small_config(), DType::F16, 7);
+        let model = ModelWeights::new(&model).unwrap();
+        let spec = ProgramSpec { groups: 3, ..spec() };
+        let mut p = pollster::block_on(Program::compile(backend, &model, &spec)).unwrap();
+        assert_eq!((p.max_groups(), p.max_beams()), (3, 3));
+        let c = &model.config;
+        let mel = |k: usize| {
+            let values = (0..c.n_mels * c.n_frames()).map(|i| ((i * 37 + k * 13) % 11) as f32 / 11.0 - 0.5).collect();
+            Tensor::f32([c.n_mels, c.n_frames()], values).unwrap()
+        };
+        let windows = [(mel(0), vec![10u32, 2]), (mel(1), vec![10u32, 2, 4])];
+        let rules = Rules::default();
+        // Alone: the prefill's candidates, then each round's, continuing ranks 1, 0, 2.
+        let mut alone: Vec<Vec<Vec<Candidate>>> = Vec::new();
+        for (mel, prompt) in &windows {
+            pollster::block_on(p.encode(mel, false)).unwrap();
+            let (_, first) = pollster::block_on(p.beam_prefill(prompt, 0, &rules, 3)).unwrap();
+            let mut beams: Vec<(Vec<u32>, f32)> = vec![(vec![], 0.0)];
+            let mut rounds = vec![first.clone()];
+            let mut got = first;
+            for position in prompt.len()..c.n_text_ctx {
+                let inputs;
+                (beams, inputs) = continue_ranks(&p, &beams, &got);
+                got = pollster::block_on(p.beam_step(&inputs, position, true)).unwrap();
+                rounds.push(got.clone());
+            }
+            alone.push(rounds);
+        }
+        // Together: window 0 joins group 0 before step 0 (slot 0), window 1 group 2 before
+        // step 1 (slot 1).
+        let mut beams: Vec<Vec<(Vec<u32>, f32)>> = vec![vec![(vec![], 0.0)]; 2];
+        let mut got: Vec<Vec<Candidate>> = vec![Vec::new(); 2];
+        let mut from = [0usize; 2];
+        let ctx = c.n_text_ctx;
+        for slot in 0..3 {
+            if slot < 2 {
+                let (mel, prompt) = &windows[slot];
+                pollster::block_on(p.encode(mel, false)).unwrap();
+                let (_, first) = pollster::block_on(p.group_prefill(prompt, 0, &rules)).unwrap();
+                assert_same(&first, &alone[slot][0], &format!("window {slot}'s prefill"));
+                pollster::block_on(p.join_group(2 * slot, prompt.len(), slot)).unwrap();
+                from[slot] = (slot + ctx - prompt.len()) % ctx;
+                got[slot] = first;
+            }
+            let mut groups: Vec<Option<GroupInput>> = vec![None; 3];
+            let mut stepped = Vec::new();
+            for w in 0..2 {
+                let step = if slot >= w { slot - w } else { continue };
+                let position = windows[w].1.len() + step;
+                if position >= ctx {
+                    continue;
+                }
+                let inputs;
+                (beams[w], inputs) = continue_ranks(&p, &beams[w], &got[w]);
+                groups[2 * w] = Some(GroupInput { beams: inputs, position, from: from[w] });
+                stepped.push((w, step));
+            }
+            let out = pollster::block_on(p.group_step(&groups, slot, true)).unwrap();
+            assert!(out[1].is_none());
+            for (w, step) in stepped {
+                got[w] = out[2 * w].clone().unwrap();
+                assert_same(&got[w], &alone[w][step + 1], &format!("window {w}, step {step}"));
+            }
+        }
+        let err = pollster::block_on(p.group_step(&[None, None], 0, true)).unwrap_err().to_string();
+        assert!(err.contains("2 groups for a program of 3"), "{err}");
+    }
+
+    #[test]
+    fn cpu_groups_decode_as_windows_alone() {
+        groups_decode_as_windows_alone(&CpuBackend::new());
+    }
+
+    #[test]
+    fn wgpu_groups_decode_as_windows_alone() {
+        let backend = pollster::block_on(WgpuBackend::with_options(&WgpuOptions::default())).unwrap();
+        groups_decode_as_windows_alone(&backend);
+    }
+
     #[test]
     fn cpu_beams_follow_their_sequences() {
         beams_follow_their_sequences(&CpuBackend::new());
@@ -936,6 +1228,7 @@ mod tests {
             beams: 0,
             alignment: false,
             long_prompts: false,
+            groups: 0,
         };
         let mel =
             Tensor::f32([128, c.n_frames()], (0..128 * c.n_frames()).map(|i| (i % 7) as f32 / 7.0).collect()).unwrap();

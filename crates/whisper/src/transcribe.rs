@@ -15,14 +15,16 @@ use susurrus_core::Error as CoreError;
 use crate::Whisper;
 use crate::audio::{Audio, Pcm, SCAN_BLOCK};
 use crate::checkpoint::{Checkpoint, Resume, rng_position, set_rng_position};
-use crate::decode::{Decoded, NoiseRng, WindowDecoder, noise_rng};
+use crate::decode::{Decoded, NoiseRng, noise_rng};
 use crate::error::{Error, Result};
 use crate::hallucination::{Guard, WindowTimes, guard};
 use crate::mel::HOP_LENGTH;
 use crate::options::{Task, TranscribeOptions};
 use crate::tokenizer::SpecialTokens;
 use crate::vad::{TimeMap, collect, speech_chunks};
+use crate::windows::{DecodeRequest, Host, WindowModel};
 use crate::words::{Draft, Weights, Word, add_word_timestamps, find_alignment};
+use susurrus_core::tensor::Tensor;
 
 /// Samples per second of the audio Whisper takes.
 pub const SAMPLE_RATE: usize = 16000;
@@ -155,7 +157,7 @@ impl Whisper {
         check_audio(audio)?;
         let duration = audio.len() as f64 / SAMPLE_RATE as f64;
         if !options.vad {
-            return self.transcribe_speech(audio, options, None, resume, on_event).await;
+            return transcribe_speech(self, audio, options, None, resume, on_event).await;
         }
         let mut resume = resume.clone();
         let reopens = &mut resume.devices_lost;
@@ -167,327 +169,324 @@ impl Whisper {
             let mut on_block = |_: usize| on_event(Event::Progress { done: 0.0, total: duration });
             match vad.probabilities(audio, &mut on_block).await {
                 Ok(probabilities) => break probabilities,
-                Err(error) => self.reopen_after(error, reopens, 0.0, on_event).await?,
+                Err(error) => reopen_after(self, error, reopens, 0.0, on_event).await?,
             }
         };
         let chunks = speech_chunks(&probabilities, audio.len(), &options.vad_options);
         let speech = collect(audio, &chunks);
         let map = (!chunks.is_empty()).then(|| TimeMap::new(&chunks));
-        let mut transcript = self.transcribe_speech(&speech, options, map.as_ref(), &resume, on_event).await?;
+        let mut transcript = transcribe_speech(self, &speech, options, map.as_ref(), &resume, on_event).await?;
         transcript.duration = duration;
         Ok(transcript)
     }
+}
 
-    /// Transcribes `audio` (checked); `map`, when given, maps segment and word times from
-    /// `audio` (the joined speech) back to the recording before they are reported. `resume`:
-    /// the checkpoint to go on from, and the devices already lost in this transcription.
-    ///
-    /// A lost device is opened again ([`Whisper::reopen_after`]) and the window in work runs
-    /// again from the state it started with (its seek, the pause rule's last speech, the
-    /// fallback's random numbers): decoding is deterministic, so the transcript is the one an
-    /// undisturbed run gives.
-    async fn transcribe_speech(
-        &mut self,
-        audio: &dyn Audio,
-        options: &TranscribeOptions,
-        map: Option<&TimeMap>,
-        resume: &Resume,
-        on_event: &mut dyn FnMut(Event) -> ControlFlow<()>,
-    ) -> Result<Transcript> {
-        let mut reopens = resume.devices_lost;
-        let checkpoint = resume.checkpoint.as_ref();
-        let duration = audio.len() as f64 / SAMPLE_RATE as f64;
-        let ids = self.tokenizer.special_ids().clone();
-        self.prepare_selection(options).await?;
+/// Transcribes `audio` (checked); `map`, when given, maps segment and word times from
+/// `audio` (the joined speech) back to the recording before they are reported. `resume`:
+/// the checkpoint to go on from, and the devices already lost in this transcription.
+///
+/// A lost device is opened again ([`Whisper::reopen_after`]) and the window in work runs
+/// again from the state it started with (its seek, the pause rule's last speech, the
+/// fallback's random numbers): decoding is deterministic, so the transcript is the one an
+/// undisturbed run gives.
+pub(crate) async fn transcribe_speech<M: WindowModel>(
+    model: &mut M,
+    audio: &dyn Audio,
+    options: &TranscribeOptions,
+    map: Option<&TimeMap>,
+    resume: &Resume,
+    on_event: &mut dyn FnMut(Event) -> ControlFlow<()>,
+) -> Result<Transcript> {
+    let mut reopens = resume.devices_lost;
+    let checkpoint = resume.checkpoint.as_ref();
+    let duration = audio.len() as f64 / SAMPLE_RATE as f64;
+    model.prepare(options).await?;
+    let host = model.host();
+    let ids = host.tokenizer.special_ids().clone();
+    let config = host.config.clone();
 
-        // A copy of the front end (its plan and filterbank, a few kilobytes) for the
-        // spectrogram to read from while the model runs.
-        let front_end = self.mel.clone();
-        let mel = front_end.spectrogram(audio, TAIL_PADDING)?;
-        let content_frames = audio.len() / HOP_LENGTH;
-        let n_frames = self.config.n_frames();
-        let frame_seconds = HOP_LENGTH as f64 / SAMPLE_RATE as f64;
-        let time_precision = ids.timestamp_step as f64;
-        let clips = seek_clips(&options.clip_timestamps, content_frames);
+    // A copy of the front end (its plan and filterbank, a few kilobytes) for the
+    // spectrogram to read from while the model runs.
+    let front_end = host.mel.clone();
+    let mel = front_end.spectrogram(audio, TAIL_PADDING)?;
+    let content_frames = audio.len() / HOP_LENGTH;
+    let n_frames = config.n_frames();
+    let frame_seconds = HOP_LENGTH as f64 / SAMPLE_RATE as f64;
+    let time_precision = ids.timestamp_step as f64;
+    let clips = seek_clips(&options.clip_timestamps, content_frames);
 
-        let mut all_tokens: Vec<u32> = Vec::new();
-        if let Some(checkpoint) = checkpoint {
-            all_tokens.clone_from(&checkpoint.previous);
-        } else if let Some(prompt) = &options.initial_prompt {
-            let ids = self.tokenizer.encode(&format!(" {}", prompt.trim()));
-            all_tokens.extend(ids.map_err(|e| Error::bad_option(format!("initial_prompt: {e}")))?);
+    let mut all_tokens: Vec<u32> = Vec::new();
+    if let Some(checkpoint) = checkpoint {
+        all_tokens.clone_from(&checkpoint.previous);
+    } else if let Some(prompt) = &options.initial_prompt {
+        let ids = model.host().tokenizer.encode(&format!(" {}", prompt.trim()));
+        all_tokens.extend(ids.map_err(|e| Error::bad_option(format!("initial_prompt: {e}")))?);
+    }
+    // Empty texts are none, as the reference's truth tests make them; hotwords go
+    // unused with a prefix.
+    let encode = |text: &Option<String>, what: &str| -> Result<Option<Vec<u32>>> {
+        let Some(text) = text.as_deref().filter(|t| !t.is_empty()) else { return Ok(None) };
+        let mut ids = model
+            .host()
+            .tokenizer
+            .encode(&format!(" {}", text.trim()))
+            .map_err(|e| Error::bad_option(format!("{what}: {e}")))?;
+        // At most half the context, as the reference cuts them.
+        if ids.len() >= config.n_text_ctx / 2 {
+            ids.truncate(config.n_text_ctx / 2 - 1);
         }
-        // Empty texts are none, as the reference's truth tests make them; hotwords go
-        // unused with a prefix.
-        let encode = |text: &Option<String>, what: &str| -> Result<Option<Vec<u32>>> {
-            let Some(text) = text.as_deref().filter(|t| !t.is_empty()) else { return Ok(None) };
-            let mut ids = self
-                .tokenizer
-                .encode(&format!(" {}", text.trim()))
-                .map_err(|e| Error::bad_option(format!("{what}: {e}")))?;
-            // At most half the context, as the reference cuts them.
-            if ids.len() >= self.config.n_text_ctx / 2 {
-                ids.truncate(self.config.n_text_ctx / 2 - 1);
+        Ok(Some(ids))
+    };
+    let prefix = encode(&options.prefix, "prefix")?;
+    let hotwords = if prefix.is_some() { None } else { encode(&options.hotwords, "hotwords")? };
+    let mut prompt_reset_since = 0;
+    let mut segments: Vec<Segment> = Vec::new();
+    let mut rng = noise_rng(options.seed);
+    if let Some(checkpoint) = checkpoint {
+        set_rng_position(&mut rng, checkpoint.rng_position);
+    }
+
+    // The window the encoder holds, as (start, frames).
+    let mut encoded = None;
+    let fixed = match checkpoint {
+        Some(checkpoint) => Some((checkpoint.language.clone(), checkpoint.language_probability)),
+        None => model.host().fixed_language(options)?.map(|language| (language, 1.0)),
+    };
+    let (language, language_probability) = match fixed {
+        Some(fixed) => fixed,
+        None if content_frames == 0 => ("en".to_string(), 1.0),
+        None => {
+            // The reference detects on the first 3000 frames of the whole log-mel from
+            // the first clip's start, the frame of the appended padding included, where
+            // the first window stops at the content: for audio under 30 s the two differ
+            // by that one frame.
+            let start = options.clip_timestamps.first().map_or(0.0, |t| t * FRAMES_PER_SECOND);
+            let start = if start < content_frames as f64 { start as usize } else { 0 };
+            let frames = (mel.frames() - start).min(n_frames);
+            let window = mel.window(start, frames, n_frames)?;
+            loop {
+                match model.detect_language(&window, true).await {
+                    Ok(detected) => {
+                        encoded = Some((start, frames));
+                        break detected;
+                    }
+                    Err(error) => {
+                        let at = recording_time(map, start as f64 * frame_seconds);
+                        reopen_after(model, error, &mut reopens, at, on_event).await?;
+                    }
+                }
             }
-            Ok(Some(ids))
-        };
-        let prefix = encode(&options.prefix, "prefix")?;
-        let hotwords = if prefix.is_some() { None } else { encode(&options.hotwords, "hotwords")? };
-        let mut prompt_reset_since = 0;
-        let mut segments: Vec<Segment> = Vec::new();
-        let mut rng = noise_rng(options.seed);
-        if let Some(checkpoint) = checkpoint {
-            set_rng_position(&mut rng, checkpoint.rng_position);
         }
-        let vocab = self.config.n_vocab as u32;
+    };
+    let sot_sequence = model.host().sot_sequence(&language, options.task)?;
 
-        // The window the encoder holds, as (start, frames).
-        let mut encoded = None;
-        let fixed = match checkpoint {
-            Some(checkpoint) => Some((checkpoint.language.clone(), checkpoint.language_probability)),
-            None => self.fixed_language(options)?.map(|language| (language, 1.0)),
-        };
-        let (language, language_probability) = match fixed {
-            Some(fixed) => fixed,
-            None if content_frames == 0 => ("en".to_string(), 1.0),
-            None => {
-                // The reference detects on the first 3000 frames of the whole log-mel from
-                // the first clip's start, the frame of the appended padding included, where
-                // the first window stops at the content: for audio under 30 s the two differ
-                // by that one frame.
-                let start = options.clip_timestamps.first().map_or(0.0, |t| t * FRAMES_PER_SECOND);
-                let start = if start < content_frames as f64 { start as usize } else { 0 };
-                let frames = (mel.frames() - start).min(n_frames);
-                let window = mel.window(start, frames, n_frames)?;
-                loop {
-                    let detected = async {
-                        self.program.encode(&window, false).await?;
-                        self.detect_language().await
-                    }
-                    .await;
-                    match detected {
-                        Ok(detected) => {
-                            encoded = Some((start, frames));
-                            break detected;
-                        }
-                        Err(error) => {
-                            let at = recording_time(map, start as f64 * frame_seconds);
-                            self.reopen_after(error, &mut reopens, at, on_event).await?;
-                        }
-                    }
-                }
+    // Where speech last ended (word timestamps' pause rule).
+    let mut last_speech = checkpoint.map_or(0.0, |c| c.last_speech);
+    let mut clip = checkpoint.map_or(0, |c| c.clip);
+    let mut seek = checkpoint.map_or(clips[0].0, |c| c.seek);
+    // Where the loop stands after a window, as a checkpoint.
+    let keep = config.n_text_ctx / 2 - 1;
+    let stands = |clip: usize, seek: usize, last_speech: f64, rng: &NoiseRng, previous: &[u32]| Checkpoint {
+        clip,
+        seek,
+        last_speech,
+        rng_position: rng_position(rng),
+        previous: previous[previous.len().saturating_sub(keep)..].to_vec(),
+        language: language.clone(),
+        language_probability,
+    };
+    while let Some(&(clip_start, clip_end)) = clips.get(clip) {
+        let clip_end = clip_end.min(content_frames);
+        seek = seek.max(clip_start);
+        if seek >= clip_end {
+            clip += 1;
+            if let Some(next) = clips.get(clip) {
+                seek = next.0;
             }
-        };
-        let sot_sequence = self.sot_sequence(&language, options.task)?;
-
-        // Where speech last ended (word timestamps' pause rule).
-        let mut last_speech = checkpoint.map_or(0.0, |c| c.last_speech);
-        let mut clip = checkpoint.map_or(0, |c| c.clip);
-        let mut seek = checkpoint.map_or(clips[0].0, |c| c.seek);
-        // Where the loop stands after a window, as a checkpoint.
-        let keep = self.config.n_text_ctx / 2 - 1;
-        let stands = |clip: usize, seek: usize, last_speech: f64, rng: &NoiseRng, previous: &[u32]| Checkpoint {
-            clip,
-            seek,
-            last_speech,
-            rng_position: rng_position(rng),
-            previous: previous[previous.len().saturating_sub(keep)..].to_vec(),
-            language: language.clone(),
-            language_probability,
-        };
-        while let Some(&(clip_start, clip_end)) = clips.get(clip) {
-            let clip_end = clip_end.min(content_frames);
-            seek = seek.max(clip_start);
-            if seek >= clip_end {
-                clip += 1;
-                if let Some(next) = clips.get(clip) {
-                    seek = next.0;
-                }
-                continue;
-            }
-            let time_offset = seek as f64 * frame_seconds;
-            let segment_size = n_frames.min(content_frames - seek).min(clip_end - seek);
-            let segment_duration = segment_size as f64 * frame_seconds;
-            // What the window starts from, restored when it runs again on a new device.
-            let resume = (seek, last_speech, rng.clone());
-            // A step on the device; a lost one is opened again and the window started over.
-            macro_rules! on_device {
-                ($step:expr) => {
-                    match $step {
-                        Ok(value) => value,
-                        Err(error) => {
-                            let at = recording_time(map, time_offset);
-                            self.reopen_after(error, &mut reopens, at, on_event).await?;
-                            (seek, last_speech, rng) = resume;
-                            encoded = None;
-                            continue;
-                        }
-                    }
-                };
-            }
-            if encoded != Some((seek, segment_size)) {
-                on_device!(self.program.encode(&mel.window(seek, segment_size, n_frames)?, false).await);
-                encoded = Some((seek, segment_size));
-            }
-
-            let previous = &all_tokens[prompt_reset_since..];
-            let mut prompt = Vec::new();
-            if !previous.is_empty() || hotwords.is_some() {
-                prompt.push(ids.start_of_prev);
-                prompt.extend(hotwords.iter().flatten());
-                prompt.extend_from_slice(&previous[previous.len().saturating_sub(keep)..]);
-            }
-            let sot = prompt.len();
-            prompt.extend_from_slice(&sot_sequence);
-            if !options.timestamps {
-                prompt.push(ids.no_timestamps);
-            }
-            // The first window's transcript starts with the prefix (the reference's `seek == 0`).
-            let mut forced = Vec::new();
-            if let Some(prefix) = prefix.as_ref().filter(|_| seek == 0) {
-                if options.timestamps {
-                    forced.push(ids.timestamp_begin);
-                }
-                forced.extend_from_slice(prefix);
-            }
-            prompt.extend_from_slice(&forced);
-
-            let decoder = WindowDecoder { ids: &ids, tokenizer: &self.tokenizer, options, vocab, forced: &forced };
-            let result = on_device!(decoder.decode_with_fallback(&mut self.program, &prompt, sot, &mut rng).await);
-            if is_silence(&result, options, time_offset)? {
-                seek += segment_size;
-                let stand = stands(clip, seek, last_speech, &rng, &all_tokens[prompt_reset_since..]);
-                self.window_done(on_event, &stand, content_frames, frame_seconds)?;
-                continue;
-            }
-
-            let window_seek = seek;
-            let (mut pieces, mut next_seek) = split_segments(
-                &result.tokens,
-                ids.timestamp_begin,
-                seek,
-                segment_size,
-                segment_duration,
-                time_offset,
-                time_precision,
-            );
-            let mut drafts: Vec<Draft> = pieces
-                .iter()
-                .map(|(start, end, tokens)| Draft {
-                    start: *start,
-                    end: *end,
-                    text_tokens: tokens.iter().copied().filter(|&t| t < ids.end_of_text).collect(),
-                    words: Vec::new(),
-                    word_tokens: Vec::new(),
-                })
-                .collect();
-            if options.word_timestamps {
-                let window = WindowText { sot_sequence: &sot_sequence, language: &language, frames: segment_size };
-                on_device!(self.time_words(&mut drafts, &window, time_offset, last_speech).await);
-                let n = result.tokens.len();
-                let single_ending =
-                    n >= 2 && result.tokens[n - 2] < ids.timestamp_begin && result.tokens[n - 1] >= ids.timestamp_begin;
-                if let Some(end) = last_end(&drafts).filter(|&end| !single_ending && end > time_offset) {
-                    next_seek = (end * FRAMES_PER_SECOND).round_ties_even() as usize;
-                }
-                if let Some(threshold) = options.hallucination_silence_threshold {
-                    let times = WindowTimes {
-                        offset: time_offset,
-                        duration: segment_duration,
-                        full_end: (seek + n_frames) as f64 * frame_seconds,
-                        content: content_frames as f64 * frame_seconds,
-                        last_speech,
-                    };
-                    match guard(&drafts, threshold, &times, content_frames) {
-                        Guard::Keep => {}
-                        Guard::SkipLeading { gap } => {
-                            seek = window_seek + (gap * FRAMES_PER_SECOND).round_ties_even() as usize;
-                            let stand = stands(clip, seek, last_speech, &rng, &all_tokens[prompt_reset_since..]);
-                            self.window_done(on_event, &stand, content_frames, frame_seconds)?;
-                            continue;
-                        }
-                        Guard::Cut { index, seek } => {
-                            drafts.truncate(index);
-                            pieces.truncate(index);
-                            next_seek = seek;
-                        }
+            continue;
+        }
+        let time_offset = seek as f64 * frame_seconds;
+        let segment_size = n_frames.min(content_frames - seek).min(clip_end - seek);
+        let segment_duration = segment_size as f64 * frame_seconds;
+        // What the window starts from, restored when it runs again on a new device.
+        let resume = (seek, last_speech, rng.clone());
+        // A step on the device; a lost one is opened again and the window started over.
+        macro_rules! on_device {
+            ($step:expr) => {
+                match $step {
+                    Ok(value) => value,
+                    Err(error) => {
+                        let at = recording_time(map, time_offset);
+                        reopen_after(model, error, &mut reopens, at, on_event).await?;
+                        (seek, last_speech, rng) = resume;
+                        encoded = None;
+                        continue;
                     }
                 }
-                last_speech = last_end(&drafts).unwrap_or(last_speech);
+            };
+        }
+        let window = mel.window(seek, segment_size, n_frames)?;
+        let fresh = encoded != Some((seek, segment_size));
+
+        let previous = &all_tokens[prompt_reset_since..];
+        let mut prompt = Vec::new();
+        if !previous.is_empty() || hotwords.is_some() {
+            prompt.push(ids.start_of_prev);
+            prompt.extend(hotwords.iter().flatten());
+            prompt.extend_from_slice(&previous[previous.len().saturating_sub(keep)..]);
+        }
+        let sot = prompt.len();
+        prompt.extend_from_slice(&sot_sequence);
+        if !options.timestamps {
+            prompt.push(ids.no_timestamps);
+        }
+        // The first window's transcript starts with the prefix (the reference's `seek == 0`).
+        let mut forced = Vec::new();
+        if let Some(prefix) = prefix.as_ref().filter(|_| seek == 0) {
+            if options.timestamps {
+                forced.push(ids.timestamp_begin);
             }
-            seek = next_seek;
-            for ((_, _, tokens), draft) in pieces.into_iter().zip(drafts) {
-                let text = self.tokenizer.decode(&draft.text_tokens, SpecialTokens::Skip)?;
-                if draft.start == draft.end || text.trim().is_empty() {
-                    continue;
-                }
-                all_tokens.extend_from_slice(&tokens);
-                let words = options.word_timestamps.then(|| draft.words.clone());
-                let mut segment = segment_of(&result, &draft, text, tokens, window_seek, words);
-                if let Some(map) = map {
-                    restore_times(&mut segment, map);
-                }
-                if on_event(Event::Segment(&segment)).is_break() {
-                    return Err(Error::CANCELLED);
-                }
-                segments.push(segment);
-            }
-            if !options.condition_on_previous_text || result.temperature > options.prompt_reset_on_temperature {
-                prompt_reset_since = all_tokens.len();
-            }
+            forced.extend_from_slice(prefix);
+        }
+        prompt.extend_from_slice(&forced);
+
+        let request = DecodeRequest { prompt: &prompt, sot, forced: &forced, options };
+        let result = on_device!(model.decode(&window, fresh, &request, &mut rng).await);
+        encoded = Some((seek, segment_size));
+        if is_silence(&result, options, time_offset)? {
+            seek += segment_size;
             let stand = stands(clip, seek, last_speech, &rng, &all_tokens[prompt_reset_since..]);
-            self.window_done(on_event, &stand, content_frames, frame_seconds)?;
+            window_done(on_event, &stand, content_frames, frame_seconds)?;
+            continue;
         }
-        let text = segments.iter().map(|s| s.text.as_str()).collect();
-        Ok(Transcript { segments, text, language, language_probability, duration })
-    }
 
-    /// What follows `error` from a step on the device: a lost device (fewer than
-    /// [`MAX_REOPENS`] times in this transcription) is reported as [`Event::DeviceLost`] and
-    /// replaced by a new one with the model compiled on it, and the caller runs the step again;
-    /// any other error is returned as it is.
-    async fn reopen_after(
-        &mut self,
-        error: Error,
-        reopens: &mut usize,
-        resume_at: f64,
-        on_event: &mut dyn FnMut(Event) -> ControlFlow<()>,
-    ) -> Result<()> {
-        let Error::Core(CoreError::DeviceLost(reason)) = &error else { return Err(error) };
-        if *reopens == MAX_REOPENS {
-            return Err(Error::Core(CoreError::DeviceLost(format!(
-                "{reason} (the device was lost {} times in this transcription; not opening another)",
-                MAX_REOPENS + 1
-            ))));
+        let window_seek = seek;
+        let (mut pieces, mut next_seek) = split_segments(
+            &result.tokens,
+            ids.timestamp_begin,
+            seek,
+            segment_size,
+            segment_duration,
+            time_offset,
+            time_precision,
+        );
+        let mut drafts: Vec<Draft> = pieces
+            .iter()
+            .map(|(start, end, tokens)| Draft {
+                start: *start,
+                end: *end,
+                text_tokens: tokens.iter().copied().filter(|&t| t < ids.end_of_text).collect(),
+                words: Vec::new(),
+                word_tokens: Vec::new(),
+            })
+            .collect();
+        if options.word_timestamps {
+            let text = WindowText { sot_sequence: &sot_sequence, language: &language, frames: segment_size };
+            on_device!(time_words(model, (&window, false), &mut drafts, &text, time_offset, last_speech).await);
+            let n = result.tokens.len();
+            let single_ending =
+                n >= 2 && result.tokens[n - 2] < ids.timestamp_begin && result.tokens[n - 1] >= ids.timestamp_begin;
+            if let Some(end) = last_end(&drafts).filter(|&end| !single_ending && end > time_offset) {
+                next_seek = (end * FRAMES_PER_SECOND).round_ties_even() as usize;
+            }
+            if let Some(threshold) = options.hallucination_silence_threshold {
+                let times = WindowTimes {
+                    offset: time_offset,
+                    duration: segment_duration,
+                    full_end: (seek + n_frames) as f64 * frame_seconds,
+                    content: content_frames as f64 * frame_seconds,
+                    last_speech,
+                };
+                match guard(&drafts, threshold, &times, content_frames) {
+                    Guard::Keep => {}
+                    Guard::SkipLeading { gap } => {
+                        seek = window_seek + (gap * FRAMES_PER_SECOND).round_ties_even() as usize;
+                        let stand = stands(clip, seek, last_speech, &rng, &all_tokens[prompt_reset_since..]);
+                        window_done(on_event, &stand, content_frames, frame_seconds)?;
+                        continue;
+                    }
+                    Guard::Cut { index, seek } => {
+                        drafts.truncate(index);
+                        pieces.truncate(index);
+                        next_seek = seek;
+                    }
+                }
+            }
+            last_speech = last_end(&drafts).unwrap_or(last_speech);
         }
-        *reopens += 1;
-        if on_event(Event::DeviceLost { reason, resume_at }).is_break() {
-            return Err(Error::CANCELLED);
+        seek = next_seek;
+        for ((_, _, tokens), draft) in pieces.into_iter().zip(drafts) {
+            let text = model.host().tokenizer.decode(&draft.text_tokens, SpecialTokens::Skip)?;
+            if draft.start == draft.end || text.trim().is_empty() {
+                continue;
+            }
+            all_tokens.extend_from_slice(&tokens);
+            let words = options.word_timestamps.then(|| draft.words.clone());
+            let mut segment = segment_of(&result, &draft, text, tokens, window_seek, words);
+            if let Some(map) = map {
+                restore_times(&mut segment, map);
+            }
+            if on_event(Event::Segment(&segment)).is_break() {
+                return Err(Error::CANCELLED);
+            }
+            segments.push(segment);
         }
-        self.reopen_device().await
+        if !options.condition_on_previous_text || result.temperature > options.prompt_reset_on_temperature {
+            prompt_reset_since = all_tokens.len();
+        }
+        let stand = stands(clip, seek, last_speech, &rng, &all_tokens[prompt_reset_since..]);
+        window_done(on_event, &stand, content_frames, frame_seconds)?;
     }
+    let text = segments.iter().map(|s| s.text.as_str()).collect();
+    Ok(Transcript { segments, text, language, language_probability, duration })
+}
 
-    /// Reports a finished window: where the transcription stands, then the progress.
-    fn window_done(
-        &self,
-        on_event: &mut dyn FnMut(Event) -> ControlFlow<()>,
-        stand: &Checkpoint,
-        content_frames: usize,
-        frame_seconds: f64,
-    ) -> Result<()> {
-        if on_event(Event::Checkpoint(stand)).is_break() {
-            return Err(Error::CANCELLED);
-        }
-        let done = stand.seek.min(content_frames) as f64 * frame_seconds;
-        let total = content_frames as f64 * frame_seconds;
-        if on_event(Event::Progress { done, total }).is_break() {
-            return Err(Error::CANCELLED);
-        }
-        Ok(())
+/// What follows `error` from a step on the device: a lost device (fewer than
+/// [`MAX_REOPENS`] times in this transcription) is reported as [`Event::DeviceLost`] and
+/// replaced by a new one with the model compiled on it, and the caller runs the step again;
+/// any other error is returned as it is.
+pub(crate) async fn reopen_after<M: WindowModel>(
+    model: &mut M,
+    error: Error,
+    reopens: &mut usize,
+    resume_at: f64,
+    on_event: &mut dyn FnMut(Event) -> ControlFlow<()>,
+) -> Result<()> {
+    let Error::Core(CoreError::DeviceLost(reason)) = &error else { return Err(error) };
+    if *reopens == MAX_REOPENS {
+        return Err(Error::Core(CoreError::DeviceLost(format!(
+            "{reason} (the device was lost {} times in this transcription; not opening another)",
+            MAX_REOPENS + 1
+        ))));
     }
+    *reopens += 1;
+    if on_event(Event::DeviceLost { reason, resume_at }).is_break() {
+        return Err(Error::CANCELLED);
+    }
+    model.reopen().await
+}
 
+/// Reports a finished window: where the transcription stands, then the progress.
+fn window_done(
+    on_event: &mut dyn FnMut(Event) -> ControlFlow<()>,
+    stand: &Checkpoint,
+    content_frames: usize,
+    frame_seconds: f64,
+) -> Result<()> {
+    if on_event(Event::Checkpoint(stand)).is_break() {
+        return Err(Error::CANCELLED);
+    }
+    let done = stand.seek.min(content_frames) as f64 * frame_seconds;
+    let total = content_frames as f64 * frame_seconds;
+    if on_event(Event::Progress { done, total }).is_break() {
+        return Err(Error::CANCELLED);
+    }
+    Ok(())
+}
+
+impl Host<'_> {
     /// `<|startoftranscript|>`, then on multilingual models the language and task tokens.
-    pub(crate) fn sot_sequence(&self, language: &str, task: Task) -> Result<Vec<u32>> {
+    pub fn sot_sequence(&self, language: &str, task: Task) -> Result<Vec<u32>> {
         let ids = self.tokenizer.special_ids();
         let mut seq = vec![ids.start_of_transcript];
         if self.config.is_multilingual() {
@@ -577,36 +576,35 @@ pub(crate) struct WindowText<'a> {
     pub frames: usize,
 }
 
-impl Whisper {
-    /// Times the words of one window's segments (the window still encoded) as the
-    /// reference's `add_word_timestamps`: aligns the window's whole text on the device,
-    /// then places the words ([`crate::words`]).
-    pub(crate) async fn time_words(
-        &mut self,
-        drafts: &mut [Draft],
-        window: &WindowText<'_>,
-        time_offset: f64,
-        last_speech: f64,
-    ) -> Result<()> {
-        let ids = self.tokenizer.special_ids().clone();
-        let text: Vec<u32> = drafts.iter().flat_map(|d| d.text_tokens.iter().copied()).collect();
-        let frames = window.frames / INPUT_STRIDE;
-        let timings = if text.is_empty() || frames == 0 {
-            Vec::new()
-        } else {
-            let mut sequence = window.sot_sequence.to_vec();
-            sequence.push(ids.no_timestamps);
-            sequence.extend_from_slice(&text);
-            sequence.push(ids.end_of_text);
-            let aligned = self.program.align(&sequence, frames).await?;
-            let weights = Weights { values: &aligned.weights, heads: aligned.heads, rows: sequence.len(), frames };
-            let sot_len = window.sot_sequence.len();
-            let probs = &aligned.next_probs[sot_len..sot_len + text.len()];
-            find_alignment(&self.tokenizer, window.language, &text, &weights, sot_len, probs)?
-        };
-        add_word_timestamps(drafts, timings, time_offset, last_speech);
-        Ok(())
-    }
+/// Times the words of one window's segments as the reference's `add_word_timestamps`:
+/// aligns the window's whole text on the device (`window`: its log-mel and whether it is
+/// fresh, as [`WindowModel`] takes them), then places the words ([`crate::words`]).
+pub(crate) async fn time_words<M: WindowModel>(
+    model: &mut M,
+    (window, fresh): (&Tensor, bool),
+    drafts: &mut [Draft],
+    text: &WindowText<'_>,
+    time_offset: f64,
+    last_speech: f64,
+) -> Result<()> {
+    let ids = model.host().tokenizer.special_ids().clone();
+    let tokens: Vec<u32> = drafts.iter().flat_map(|d| d.text_tokens.iter().copied()).collect();
+    let frames = text.frames / INPUT_STRIDE;
+    let timings = if tokens.is_empty() || frames == 0 {
+        Vec::new()
+    } else {
+        let mut sequence = text.sot_sequence.to_vec();
+        sequence.push(ids.no_timestamps);
+        sequence.extend_from_slice(&tokens);
+        sequence.push(ids.end_of_text);
+        let aligned = model.align(window, fresh, &sequence, frames).await?;
+        let weights = Weights { values: &aligned.weights, heads: aligned.heads, rows: sequence.len(), frames };
+        let sot_len = text.sot_sequence.len();
+        let probs = &aligned.next_probs[sot_len..sot_len + tokens.len()];
+        find_alignment(model.host().tokenizer, text.language, &tokens, &weights, sot_len, probs)?
+    };
+    add_word_timestamps(drafts, timings, time_offset, last_speech);
+    Ok(())
 }
 
 fn segment_of(

@@ -36,6 +36,7 @@ fn encoder_matches_reference(backend: &dyn Backend) {
         beams: 0,
         alignment: false,
         long_prompts: false,
+        groups: 0,
     };
     let mut program = pollster::block_on(Program::compile(backend, &model, &spec)).unwrap();
     let got = pollster::block_on(program.encode(&mel, true)).unwrap().unwrap();

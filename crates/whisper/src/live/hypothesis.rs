@@ -9,7 +9,8 @@ use crate::decode::{NoiseRng, WindowDecoder};
 use crate::error::Result;
 use crate::mel::HOP_LENGTH;
 use crate::options::TranscribeOptions;
-use crate::transcribe::{SAMPLE_RATE, TAIL_PADDING, WindowText, is_silence, split_segments};
+use crate::transcribe::{SAMPLE_RATE, TAIL_PADDING, WindowText, is_silence, split_segments, time_words};
+use crate::windows::WindowModel;
 use crate::words::{Draft, Word};
 
 /// A word of a live stream with the tokens it was decoded as (the next window's forced
@@ -61,12 +62,13 @@ impl Whisper {
             let language = look.language.unwrap_or("en").to_string();
             return Ok(Hypothesis { words: Vec::new(), language, heard_all: true });
         }
-        self.program.encode(&mel.window(0, frames, n_frames)?, false).await?;
+        let window = mel.window(0, frames, n_frames)?;
+        self.program.encode(&window, false).await?;
         let language = match look.language {
             Some(language) => language.to_string(),
             None => self.detect_language().await?.0,
         };
-        let sot_sequence = self.sot_sequence(&language, options.task)?;
+        let sot_sequence = self.host().sot_sequence(&language, options.task)?;
 
         // The previous text as the reference keeps it (half the context), less what the
         // longest prefill would not hold beside the forced start.
@@ -119,8 +121,8 @@ impl Whisper {
                 word_tokens: Vec::new(),
             })
             .collect();
-        let window = WindowText { sot_sequence: &sot_sequence, language: &language, frames };
-        self.time_words(&mut drafts, &window, look.offset, look.offset).await?;
+        let text = WindowText { sot_sequence: &sot_sequence, language: &language, frames };
+        time_words(self, (&window, false), &mut drafts, &text, look.offset, look.offset).await?;
         let words: Vec<(Word, Vec<u32>)> =
             drafts.into_iter().flat_map(|d| d.words.into_iter().zip(d.word_tokens)).collect();
         let skip = forced.iter().filter(|&&t| t < ids.end_of_text).count();

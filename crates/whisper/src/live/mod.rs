@@ -36,6 +36,7 @@ use crate::error::{Error, Result};
 use crate::options::TranscribeOptions;
 use crate::transcribe::{MAX_REOPENS, SAMPLE_RATE};
 use crate::vad::network::WINDOW;
+use crate::windows::WindowModel;
 use crate::words::Word;
 use hypothesis::{Hypothesis, LiveWord, Look};
 use speech::{LIVE_WINDOWS, Speech, SpeechRule, SpeechTracker};
@@ -228,7 +229,7 @@ impl LiveTranscriber {
         let keep = whisper.config().n_text_ctx / 2 - 1;
         context.drain(..context.len().saturating_sub(keep));
         Ok(LiveTranscriber {
-            language: whisper.fixed_language(t)?,
+            language: whisper.host().fixed_language(t)?,
             rng: noise_rng(t.seed),
             options,
             buffer: Vec::new(),
