@@ -97,6 +97,8 @@ def main():
     parser.add_argument("--threads", type=int, default=2, help="CPU threads of both engines")
     parser.add_argument("--concurrency", default="1,4,16,64")
     parser.add_argument("--requests", type=int, default=2, help="requests per client")
+    parser.add_argument("--batch", default="1,4", help="serve --batch: windows decoded together (a list runs each)")
+    parser.add_argument("--no-peer", action="store_true", help="skip faster-whisper")
     parser.add_argument("--device", default="cpu", help="faster-whisper's device (cpu, cuda)")
     parser.add_argument("--compute-type", default="float32", help="faster-whisper's compute type")
     args = parser.parse_args()
@@ -104,30 +106,33 @@ def main():
     audio = {clip: (GOLDEN / f"{clip}.wav").read_bytes() for clip in CLIPS}
     rows = []
 
-    port = free_port()
-    server = subprocess.Popen(
-        [args.susurrus, "serve", "--api", "--backend", args.backend, "--threads", str(args.threads),
-         "--model", args.model, "--root", str(ROOT / "www"), "--port", str(port),
-         "--queue", str(max(levels) * args.requests)],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-    )
-    try:
-        for line in server.stdout:
-            if line.startswith("api "):
-                print(f"bench_serve: {line.strip()}", file=sys.stderr)
-                break
-        else:
-            raise SystemExit("bench_serve: the server did not start")
-        addr = f"127.0.0.1:{port}"
-        post(addr, "short_1", audio["short_1"])
-        for c in levels:
-            wall, done = run_clients(c, args.requests, lambda clip: post(addr, clip, audio[clip]))
-            rows.append(row(f"Susurrus serve --api ({args.backend})", c, wall, done))
-            print(rows[-1], file=sys.stderr)
-    finally:
-        server.terminate()
-        server.wait()
+    for batch in args.batch.split(","):
+        port = free_port()
+        server = subprocess.Popen(
+            [args.susurrus, "serve", "--api", "--backend", args.backend, "--threads", str(args.threads),
+             "--model", args.model, "--root", str(ROOT / "www"), "--port", str(port),
+             "--queue", str(max(levels) * args.requests), "--batch", batch],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        )
+        try:
+            for line in server.stdout:
+                if line.startswith("api "):
+                    print(f"bench_serve: {line.strip()}", file=sys.stderr)
+                    break
+            else:
+                raise SystemExit("bench_serve: the server did not start")
+            addr = f"127.0.0.1:{port}"
+            post(addr, "short_1", audio["short_1"])
+            for c in levels:
+                wall, done = run_clients(c, args.requests, lambda clip: post(addr, clip, audio[clip]))
+                rows.append(row(f"Susurrus serve --api --batch {batch} ({args.backend})", c, wall, done))
+                print(rows[-1], file=sys.stderr)
+        finally:
+            server.terminate()
+            server.wait()
 
+    if args.no_peer:
+        levels = []
     from faster_whisper import BatchedInferencePipeline, WhisperModel
 
     for c in levels:

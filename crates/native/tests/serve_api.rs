@@ -208,7 +208,9 @@ fn openai_client_library_gets_faster_whispers_text_every_format_and_each_error()
 
 #[test]
 fn sixty_four_concurrent_clients_each_get_their_own_transcript() {
-    let server = Server::start(&["--api-key", KEY]);
+    // Four groups: the windows of concurrent requests decoded together, each client still
+    // getting faster-whisper's text of its own clip.
+    let server = Server::start(&["--api-key", KEY, "--batch", "4"]);
     server.openai_client(&["load", "64"]);
     let metrics = server.get("/metrics", None);
     assert_eq!(metrics.status, 200);
@@ -219,6 +221,14 @@ fn sixty_four_concurrent_clients_each_get_their_own_transcript() {
     ] {
         assert!(metrics.body.lines().any(|l| l == line), "{line} missing from:\n{}", metrics.body);
     }
+    // Decoder steps ran several requests' windows at once.
+    let value = |name: &str| -> u64 {
+        let line = metrics.body.lines().find(|l| l.starts_with(name)).unwrap_or_default();
+        line.rsplit(' ').next().and_then(|v| v.parse().ok()).unwrap_or_default()
+    };
+    let (alone, steps) = (value("susurrus_batch_windows_bucket{le=\"1\"}"), value("susurrus_batch_windows_count"));
+    let most = value("susurrus_batch_windows_bucket{le=\"4\"}");
+    assert!(steps > alone && most == steps, "{}", metrics.body);
 }
 
 #[test]

@@ -2,12 +2,13 @@
 //!
 //! Each transcription runs its own seek loop ([`crate::transcribe`]) with a [`RemoteModel`],
 //! whose device calls become [`Request`]s to the one thread that owns the [`Whisper`]. There
-//! a [`Scheduler`] answers them: a window to decode joins a group of the program's group beam
-//! search ([`crate::groups`]) as soon as one is free, and every group step advances all the
-//! groups' searches at once, so the decoder's weights are read once per step for all of them
-//! and the throughput grows with the load; language detection, alignment and windows whose
-//! options the groups do not run (other beam counts, sampling first, token penalties) run
-//! alone between two steps. A group's result goes through the options' temperature fallback
+//! a [`Scheduler`] answers them: while two or more windows are to be decoded, each joins a
+//! group of the program's group beam search ([`crate::groups`]) as soon as one is free, and
+//! every group step advances all the groups' searches at once, so the decoder's weights are
+//! read once per step for all of them; a window alone decodes alone (a group step costs every
+//! group, free ones too). Language detection, alignment and windows whose options the groups
+//! do not run (other beam counts, sampling first, token penalties) run alone between two
+//! steps. A group's result goes through the options' temperature fallback
 //! like any window's (the rare fallback decodes alone), so a transcription gives the text it
 //! gives on its own.
 
@@ -41,7 +42,7 @@ pub enum Request {
         sot: usize,
         forced: Vec<u32>,
         options: Arc<TranscribeOptions>,
-        rng: NoiseRng,
+        rng: Box<NoiseRng>,
     },
     Align {
         window: Tensor,
@@ -56,7 +57,7 @@ pub enum Reply {
     Prepared,
     Language(String, f32),
     /// The decoded window and the noise generator where the decoding left it.
-    Decoded(Decoded, NoiseRng),
+    Decoded(Decoded, Box<NoiseRng>),
     Aligned(Alignment),
 }
 
@@ -123,11 +124,11 @@ impl<F: FnMut(Request) -> Result<Reply>> WindowModel for RemoteModel<F> {
             sot: request.sot,
             forced: request.forced.to_vec(),
             options: Arc::new(request.options.clone()),
-            rng: rng.clone(),
+            rng: Box::new(rng.clone()),
         };
         match (self.call)(request)? {
             Reply::Decoded(decoded, after) => {
-                *rng = after;
+                *rng = *after;
                 Ok(decoded)
             }
             _ => Err(unexpected()),
@@ -155,7 +156,7 @@ struct Group<T> {
     sot: usize,
     forced: Vec<u32>,
     options: Arc<TranscribeOptions>,
-    rng: NoiseRng,
+    rng: Box<NoiseRng>,
     search: BeamSearch,
     alive: Vec<Vec<u32>>,
     candidates: Vec<Candidate>,
@@ -249,9 +250,17 @@ impl<T> Scheduler<T> {
     pub async fn work(&mut self, whisper: &mut Whisper) -> Work<T> {
         let mut answers = Vec::new();
         let mut kept = VecDeque::new();
+        // A window with no other to decode beside it decodes alone: a group step costs all
+        // the groups, free ones too.
+        let joinable = self
+            .waiting
+            .iter()
+            .filter(|w| matches!(&w.request, Request::Decode { options, .. } if self.groups_run(whisper, options)))
+            .count();
+        let together = joinable + self.active() >= 2;
         while let Some(w) = self.waiting.pop_front() {
             let joins = match &w.request {
-                Request::Decode { options, .. } => self.groups_run(whisper, options),
+                Request::Decode { options, .. } => together && self.groups_run(whisper, options),
                 // A recompile waits for the groups to finish (it would drop their caches).
                 Request::Prepare { options } => !whisper.supports(options) && self.active() > 0,
                 _ => false,
@@ -426,12 +435,12 @@ impl<T> Scheduler<T> {
                 WindowDecoder { ids, tokenizer: &whisper.tokenizer, options: &options, vocab, forced: &forced };
             let first = decoder.beam_result(search, no_speech_prob)?;
             if !decoder.falls_back(&first) {
-                return Ok(Reply::Decoded(first, rng.clone()));
+                return Ok(Reply::Decoded(first, rng));
             }
             // The rare fallback decodes alone, on its window encoded again.
             whisper.program.encode(&window, false).await?;
             let decoded = decoder.fallback_from(Some(first), &mut whisper.program, &prompt, sot, &mut rng).await?;
-            Ok(Reply::Decoded(decoded, rng.clone()))
+            Ok(Reply::Decoded(decoded, rng))
         }
         .await;
         (tag, answer)

@@ -181,6 +181,23 @@ impl Whisper {
     }
 }
 
+/// Transcribes 16 kHz mono `audio` on any [`WindowModel`] (a server's [`crate::batch::RemoteModel`]),
+/// as [`Whisper::transcribe_audio`] does on its own program; without the VAD, which needs the
+/// model's network.
+pub async fn transcribe_on<M: WindowModel>(
+    model: &mut M,
+    audio: &dyn Audio,
+    options: &TranscribeOptions,
+    on_event: &mut dyn FnMut(Event) -> ControlFlow<()>,
+) -> Result<Transcript> {
+    options.validate()?;
+    if options.vad {
+        return Err(Error::bad_option("vad: this model has no VAD network"));
+    }
+    check_audio(audio)?;
+    transcribe_speech(model, audio, options, None, &Resume::default(), on_event).await
+}
+
 /// Transcribes `audio` (checked); `map`, when given, maps segment and word times from
 /// `audio` (the joined speech) back to the recording before they are reported. `resume`:
 /// the checkpoint to go on from, and the devices already lost in this transcription.

@@ -229,7 +229,7 @@ async fn transcribe(
             },
         )
         .with_code("server_busy");
-        error.retry_after = Some(api.metrics.retry_after(queued));
+        error.retry_after = Some(api.metrics.retry_after(queued, api.device.concurrency));
         return Err(error);
     };
     let form =

@@ -1,8 +1,11 @@
 //! The device behind the transcription API: one thread owns the model (made there, so the
-//! backend's context never moves between threads) and transcribes the jobs of a bounded queue
-//! in the order they came. Handlers reserve a place in the queue before they read the audio, so
-//! a full queue is answered at once and the memory waiting jobs hold is bounded by the queue's
-//! length times the upload limit.
+//! backend's context never moves between threads) and answers the device calls of every
+//! transcription in work with whisper's `batch::Scheduler`, whose group beam search decodes
+//! their windows together (`--batch` groups). Jobs come from a bounded queue in the order they
+//! came; as many run at once as there are groups, plus one, each on a thread of its own that
+//! runs the seek loop and hands its device calls to the model's thread. Handlers reserve a
+//! place in the queue before they read the audio, so a full queue is answered at once and the
+//! memory waiting jobs hold is bounded by the queue's length times the upload limit.
 
 use std::ops::ControlFlow;
 use std::path::PathBuf;
@@ -12,7 +15,9 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use susurrus_core::Error as CoreError;
-use susurrus_whisper::{Error as WhisperError, Event, Segment, TranscribeOptions, Transcript};
+use susurrus_whisper::batch::{HostParts, RemoteModel, Reply, Request, Scheduler};
+use susurrus_whisper::transcribe::transcribe_on;
+use susurrus_whisper::{Error as WhisperError, Event, Pcm, Segment, TranscribeOptions, Transcript, Whisper};
 use tokio::sync::mpsc;
 
 use super::metrics::Metrics;
@@ -71,68 +76,64 @@ pub struct Device {
     /// False once the device is lost to the process: every job after would fail, so the
     /// health check says so and a supervisor restarts the server.
     usable: Arc<AtomicBool>,
-    /// Jobs the device is transcribing (0 or 1).
+    /// Jobs in work.
     working: Arc<AtomicUsize>,
+    /// The most jobs in work at once.
+    pub concurrency: usize,
     pub info: ModelInfo,
+}
+
+/// A device call of one job, and where its answer goes.
+struct Call {
+    client: u64,
+    request: Request,
+    answer: std::sync::mpsc::Sender<susurrus_whisper::Result<Reply>>,
 }
 
 impl Device {
     /// Loads the model in `dir` on the backend `run` names, on a thread of its own, and starts
     /// taking jobs: at most `queue` wait at a time. Errors when the model or backend cannot be
     /// opened.
-    pub fn start(run: RunArgs, dir: PathBuf, queue: usize, metrics: Arc<Metrics>) -> Result<Device> {
-        let (jobs, mut queued) = mpsc::channel::<Job>(queue);
+    pub fn start(run: RunArgs, dir: PathBuf, queue: usize, batch: usize, metrics: Arc<Metrics>) -> Result<Device> {
+        let (jobs, queued) = mpsc::channel::<Job>(queue);
+        let (calls, called) = std::sync::mpsc::channel::<Call>();
         let (loaded, ready) = std::sync::mpsc::channel();
         let usable = Arc::new(AtomicBool::new(true));
-        let still_usable = usable.clone();
         let working = Arc::new(AtomicUsize::new(0));
-        let at_work = working.clone();
+        let device_metrics = metrics.clone();
         let thread = std::thread::Builder::new()
             .name("susurrus-device".into())
             .spawn(move || {
-                let (mut whisper, _) = match load_model(&run, &dir, None) {
-                    Ok(loaded) => loaded,
+                let whisper = load_model(&run, &dir, None).and_then(|(mut whisper, _)| {
+                    // Every graph the API's options use, built once: a recompile would wait
+                    // for the groups to empty.
+                    let options = TranscribeOptions { word_timestamps: true, ..TranscribeOptions::default() };
+                    pollster::block_on(whisper.compile_groups(batch, &options))?;
+                    Ok(whisper)
+                });
+                let mut whisper = match whisper {
+                    Ok(whisper) => whisper,
                     Err(e) => {
                         let _ = loaded.send(Err(e));
                         return;
                     }
                 };
-                let config = whisper.config();
-                let languages = if config.is_multilingual() {
-                    whisper.tokenizer().languages().iter().map(|(code, _)| code.clone()).collect()
-                } else {
-                    vec!["en".to_string()]
-                };
-                let id =
-                    dir.file_name().map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into_owned());
-                let info = ModelInfo {
-                    id,
-                    multilingual: config.is_multilingual(),
-                    languages,
-                    backend: whisper.backend_name().to_owned(),
-                };
-                if loaded.send(Ok(info)).is_err() {
+                let info = model_info(&whisper, &dir);
+                if loaded.send(Ok((info, Arc::new(whisper.host_parts())))).is_err() {
                     return;
                 }
-                while let Some(job) = queued.blocking_recv() {
-                    at_work.store(1, Ordering::Relaxed);
-                    let started = Instant::now();
-                    let seconds = job.samples.len() as f64 / f64::from(crate::audio::SAMPLE_RATE);
-                    let done = run_job(&mut whisper, &job);
-                    if let Err(JobError::Lost(_)) = &done {
-                        still_usable.store(false, Ordering::Relaxed);
-                    }
-                    if done.is_ok() {
-                        metrics.transcribed(seconds, started.elapsed().as_secs_f64());
-                    }
-                    at_work.store(0, Ordering::Relaxed);
-                    let _ = job.events.send(Progress::Done(done));
-                }
+                answer_calls(&mut whisper, &called, &device_metrics);
             })
             .map_err(|e| Error::Usage(format!("cannot start the device thread: {e}")))?;
-        let info =
+        let (info, host) =
             ready.recv().map_err(|_| Error::Usage("the device thread ended while loading the model".into()))??;
-        Ok(Device { jobs, thread: Some(thread), usable, working, info })
+        let concurrency = batch + 1;
+        let dispatch = Dispatch { host, calls, usable: usable.clone(), working: working.clone(), metrics, concurrency };
+        std::thread::Builder::new()
+            .name("susurrus-jobs".into())
+            .spawn(move || dispatch.run(queued))
+            .map_err(|e| Error::Usage(format!("cannot start the job thread: {e}")))?;
+        Ok(Device { jobs, thread: Some(thread), usable, working, concurrency, info })
     }
 
     /// A place in the queue, held until the job is sent through it; `None` when the queue is
@@ -146,7 +147,7 @@ impl Device {
         (self.jobs.max_capacity() - self.jobs.capacity(), self.jobs.max_capacity())
     }
 
-    /// Jobs being transcribed (0 or 1).
+    /// Jobs being transcribed.
     pub fn working(&self) -> usize {
         self.working.load(Ordering::Relaxed)
     }
@@ -158,8 +159,9 @@ impl Device {
 }
 
 impl Drop for Device {
-    /// Lets the queue empty: the thread ends once every sender (the handlers' permits
-    /// included) is gone.
+    /// Lets the queue empty: the job thread ends once every sender (the handlers' permits
+    /// included) is gone and its jobs are done, and the model's thread once the jobs' calls
+    /// are answered.
     fn drop(&mut self) {
         let (jobs, _) = mpsc::channel(1);
         drop(std::mem::replace(&mut self.jobs, jobs));
@@ -169,9 +171,114 @@ impl Drop for Device {
     }
 }
 
-/// Transcribes one job, its segments sent as they come; stops when the client is gone or
-/// the deadline passes (checked before it starts and after every window).
-fn run_job(whisper: &mut susurrus_whisper::Whisper, job: &Job) -> std::result::Result<Transcript, JobError> {
+/// What the served model is, for `/v1/models`.
+fn model_info(whisper: &Whisper, dir: &std::path::Path) -> ModelInfo {
+    let config = whisper.config();
+    let languages = if config.is_multilingual() {
+        whisper.tokenizer().languages().iter().map(|(code, _)| code.clone()).collect()
+    } else {
+        vec!["en".to_string()]
+    };
+    let id = dir.file_name().map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into_owned());
+    ModelInfo { id, multilingual: config.is_multilingual(), languages, backend: whisper.backend_name().to_owned() }
+}
+
+/// The model's thread: takes the jobs' calls as they come and answers them with the
+/// scheduler, a group step at a time, until every job's caller is gone.
+fn answer_calls(whisper: &mut Whisper, called: &std::sync::mpsc::Receiver<Call>, metrics: &Metrics) {
+    let mut scheduler = Scheduler::new(whisper);
+    loop {
+        if scheduler.idle() {
+            match called.recv() {
+                Ok(call) => scheduler.submit(call.client, call.request, call.answer),
+                Err(_) => return,
+            }
+        }
+        while let Ok(call) = called.try_recv() {
+            scheduler.submit(call.client, call.request, call.answer);
+        }
+        let work = pollster::block_on(scheduler.work(whisper));
+        if work.batch > 0 {
+            metrics.group_step(work.batch);
+        }
+        for (answer, reply) in work.answers {
+            let _ = answer.send(reply);
+        }
+    }
+}
+
+/// Takes jobs from the queue and runs each on a thread of its own, at most `concurrency` at
+/// once.
+struct Dispatch {
+    host: Arc<HostParts>,
+    calls: std::sync::mpsc::Sender<Call>,
+    usable: Arc<AtomicBool>,
+    working: Arc<AtomicUsize>,
+    metrics: Arc<Metrics>,
+    concurrency: usize,
+}
+
+impl Dispatch {
+    fn run(self, mut queued: mpsc::Receiver<Job>) {
+        let (done, finished) = std::sync::mpsc::channel::<()>();
+        let mut running = Vec::new();
+        let mut client = 0u64;
+        while let Some(job) = queued.blocking_recv() {
+            while self.working.load(Ordering::Relaxed) >= self.concurrency {
+                let _ = finished.recv();
+            }
+            client += 1;
+            self.working.fetch_add(1, Ordering::Relaxed);
+            let (host, calls, usable, working, metrics, done) = (
+                self.host.clone(),
+                self.calls.clone(),
+                self.usable.clone(),
+                self.working.clone(),
+                self.metrics.clone(),
+                done.clone(),
+            );
+            let thread = std::thread::Builder::new().name(format!("susurrus-job-{client}")).spawn(move || {
+                let started = Instant::now();
+                let seconds = job.samples.len() as f64 / f64::from(crate::audio::SAMPLE_RATE);
+                let outcome = run_job(host, calls, client, &job);
+                if let Err(JobError::Lost(_)) = &outcome {
+                    usable.store(false, Ordering::Relaxed);
+                }
+                if outcome.is_ok() {
+                    metrics.transcribed(seconds, started.elapsed().as_secs_f64());
+                }
+                working.fetch_sub(1, Ordering::Relaxed);
+                let _ = job.events.send(Progress::Done(outcome));
+                let _ = done.send(());
+            });
+            match thread {
+                Ok(thread) => running.push(thread),
+                Err(e) => {
+                    self.working.fetch_sub(1, Ordering::Relaxed);
+                    log_failure(&format!("cannot start a job's thread: {e}"));
+                }
+            }
+            running.retain(|t: &JoinHandle<()>| !t.is_finished());
+        }
+        for thread in running {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn log_failure(message: &str) {
+    eprintln!("susurrus: {message}");
+}
+
+/// Transcribes one job on the model's thread through `calls`, its segments sent as they come;
+/// stops when the client is gone or the deadline passes (checked before it starts and after
+/// every window).
+fn run_job(
+    host: Arc<HostParts>,
+    calls: std::sync::mpsc::Sender<Call>,
+    client: u64,
+    job: &Job,
+) -> std::result::Result<Transcript, JobError> {
     let over = || job.events.is_closed() || Instant::now() >= job.deadline;
     if over() {
         return Err(JobError::TimedOut);
@@ -182,7 +289,14 @@ fn run_job(whisper: &mut susurrus_whisper::Whisper, job: &Job) -> std::result::R
         }
         if over() { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }
     };
-    match pollster::block_on(whisper.transcribe(&job.samples, &job.options, &mut on_event)) {
+    let call = |request: Request| {
+        let (answer, answered) = std::sync::mpsc::channel();
+        let gone = || WhisperError::backend("the model's thread has stopped");
+        calls.send(Call { client, request, answer }).map_err(|_| gone())?;
+        answered.recv().map_err(|_| gone())?
+    };
+    let mut model = RemoteModel::new(host, call);
+    match pollster::block_on(transcribe_on(&mut model, &Pcm(&job.samples), &job.options, &mut on_event)) {
         Ok(transcript) => Ok(transcript),
         Err(e) if e == WhisperError::CANCELLED => Err(JobError::TimedOut),
         Err(e @ (WhisperError::Core(CoreError::BadOption(_)) | WhisperError::BadAudio(_))) => {

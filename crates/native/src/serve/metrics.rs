@@ -27,7 +27,15 @@ struct Inner {
     durations: [u64; DURATION_BUCKETS.len()],
     duration_sum: f64,
     duration_count: u64,
+    /// Group steps by the windows they decoded together: per bucket of [`BATCH_BUCKETS`],
+    /// their sum and count.
+    batches: [u64; BATCH_BUCKETS.len()],
+    batch_sum: u64,
+    batch_count: u64,
 }
+
+/// Upper bounds of the batch size histogram's buckets (windows per group step).
+const BATCH_BUCKETS: [usize; 8] = [1, 2, 4, 8, 16, 32, 64, 128];
 
 impl Metrics {
     fn inner(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -58,10 +66,23 @@ impl Metrics {
         inner.job_seconds = Some(inner.job_seconds.map_or(busy, |mean| 0.8 * mean + 0.2 * busy));
     }
 
-    /// Seconds until `waiting` jobs ahead are likely done (at least 1).
-    pub fn retry_after(&self, waiting: usize) -> u64 {
+    /// A group step decoded `windows` windows together.
+    pub fn group_step(&self, windows: usize) {
+        let mut inner = self.inner();
+        for (bucket, bound) in BATCH_BUCKETS.iter().enumerate() {
+            if windows <= *bound {
+                inner.batches[bucket] += 1;
+            }
+        }
+        inner.batch_sum += windows as u64;
+        inner.batch_count += 1;
+    }
+
+    /// Seconds until `waiting` jobs ahead are likely done (at least 1), `concurrency` of them
+    /// in work at a time.
+    pub fn retry_after(&self, waiting: usize, concurrency: usize) -> u64 {
         let per_job = self.inner().job_seconds.unwrap_or(1.0);
-        (per_job * waiting as f64).ceil().max(1.0) as u64
+        (per_job * waiting.div_ceil(concurrency.max(1)) as f64).ceil().max(1.0) as u64
     }
 
     /// The text `/metrics` answers, with the device as it stands: `queued` jobs waiting of
@@ -107,6 +128,16 @@ impl Metrics {
         }
         let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {}", inner.duration_count);
         let _ = writeln!(out, "{name}_sum {}\n{name}_count {}", inner.duration_sum, inner.duration_count);
+        let name = "susurrus_batch_windows";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Windows of concurrent transcriptions each decoder step decoded together.\n# TYPE {name} histogram"
+        );
+        for (bound, count) in BATCH_BUCKETS.iter().zip(inner.batches) {
+            let _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {count}");
+        }
+        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {}", inner.batch_count);
+        let _ = writeln!(out, "{name}_sum {}\n{name}_count {}", inner.batch_sum, inner.batch_count);
         out
     }
 }
@@ -123,6 +154,8 @@ mod tests {
         m.answered("/v1/audio/transcriptions", 400, Some(0.01));
         m.answered("/health", 200, None);
         m.transcribed(5.0, 0.5);
+        m.group_step(3);
+        m.group_step(1);
         let text = m.render(2, 64, 1, true);
         for line in [
             "susurrus_requests_total{route=\"/health\",status=\"200\"} 1",
@@ -140,9 +173,15 @@ mod tests {
             "susurrus_request_duration_seconds_bucket{le=\"+Inf\"} 3",
             "susurrus_request_duration_seconds_count 3",
             "# TYPE susurrus_request_duration_seconds histogram",
+            "susurrus_batch_windows_bucket{le=\"1\"} 1",
+            "susurrus_batch_windows_bucket{le=\"2\"} 1",
+            "susurrus_batch_windows_bucket{le=\"4\"} 2",
+            "susurrus_batch_windows_bucket{le=\"+Inf\"} 2",
+            "susurrus_batch_windows_sum 4",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} missing from:\n{text}");
         }
-        assert_eq!(m.retry_after(3), 2); // 0.5 s a job
+        assert_eq!(m.retry_after(3, 1), 2); // 0.5 s a job
+        assert_eq!(m.retry_after(9, 3), 2); // 3 at a time
     }
 }
