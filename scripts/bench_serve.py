@@ -131,8 +131,18 @@ def main():
             server.terminate()
             server.wait()
 
-    if args.no_peer:
-        levels = []
+    if not args.no_peer:
+        peer(args, levels, rows)
+    print(TABLE_HEAD)
+    print("\n".join(rows))
+
+
+TABLE_HEAD = """| engine | clients | requests | wall (s) | requests/s | audio s/s | latency p50 (s) | faster-whisper's text |
+|---|---|---|---|---|---|---|---|"""
+
+
+def peer(args, levels, rows):
+    """faster-whisper's BatchedInferencePipeline on the same clips, at each concurrency."""
     from faster_whisper import BatchedInferencePipeline, WhisperModel
 
     for c in levels:
@@ -150,10 +160,6 @@ def main():
         rows.append(row(f"faster-whisper BatchedInferencePipeline ({args.device})", c, wall, done))
         print(rows[-1], file=sys.stderr)
         del batched, model
-
-    print("| engine | clients | requests | wall (s) | requests/s | audio s/s | latency p50 (s) | faster-whisper's text |")
-    print("|---|---|---|---|---|---|---|---|")
-    print("\n".join(rows))
 
 
 if __name__ == "__main__":

@@ -119,8 +119,8 @@ pub struct ServeArgs {
     pub queue: u32,
     /// Windows of concurrent requests the API decodes together, as groups of one beam search
     /// (1: one request at a time). Each group holds its window's caches: for tiny.en about
-    /// 46 MB, large-v3 about 1.2 GB. On two CPU cores it lowers throughput (README, "The
-    /// transcription API"); it is not measured on a GPU yet.
+    /// 46 MB, large-v3 about 1.2 GB. On an H200 8 doubles tiny.en's throughput at 16 and more
+    /// clients; on two CPU cores it lowers it (README, "The transcription API").
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64), requires = "api")]
     pub batch: u32,
     /// The largest audio file the API takes, in MB (OpenAI's limit: 25); larger is answered 413.
