@@ -119,10 +119,11 @@ pub struct ServeArgs {
     pub queue: u32,
     /// Windows of concurrent requests the API decodes together, as groups of one beam search
     /// (1: one request at a time). Each group holds its window's caches: for tiny.en about
-    /// 46 MB, large-v3 about 1.2 GB. On an H200 8 doubles tiny.en's throughput at 16 and more
-    /// clients; on two CPU cores it lowers it (README, "The transcription API").
-    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64), requires = "api")]
-    pub batch: u32,
+    /// 46 MB, large-v3 about 1.2 GB. Default: 8 on a GPU (on an H200 it doubles tiny.en's
+    /// throughput at 16 and more clients), 1 on the CPU (where it gains nothing; README, "The
+    /// transcription API").
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64), requires = "api")]
+    pub batch: Option<u32>,
     /// The largest audio file the API takes, in MB (OpenAI's limit: 25); larger is answered 413.
     #[arg(long, value_name = "MB", default_value_t = 25, value_parser = clap::value_parser!(u32).range(1..=2048), requires = "api")]
     pub max_upload_mb: u32,
@@ -201,7 +202,7 @@ fn start_api(args: &ServeArgs) -> Result<Arc<api::Api>> {
     let run =
         RunArgs { model: Some(dir.clone()), backend: args.backend, threads: args.threads, temperatures: Vec::new() };
     let metrics = Arc::new(metrics::Metrics::default());
-    let device = device::Device::start(run, dir, args.queue as usize, args.batch as usize, metrics.clone())?;
+    let device = device::Device::start(run, dir, args.queue as usize, args.batch.map(|b| b as usize), metrics.clone())?;
     let limits = api::ApiLimits {
         max_upload: (args.max_upload_mb as usize) << 20,
         timeout: Duration::from_secs(args.request_timeout.into()),

@@ -30,26 +30,27 @@ use susurrus_core::tensor::Tensor;
 /// A device call of one transcription, with what it needs (the window's log-mel each time:
 /// other transcriptions' windows come in between).
 pub enum Request {
-    Prepare {
-        options: Arc<TranscribeOptions>,
-    },
-    DetectLanguage {
-        window: Tensor,
-    },
-    Decode {
-        window: Tensor,
-        prompt: Vec<u32>,
-        sot: usize,
-        forced: Vec<u32>,
-        options: Arc<TranscribeOptions>,
-        rng: Box<NoiseRng>,
-    },
-    Align {
-        window: Tensor,
-        fresh: bool,
-        tokens: Vec<u32>,
-        frames: usize,
-    },
+    Prepare { options: Arc<TranscribeOptions> },
+    DetectLanguage { window: Tensor },
+    Decode(Box<WindowJob>),
+    Align { window: Tensor, fresh: bool, tokens: Vec<u32>, frames: usize },
+}
+
+/// A window to decode: its log-mel, the prompt (`<|startoftranscript|>` at `sot`), the
+/// tokens the transcript is forced to start with, the options and the noise generator.
+pub struct WindowJob {
+    pub window: Tensor,
+    pub prompt: Vec<u32>,
+    pub sot: usize,
+    pub forced: Vec<u32>,
+    pub options: Arc<TranscribeOptions>,
+    pub rng: NoiseRng,
+}
+
+/// The window decoder of `job` with the model's `tokenizer`, for a vocabulary of `vocab`.
+fn decoder<'a>(tokenizer: &'a Tokenizer, vocab: usize, job: &'a WindowJob) -> WindowDecoder<'a> {
+    let ids = tokenizer.special_ids();
+    WindowDecoder { ids, tokenizer, options: &job.options, vocab: vocab as u32, forced: &job.forced }
 }
 
 /// The answer to a [`Request`] of the same kind.
@@ -118,14 +119,14 @@ impl<F: FnMut(Request) -> Result<Reply>> WindowModel for RemoteModel<F> {
         request: &DecodeRequest<'_>,
         rng: &mut NoiseRng,
     ) -> Result<Decoded> {
-        let request = Request::Decode {
+        let request = Request::Decode(Box::new(WindowJob {
             window: window.clone(),
             prompt: request.prompt.to_vec(),
             sot: request.sot,
             forced: request.forced.to_vec(),
             options: Arc::new(request.options.clone()),
-            rng: Box::new(rng.clone()),
-        };
+            rng: rng.clone(),
+        }));
         match (self.call)(request)? {
             Reply::Decoded(decoded, after) => {
                 *rng = *after;
@@ -148,15 +149,10 @@ impl<F: FnMut(Request) -> Result<Reply>> WindowModel for RemoteModel<F> {
     }
 }
 
-/// A window in a group: its request and its beam search.
+/// A window in a group: its job and its beam search.
 struct Group<T> {
     tag: T,
-    window: Tensor,
-    prompt: Vec<u32>,
-    sot: usize,
-    forced: Vec<u32>,
-    options: Arc<TranscribeOptions>,
-    rng: Box<NoiseRng>,
+    job: Box<WindowJob>,
     search: BeamSearch,
     alive: Vec<Vec<u32>>,
     candidates: Vec<Candidate>,
@@ -235,7 +231,7 @@ impl<T> Scheduler<T> {
     /// timestamp rule as the groups decoding).
     fn groups_run(&self, whisper: &Whisper, options: &TranscribeOptions) -> bool {
         let program = &whisper.program;
-        let timestamps = self.groups.iter().flatten().next().map(|g| g.options.timestamps);
+        let timestamps = self.groups.iter().flatten().next().map(|g| g.job.options.timestamps);
         program.max_groups() >= 2
             && options.beam_size == program.max_beams()
             && options.temperatures.first() == Some(&0.0)
@@ -255,19 +251,19 @@ impl<T> Scheduler<T> {
         let joinable = self
             .waiting
             .iter()
-            .filter(|w| matches!(&w.request, Request::Decode { options, .. } if self.groups_run(whisper, options)))
+            .filter(|w| matches!(&w.request, Request::Decode(job) if self.groups_run(whisper, &job.options)))
             .count();
         let together = joinable + self.active() >= 2;
         while let Some(w) = self.waiting.pop_front() {
             let joins = match &w.request {
-                Request::Decode { options, .. } => together && self.groups_run(whisper, options),
+                Request::Decode(job) => together && self.groups_run(whisper, &job.options),
                 // A recompile waits for the groups to finish (it would drop their caches).
                 Request::Prepare { options } => !whisper.supports(options) && self.active() > 0,
                 _ => false,
             };
             let free = self.groups.iter().position(Option::is_none);
             match (&w.request, joins, free) {
-                (Request::Decode { .. }, true, Some(g)) => {
+                (Request::Decode(_), true, Some(g)) => {
                     if let Err((tag, error)) = self.join(whisper, g, w).await {
                         answers.push((tag, Err(error)));
                     }
@@ -299,10 +295,11 @@ impl<T> Scheduler<T> {
                 let (language, p) = WindowModel::detect_language(whisper, &window, true).await?;
                 Reply::Language(language, p)
             }
-            Request::Decode { window, prompt, sot, forced, options, mut rng } => {
-                let request = DecodeRequest { prompt: &prompt, sot, forced: &forced, options: &options };
-                let decoded = whisper.decode(&window, true, &request, &mut rng).await?;
-                Reply::Decoded(decoded, rng)
+            Request::Decode(mut job) => {
+                let j = &mut *job;
+                let request = DecodeRequest { prompt: &j.prompt, sot: j.sot, forced: &j.forced, options: &j.options };
+                let decoded = whisper.decode(&j.window, true, &request, &mut j.rng).await?;
+                Reply::Decoded(decoded, Box::new(job.rng))
             }
             Request::Align { window, fresh, tokens, frames } => {
                 let again = fresh || encoded != Some(client);
@@ -315,20 +312,18 @@ impl<T> Scheduler<T> {
 
     /// Starts a window's beam search in group `g`: encoder, prefill, join.
     async fn join(&mut self, whisper: &mut Whisper, g: usize, w: Waiting<T>) -> std::result::Result<(), (T, Error)> {
-        let Request::Decode { window, prompt, sot, forced, options, rng } = w.request else {
+        let Request::Decode(job) = w.request else {
             return Err((w.tag, unexpected()));
         };
         self.encoded = None;
         let started = async {
             let program = &mut whisper.program;
-            program.encode(&window, false).await?;
-            let ids = whisper.tokenizer.special_ids();
-            let vocab = whisper.config.n_vocab as u32;
-            let decoder =
-                WindowDecoder { ids, tokenizer: &whisper.tokenizer, options: &options, vocab, forced: &forced };
-            let (no_speech_prob, candidates) = program.group_prefill(&prompt, sot, &decoder.first_rules()).await?;
-            program.join_group(g, prompt.len(), self.slot).await?;
-            let max_steps = decoder.max_steps(program, &prompt);
+            program.encode(&job.window, false).await?;
+            let decoder = decoder(&whisper.tokenizer, whisper.config.n_vocab, &job);
+            let (no_speech_prob, candidates) =
+                program.group_prefill(&job.prompt, job.sot, &decoder.first_rules()).await?;
+            program.join_group(g, job.prompt.len(), self.slot).await?;
+            let max_steps = decoder.max_steps(program, &job.prompt);
             Ok::<_, Error>((no_speech_prob, candidates, max_steps))
         }
         .await;
@@ -337,7 +332,7 @@ impl<T> Scheduler<T> {
             Err(error) => return Err((w.tag, error)),
         };
         let ctx = whisper.program.n_text_ctx();
-        let o = &options;
+        let o = &job.options;
         let search = BeamSearch::new(
             o.beam_size,
             o.finished_hypotheses(),
@@ -346,14 +341,9 @@ impl<T> Scheduler<T> {
         );
         self.groups[g] = Some(Group {
             tag: w.tag,
-            window,
-            from: (self.slot + ctx - prompt.len()) % ctx,
-            alive: vec![forced.clone()],
-            prompt,
-            sot,
-            forced,
-            options,
-            rng,
+            from: (self.slot + ctx - job.prompt.len()) % ctx,
+            alive: vec![job.forced.clone()],
+            job,
             search,
             candidates,
             no_speech_prob,
@@ -374,7 +364,7 @@ impl<T> Scheduler<T> {
                 inputs.push(None);
                 continue;
             };
-            timestamps = group.options.timestamps;
+            timestamps = group.job.options.timestamps;
             match advance(&whisper.program, group) {
                 Ok(Some(input)) => inputs.push(Some(input)),
                 Ok(None) => {
@@ -427,20 +417,19 @@ impl<T> Scheduler<T> {
 
     /// A group's search ended: its best hypothesis, through the temperature fallback.
     async fn finish(&mut self, whisper: &mut Whisper, group: Group<T>) -> (T, Result<Reply>) {
-        let Group { tag, window, prompt, sot, forced, options, mut rng, search, no_speech_prob, .. } = group;
+        let Group { tag, job, search, no_speech_prob, .. } = group;
+        let WindowJob { window, prompt, sot, rng, .. } = &*job;
+        let mut rng = rng.clone();
         let answer = async {
-            let ids = whisper.tokenizer.special_ids();
-            let vocab = whisper.config.n_vocab as u32;
-            let decoder =
-                WindowDecoder { ids, tokenizer: &whisper.tokenizer, options: &options, vocab, forced: &forced };
+            let decoder = decoder(&whisper.tokenizer, whisper.config.n_vocab, &job);
             let first = decoder.beam_result(search, no_speech_prob)?;
             if !decoder.falls_back(&first) {
-                return Ok(Reply::Decoded(first, rng));
+                return Ok(Reply::Decoded(first, Box::new(rng)));
             }
             // The rare fallback decodes alone, on its window encoded again.
-            whisper.program.encode(&window, false).await?;
-            let decoded = decoder.fallback_from(Some(first), &mut whisper.program, &prompt, sot, &mut rng).await?;
-            Ok(Reply::Decoded(decoded, rng))
+            whisper.program.encode(window, false).await?;
+            let decoded = decoder.fallback_from(Some(first), &mut whisper.program, prompt, *sot, &mut rng).await?;
+            Ok(Reply::Decoded(decoded, Box::new(rng)))
         }
         .await;
         (tag, answer)
@@ -465,12 +454,12 @@ fn advance<T>(program: &crate::program::Program, group: &mut Group<T>) -> Result
             .clone();
         seq.push(c.token);
         beams.push(BeamInput {
-            history: program.history(&seq[group.forced.len()..], group.options.timestamps)?,
+            history: program.history(&seq[group.job.forced.len()..], group.job.options.timestamps)?,
             parent: c.beam,
             score: c.score,
         });
         grown.push(seq);
     }
     group.alive = grown;
-    Ok(Some(GroupInput { beams, position: group.prompt.len() + group.step, from: group.from }))
+    Ok(Some(GroupInput { beams, position: group.job.prompt.len() + group.step, from: group.from }))
 }

@@ -30,6 +30,9 @@ enum Mask {
     Row,
     /// A `[Sq, Sk]` matrix, the same for every head.
     Full,
+    /// A `[Sq, Sk]` matrix per head (the leading dims of the queries': rows of several
+    /// sequences, each with its own keys, as a group step's beams).
+    PerHead,
     /// Query `i` sees keys `j <= i + Sk - Sq`.
     Causal,
 }
@@ -60,9 +63,11 @@ impl Attention {
             MaskKind::Additive => {
                 let m = t[3].shape.dims();
                 let leading_ones = m.len() >= 2 && m[..m.len() - 2].iter().all(|&x| x == 1);
-                match (leading_ones, m.get(m.len().wrapping_sub(2)), m.last()) {
-                    (true, Some(&1), Some(&last)) if last == sk => Mask::Row,
-                    (true, Some(&rows), Some(&last)) if rows == sq && last == sk => Mask::Full,
+                let per_head = m.len() == r && m[..r - 2] == q[..r - 2];
+                match (leading_ones, per_head, m.get(m.len().wrapping_sub(2)), m.last()) {
+                    (true, _, Some(&1), Some(&last)) if last == sk => Mask::Row,
+                    (true, _, Some(&rows), Some(&last)) if rows == sq && last == sk => Mask::Full,
+                    (_, true, Some(&rows), Some(&last)) if rows == sq && last == sk => Mask::PerHead,
                     _ => return None,
                 }
             }
@@ -96,7 +101,7 @@ impl Attention {
                     matmul(rows, sk, d, View::rows(qh, d), View::transposed(kh, d), scores, 1);
                 }
                 for (i, row) in scores.chunks_mut(sk).enumerate() {
-                    self.mask_row(row, first + i, mask);
+                    self.mask_row(row, h, first + i, mask);
                     simd::softmax_scaled(row, 1.0);
                 }
                 if rows_per == 1 {
@@ -109,13 +114,17 @@ impl Attention {
         Ok(())
     }
 
-    /// Scales query `i`'s scores and applies the mask.
-    fn mask_row(&self, row: &mut [f32], i: usize, mask: Option<&[f32]>) {
+    /// Scales the scores of head `h`'s query `i` and applies the mask.
+    fn mask_row(&self, row: &mut [f32], h: usize, i: usize, mask: Option<&[f32]>) {
         let sk = self.sk;
         row.iter_mut().for_each(|s| *s *= self.scale);
         match (self.mask, mask) {
             (Mask::Row, Some(m)) => row.iter_mut().zip(m).for_each(|(s, m)| *s += m),
             (Mask::Full, Some(m)) => row.iter_mut().zip(&m[i * sk..(i + 1) * sk]).for_each(|(s, m)| *s += m),
+            (Mask::PerHead, Some(m)) => {
+                let at = (h * self.sq + i) * sk;
+                row.iter_mut().zip(&m[at..at + sk]).for_each(|(s, m)| *s += m);
+            }
             (Mask::Causal, _) => {
                 let last = i + sk - self.sq;
                 row.iter_mut().skip(last + 1).for_each(|s| *s = f32::NEG_INFINITY);

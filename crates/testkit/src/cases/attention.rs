@@ -25,37 +25,51 @@ pub(crate) fn attention(cases: &mut CaseGen) -> Result<()> {
     }
     // Decoder steps: one query over a cache (the one-query kernel), with Whisper's cache and
     // audio lengths.
+    // (mask, dtype, heads, sk, a mask per head: a group step's rows of several sequences).
     let decode = [
-        (MaskKind::Additive, DType::F32, 2, 448),
-        (MaskKind::None, DType::F16, 1, 1500),
-        (MaskKind::Causal, DType::F32, 6, 65),
+        (MaskKind::Additive, DType::F32, 2, 448, false),
+        (MaskKind::Additive, DType::F32, 6, 448, true),
+        (MaskKind::None, DType::F16, 1, 1500, false),
+        (MaskKind::Causal, DType::F32, 6, 65, false),
     ];
-    for (mask, dtype, heads, sk) in decode {
-        decode_case(cases, mask, dtype, heads, sk)?;
+    for (mask, dtype, heads, sk, per_head) in decode {
+        decode_case(cases, mask, dtype, heads, sk, per_head)?;
     }
     Ok(())
 }
 
-/// One query per head over `sk` keys, heads of 64 (within the harness's tensor budget).
-fn decode_case(cases: &mut CaseGen, mask: MaskKind, dtype: DType, heads: usize, sk: usize) -> Result<()> {
+/// One query per head over `sk` keys, heads of 64 (within the harness's tensor budget); an
+/// additive mask `[1, sk]` for every head, or `[heads, 1, sk]` with `per_head`.
+fn decode_case(
+    cases: &mut CaseGen,
+    mask: MaskKind,
+    dtype: DType,
+    heads: usize,
+    sk: usize,
+    per_head: bool,
+) -> Result<()> {
     let mut g = Graph::new("attention");
     let q = g.input("q", ty(dtype, &[heads, 1, 64]))?;
     let k = g.input("k", ty(dtype, &[heads, sk, 64]))?;
     let v = g.input("v", ty(dtype, &[heads, sk, 64]))?;
     let mut inputs = vec![q, k, v];
+    let mask_dims: &[usize] = if per_head { &[heads, 1, sk] } else { &[1, sk] };
     if mask == MaskKind::Additive {
-        inputs.push(g.input("mask", ty(dtype, &[1, sk]))?);
+        inputs.push(g.input("mask", ty(dtype, mask_dims))?);
     }
     let y = g.push(Attention { scale: 0.125, mask }, &inputs)?;
     g.output("y", y)?;
     let (mut run, weights) = cases.run(&g, &[], &[])?;
     if mask == MaskKind::Additive {
-        run.inputs.insert("mask".into(), random_mask(cases, dtype, 1, sk)?);
+        let rows = if per_head { heads } else { 1 };
+        let values = random_mask(cases, dtype, rows, sk)?.to_f32();
+        run.inputs.insert("mask".into(), Tensor::from_f32(dtype, mask_dims, values)?);
     }
     let tol = Tolerance::Close { abs: 1e-6 * (64 + sk) as f32 + 1e-5, rel: 1e-4 };
+    let per = if per_head { " per head" } else { "" };
     cases.push_runs(
         "attention",
-        &format!("attention {dtype} decode sk={sk} mask={mask:?}"),
+        &format!("attention {dtype} decode sk={sk} mask={mask:?}{per}"),
         g,
         tol,
         weights,
