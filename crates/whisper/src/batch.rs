@@ -10,7 +10,9 @@
 //! do not run (other beam counts, sampling first, token penalties) run alone between two
 //! steps. A group's result goes through the options' temperature fallback
 //! like any window's (the rare fallback decodes alone), so a transcription gives the text it
-//! gives on its own.
+//! gives on its own. A device lost on the way is replaced at once: the groups' windows are
+//! answered with the loss, and their transcriptions ask to go on ([`Request::Reopen`]) and
+//! decode them again, as one transcription does on its own model.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -25,15 +27,28 @@ use crate::options::TranscribeOptions;
 use crate::program::{Alignment, BeamInput, Candidate, GroupInput};
 use crate::tokenizer::Tokenizer;
 use crate::windows::{DecodeRequest, Host, WindowModel};
+use susurrus_core::Error as CoreError;
 use susurrus_core::tensor::Tensor;
 
 /// A device call of one transcription, with what it needs (the window's log-mel each time:
 /// other transcriptions' windows come in between).
 pub enum Request {
-    Prepare { options: Arc<TranscribeOptions> },
-    DetectLanguage { window: Tensor },
+    Prepare {
+        options: Arc<TranscribeOptions>,
+    },
+    DetectLanguage {
+        window: Tensor,
+    },
     Decode(Box<WindowJob>),
-    Align { window: Tensor, fresh: bool, tokens: Vec<u32>, frames: usize },
+    Align {
+        window: Tensor,
+        fresh: bool,
+        tokens: Vec<u32>,
+        frames: usize,
+    },
+    /// The device was lost in this transcription's last call: it goes on once the model
+    /// runs on a new one.
+    Reopen,
 }
 
 /// A window to decode: its log-mel, the prompt (`<|startoftranscript|>` at `sot`), the
@@ -56,6 +71,7 @@ fn decoder<'a>(tokenizer: &'a Tokenizer, vocab: usize, job: &'a WindowJob) -> Wi
 /// The answer to a [`Request`] of the same kind.
 pub enum Reply {
     Prepared,
+    Reopened,
     Language(String, f32),
     /// The decoded window and the noise generator where the decoding left it.
     Decoded(Decoded, Box<NoiseRng>),
@@ -145,7 +161,10 @@ impl<F: FnMut(Request) -> Result<Reply>> WindowModel for RemoteModel<F> {
     }
 
     async fn reopen(&mut self) -> Result<()> {
-        Err(Error::backend("the device was lost; the server's model does not reopen it"))
+        match (self.call)(Request::Reopen)? {
+            Reply::Reopened => Ok(()),
+            _ => Err(unexpected()),
+        }
     }
 }
 
@@ -180,6 +199,9 @@ pub struct Scheduler<T> {
     /// The client whose window the encoder last ran on (an alignment of the window it just
     /// decoded alone needs no encoding again).
     encoded: Option<u64>,
+    /// False after the device was lost and no new one opened (a [`Request::Reopen`] tries
+    /// again).
+    usable: bool,
     /// Group steps run and the groups they ran, for the server's metrics.
     steps: u64,
     group_windows: u64,
@@ -201,6 +223,7 @@ impl<T> Scheduler<T> {
             slot: 0,
             waiting: VecDeque::new(),
             encoded: None,
+            usable: true,
             steps: 0,
             group_windows: 0,
         }
@@ -280,7 +303,27 @@ impl<T> Scheduler<T> {
         if batch > 0 {
             answers.extend(self.step(whisper).await);
         }
+        let lost = answers.iter().find_map(|(_, a)| match a {
+            Err(e @ Error::Core(CoreError::DeviceLost(_))) => Some(e.clone()),
+            _ => None,
+        });
+        if let Some(lost) = lost {
+            self.reopen(whisper, lost, &mut answers).await;
+        }
         Work { answers, batch }
+    }
+
+    /// The device was lost: every group's window is answered with the loss (its
+    /// transcription asks for [`Request::Reopen`] and runs it again) and the model is
+    /// compiled on a new device. Where that fails, the next call's error says so.
+    async fn reopen(&mut self, whisper: &mut Whisper, lost: Error, answers: &mut Vec<(T, Result<Reply>)>) {
+        for slot in self.groups.iter_mut() {
+            if let Some(g) = slot.take() {
+                answers.push((g.tag, Err(lost.clone())));
+            }
+        }
+        self.encoded = None;
+        self.usable = whisper.reopen_device().await.is_ok();
     }
 
     /// Runs one request alone.
@@ -290,6 +333,13 @@ impl<T> Scheduler<T> {
             Request::Prepare { options } => {
                 whisper.prepare_selection(&options).await?;
                 return Ok(Reply::Prepared);
+            }
+            Request::Reopen => {
+                if !self.usable {
+                    whisper.reopen_device().await?;
+                    self.usable = true;
+                }
+                return Ok(Reply::Reopened);
             }
             Request::DetectLanguage { window } => {
                 let (language, p) = WindowModel::detect_language(whisper, &window, true).await?;
@@ -391,11 +441,11 @@ impl<T> Scheduler<T> {
                     }
                 }
                 Err(error) => {
-                    // The step failed for every group in it.
-                    let message = error.to_string();
+                    // The step failed for every group in it (a lost device stays one: the
+                    // server sees it in each answer).
                     for slot in self.groups.iter_mut() {
                         if let Some(g) = slot.take() {
-                            ended.push(Some(Err((g.tag, Error::backend(message.clone())))));
+                            ended.push(Some(Err((g.tag, error.clone()))));
                         }
                     }
                 }

@@ -256,18 +256,11 @@ impl WindowDecoder<'_> {
                 Some(d) => d,
                 None => self.decode_at(program, prompt, sot, t, rng).await?,
             };
-            let mut fallback = false;
-            if o.compression_ratio_threshold.is_some_and(|th| d.compression_ratio > th as f64) {
-                fallback = true;
-            } else {
+            let (repetitive, accepted) = self.judge(&d);
+            if !repetitive {
                 below_cr.push(d.clone());
             }
-            if o.log_prob_threshold.is_some_and(|th| d.avg_logprob < th as f64) {
-                fallback = true;
-            }
-            let silence = o.no_speech_threshold.is_some_and(|th| d.no_speech_prob > th)
-                && o.log_prob_threshold.is_some_and(|th| d.avg_logprob < th as f64);
-            if !fallback || silence {
+            if accepted {
                 return Ok(d);
             }
             all.push(d);
@@ -281,14 +274,20 @@ impl WindowDecoder<'_> {
         }
     }
 
-    /// Whether the options' fallback decodes a window again after `decoded` (at a first
-    /// temperature): too repetitive or too unlikely, and not silence.
-    pub(crate) fn falls_back(&self, decoded: &Decoded) -> bool {
+    /// How `decoded` fares against the fallback's thresholds: whether it is too repetitive,
+    /// and whether it stands (neither too repetitive nor too unlikely, or silence).
+    fn judge(&self, decoded: &Decoded) -> (bool, bool) {
         let o = self.options;
         let repetitive = o.compression_ratio_threshold.is_some_and(|th| decoded.compression_ratio > th as f64);
         let unlikely = o.log_prob_threshold.is_some_and(|th| decoded.avg_logprob < th as f64);
         let silence = o.no_speech_threshold.is_some_and(|th| decoded.no_speech_prob > th) && unlikely;
-        (repetitive || unlikely) && !silence && o.temperatures.len() > 1
+        (repetitive, !(repetitive || unlikely) || silence)
+    }
+
+    /// Whether the options' fallback decodes a window again after `decoded` (at the first
+    /// temperature).
+    pub(crate) fn falls_back(&self, decoded: &Decoded) -> bool {
+        !self.judge(decoded).1 && self.options.temperatures.len() > 1
     }
 
     /// The text's UTF-8 length over its zlib-compressed length (level 6, as the reference's

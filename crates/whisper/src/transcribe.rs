@@ -202,7 +202,7 @@ pub async fn transcribe_on<M: WindowModel>(
 /// `audio` (the joined speech) back to the recording before they are reported. `resume`:
 /// the checkpoint to go on from, and the devices already lost in this transcription.
 ///
-/// A lost device is opened again ([`Whisper::reopen_after`]) and the window in work runs
+/// A lost device is opened again ([`reopen_after`]) and the window in work runs
 /// again from the state it started with (its seek, the pause rule's last speech, the
 /// fallback's random numbers): decoding is deterministic, so the transcript is the one an
 /// undisturbed run gives.
