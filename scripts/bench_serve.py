@@ -36,6 +36,18 @@ def golden(clip):
     return run["text"].strip(), record["audio"]["duration"]
 
 
+def wav_samples(path):
+    """A 16 kHz mono 16-bit WAV file's samples as float32 in [-1, 1)."""
+    import wave
+
+    import numpy as np
+
+    with wave.open(str(path)) as w:
+        if (w.getframerate(), w.getnchannels(), w.getsampwidth()) != (16000, 1, 2):
+            raise SystemExit(f"bench_serve: {path} is not 16 kHz mono 16-bit")
+        return np.frombuffer(w.readframes(w.getnframes()), dtype="<i2").astype(np.float32) / 32768.0
+
+
 def post(addr, clip, audio):
     boundary = uuid.uuid4().hex
     body = (
@@ -99,6 +111,11 @@ def main():
     parser.add_argument("--requests", type=int, default=2, help="requests per client")
     parser.add_argument("--batch", default="1,4", help="serve --batch: windows decoded together (a list runs each)")
     parser.add_argument("--no-peer", action="store_true", help="skip faster-whisper")
+    parser.add_argument(
+        "--peer-arrays",
+        action="store_true",
+        help="give faster-whisper the clips' samples, decoded here, not the files (where PyAV is missing)",
+    )
     parser.add_argument("--device", default="cpu", help="faster-whisper's device (cpu, cuda)")
     parser.add_argument("--compute-type", default="float32", help="faster-whisper's compute type")
     args = parser.parse_args()
@@ -145,6 +162,8 @@ def peer(args, levels, rows):
     """faster-whisper's BatchedInferencePipeline on the same clips, at each concurrency."""
     from faster_whisper import BatchedInferencePipeline, WhisperModel
 
+    samples = {clip: wav_samples(GOLDEN / f"{clip}.wav") for clip in CLIPS} if args.peer_arrays else {}
+
     for c in levels:
         model = WhisperModel(
             args.model, device=args.device, compute_type=args.compute_type, cpu_threads=args.threads, num_workers=c
@@ -152,7 +171,8 @@ def peer(args, levels, rows):
         batched = BatchedInferencePipeline(model)
 
         def one(clip):
-            segments, _ = batched.transcribe(str(GOLDEN / f"{clip}.wav"), language="en", beam_size=5)
+            audio = samples[clip] if args.peer_arrays else str(GOLDEN / f"{clip}.wav")
+            segments, _ = batched.transcribe(audio, language="en", beam_size=5)
             return "".join(s.text for s in segments)
 
         one("short_1")
