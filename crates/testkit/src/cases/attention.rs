@@ -28,7 +28,7 @@ pub(crate) fn attention(cases: &mut CaseGen) -> Result<()> {
     // (mask, dtype, heads, sk, a mask per head: a group step's rows of several sequences).
     let decode = [
         (MaskKind::Additive, DType::F32, 2, 448, false),
-        (MaskKind::Additive, DType::F32, 6, 448, true),
+        (MaskKind::Additive, DType::F32, 3, 448, true),
         (MaskKind::None, DType::F16, 1, 1500, false),
         (MaskKind::Causal, DType::F32, 6, 65, false),
     ];
