@@ -1,6 +1,6 @@
 //! Many transcriptions on one model through the batch scheduler, as `serve --api --batch`
 //! runs them (each on a thread of its own, the model on this one): each transcription gets
-//! the transcript it gets alone, with its windows decoded in groups beside the others', and
+//! the transcript it gets alone (scores to f32 rounding), with its windows decoded in groups beside the others', and
 //! a device destroyed between two group steps is replaced with every transcript unchanged.
 
 use std::ops::ControlFlow;
@@ -106,6 +106,29 @@ fn transcribe_together(
     (transcripts, scheduler.steps())
 }
 
+/// `got` is `want` in every token, text, time and choice; the window scores (an average
+/// log-probability, the no-speech probability) may differ in their last f32 bits, since a
+/// group's ring cache holds a window's keys in other slots than its cache alone, and
+/// attention then sums them in another order.
+fn assert_same_transcripts(got: &[Transcript], want: &[Transcript]) {
+    let scores =
+        |t: &Transcript| t.segments.iter().map(|s| (s.avg_logprob, s.no_speech_prob as f64)).collect::<Vec<_>>();
+    let exact = |t: &Transcript| {
+        let mut t = t.clone();
+        for s in &mut t.segments {
+            (s.avg_logprob, s.no_speech_prob) = (0.0, 0.0);
+        }
+        t
+    };
+    assert_eq!(got.len(), want.len());
+    for (g, w) in got.iter().zip(want) {
+        assert_eq!(exact(g), exact(w));
+        for ((g_lp, g_ns), (w_lp, w_ns)) in scores(g).into_iter().zip(scores(w)) {
+            assert!((g_lp - w_lp).abs() < 1e-5 && (g_ns - w_ns).abs() < 1e-6, "scores {got:?} against {want:?}");
+        }
+    }
+}
+
 fn small_model(backend: susurrus_core::exec::wgpu::WgpuBackend) -> Whisper {
     let (weights, tokenizer) = load_files(&susurrus_testkit::whisper::small_model_files(3).unwrap()).unwrap();
     pollster::block_on(Whisper::new(Box::new(backend), &weights, tokenizer)).unwrap()
@@ -128,7 +151,7 @@ fn transcriptions_decoded_together_each_get_their_own_transcript() {
     let clips = clips();
     let alone = alone_then_grouped(&mut w, &clips);
     let (together, (steps, windows)) = transcribe_together(&mut w, &clips, |_| {});
-    assert_eq!(together, alone);
+    assert_same_transcripts(&together, &alone);
     assert!(windows > steps, "group steps decoded several windows at once: {windows} windows in {steps} steps");
 }
 
@@ -147,5 +170,5 @@ fn a_device_destroyed_between_group_steps_is_replaced_and_every_transcript_is_un
         }
     });
     assert!(destroyed);
-    assert_eq!(together, alone);
+    assert_same_transcripts(&together, &alone);
 }
