@@ -208,7 +208,7 @@ fn openai_client_library_gets_faster_whispers_text_every_format_and_each_error()
 
 #[test]
 fn sixty_four_concurrent_clients_each_get_their_own_transcript() {
-    // Four groups: the windows of concurrent requests decoded together, each client still
+    // Four groups: the windows of concurrent requests encoded and decoded together, each client still
     // getting faster-whisper's text of its own clip.
     let server = Server::start(&["--api-key", KEY, "--batch", "4"]);
     server.openai_client(&["load", "64"]);
@@ -229,6 +229,10 @@ fn sixty_four_concurrent_clients_each_get_their_own_transcript() {
     let (alone, steps) = (value("susurrus_batch_windows_bucket{le=\"1\"}"), value("susurrus_batch_windows_count"));
     let most = value("susurrus_batch_windows_bucket{le=\"4\"}");
     assert!(steps > alone && most == steps, "{}", metrics.body);
+    // The first jobs' windows, come while the first one decoded alone, joined together and
+    // were encoded together.
+    let encoded = value("susurrus_windows_encoded_together_total");
+    assert!(encoded >= 2, "{}", metrics.body);
 }
 
 #[test]

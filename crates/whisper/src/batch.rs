@@ -5,7 +5,8 @@
 //! a [`Scheduler`] answers them: while two or more windows are to be decoded, each joins a
 //! group of the program's group beam search ([`crate::groups`]) as soon as one is free, and
 //! every group step advances all the groups' searches at once, so the decoder's weights are
-//! read once per step for all of them; a window alone decodes alone (a group step costs every
+//! read once per step for all of them, and the windows that join in one round are encoded
+//! together (one encoder run over all of them); a window alone decodes alone (a group step costs every
 //! group, free ones too). Language detection, alignment and windows whose options the groups
 //! do not run (other beam counts, sampling first, token penalties) run alone between two
 //! steps. A group's result goes through the options' temperature fallback
@@ -212,6 +213,8 @@ pub struct Work<T> {
     pub answers: Vec<(T, Result<Reply>)>,
     /// The windows the group step decoded together (0 when none ran).
     pub batch: usize,
+    /// The windows that joined groups encoded together (0 when fewer than two joined).
+    pub encoded: usize,
 }
 
 impl<T> Scheduler<T> {
@@ -277,28 +280,30 @@ impl<T> Scheduler<T> {
             .filter(|w| matches!(&w.request, Request::Decode(job) if self.groups_run(whisper, &job.options)))
             .count();
         let together = joinable + self.active() >= 2;
+        let mut joining: Vec<(usize, Box<WindowJob>, T)> = Vec::new();
         while let Some(w) = self.waiting.pop_front() {
             let joins = match &w.request {
                 Request::Decode(job) => together && self.groups_run(whisper, &job.options),
                 // A recompile waits for the groups to finish (it would drop their caches).
-                Request::Prepare { options } => !whisper.supports(options) && self.active() > 0,
+                Request::Prepare { options } => {
+                    !whisper.supports(options) && (self.active() > 0 || !joining.is_empty())
+                }
                 _ => false,
             };
-            let free = self.groups.iter().position(Option::is_none);
-            match (&w.request, joins, free) {
-                (Request::Decode(_), true, Some(g)) => {
-                    if let Err((tag, error)) = self.join(whisper, g, w).await {
-                        answers.push((tag, Err(error)));
-                    }
-                }
-                (_, true, _) => kept.push_back(w),
-                (_, false, _) => {
-                    let answer = self.alone(whisper, w.client, w.request).await;
+            let free = (0..self.groups.len())
+                .find(|&g| self.groups[g].is_none() && joining.iter().all(|(taken, ..)| *taken != g));
+            match (w.request, joins, free) {
+                (Request::Decode(job), true, Some(g)) => joining.push((g, job, w.tag)),
+                (request, true, _) => kept.push_back(Waiting { request, ..w }),
+                (request, false, _) => {
+                    let answer = self.alone(whisper, w.client, request).await;
                     answers.push((w.tag, answer));
                 }
             }
         }
         self.waiting = kept;
+        let encoded = if joining.len() >= 2 { joining.len() } else { 0 };
+        answers.extend(self.join(whisper, joining).await);
         let batch = self.active();
         if batch > 0 {
             answers.extend(self.step(whisper).await);
@@ -310,7 +315,7 @@ impl<T> Scheduler<T> {
         if let Some(lost) = lost {
             self.reopen(whisper, lost, &mut answers).await;
         }
-        Work { answers, batch }
+        Work { answers, batch, encoded }
     }
 
     /// The device was lost: every group's window is answered with the loss (its
@@ -360,47 +365,76 @@ impl<T> Scheduler<T> {
         Ok(reply)
     }
 
-    /// Starts a window's beam search in group `g`: encoder, prefill, join.
-    async fn join(&mut self, whisper: &mut Whisper, g: usize, w: Waiting<T>) -> std::result::Result<(), (T, Error)> {
-        let Request::Decode(job) = w.request else {
-            return Err((w.tag, unexpected()));
-        };
-        self.encoded = None;
-        let started = async {
-            let program = &mut whisper.program;
-            program.encode(&job.window, false).await?;
-            let decoder = decoder(&whisper.tokenizer, whisper.config.n_vocab, &job);
-            let (no_speech_prob, candidates) =
-                program.group_prefill(&job.prompt, job.sot, &decoder.first_rules()).await?;
-            program.join_group(g, job.prompt.len(), self.slot).await?;
-            let max_steps = decoder.max_steps(program, &job.prompt);
-            Ok::<_, Error>((no_speech_prob, candidates, max_steps))
+    /// Starts the beam searches of windows joining free groups: their encoder (together
+    /// when several join, so that its products have all their rows), then each one's
+    /// prefill and join. Returns the answers of those that failed.
+    async fn join(
+        &mut self,
+        whisper: &mut Whisper,
+        joining: Vec<(usize, Box<WindowJob>, T)>,
+    ) -> Vec<(T, Result<Reply>)> {
+        if joining.is_empty() {
+            return Vec::new();
         }
-        .await;
-        let (no_speech_prob, candidates, max_steps) = match started {
-            Ok(started) => started,
-            Err(error) => return Err((w.tag, error)),
-        };
-        let ctx = whisper.program.n_text_ctx();
-        let o = &job.options;
-        let search = BeamSearch::new(
-            o.beam_size,
-            o.finished_hypotheses(),
-            o.length_penalty,
-            whisper.tokenizer.special_ids().end_of_text,
-        );
-        self.groups[g] = Some(Group {
-            tag: w.tag,
-            from: (self.slot + ctx - job.prompt.len()) % ctx,
-            alive: vec![job.forced.clone()],
-            job,
-            search,
-            candidates,
-            no_speech_prob,
-            step: 0,
-            max_steps,
-        });
-        Ok(())
+        self.encoded = None;
+        let together = joining.len() >= 2;
+        if together {
+            let windows: Vec<(&Tensor, usize)> = joining.iter().map(|(g, job, _)| (&job.window, *g)).collect();
+            if let Err(error) = whisper.program.encode_groups(&windows).await {
+                return joining.into_iter().map(|(.., tag)| (tag, Err(error.clone()))).collect();
+            }
+        }
+        let mut failed = Vec::new();
+        for (g, job, tag) in joining {
+            let (no_speech_prob, candidates, max_steps) = match self.start(whisper, g, &job, together).await {
+                Ok(started) => started,
+                Err(error) => {
+                    failed.push((tag, Err(error)));
+                    continue;
+                }
+            };
+            let ctx = whisper.program.n_text_ctx();
+            let o = &job.options;
+            let search = BeamSearch::new(
+                o.beam_size,
+                o.finished_hypotheses(),
+                o.length_penalty,
+                whisper.tokenizer.special_ids().end_of_text,
+            );
+            self.groups[g] = Some(Group {
+                tag,
+                from: (self.slot + ctx - job.prompt.len()) % ctx,
+                alive: vec![job.forced.clone()],
+                job,
+                search,
+                candidates,
+                no_speech_prob,
+                step: 0,
+                max_steps,
+            });
+        }
+        failed
+    }
+
+    /// Runs a joining window's prefill on its encoded window (encoded with others:
+    /// `together`, in group `g`'s rows; else now) and makes it group `g`'s. Returns its
+    /// no-speech probability, first candidates and most steps.
+    async fn start(
+        &self,
+        whisper: &mut Whisper,
+        g: usize,
+        job: &WindowJob,
+        together: bool,
+    ) -> Result<(f32, Vec<Candidate>, usize)> {
+        let program = &mut whisper.program;
+        match together {
+            true => program.take_group(g).await?,
+            false => program.encode(&job.window, false).await.map(drop)?,
+        }
+        let decoder = decoder(&whisper.tokenizer, whisper.config.n_vocab, job);
+        let (no_speech_prob, candidates) = program.group_prefill(&job.prompt, job.sot, &decoder.first_rules()).await?;
+        program.join_group(g, job.prompt.len(), self.slot).await?;
+        Ok((no_speech_prob, candidates, decoder.max_steps(program, &job.prompt)))
     }
 
     /// One group step: every group's search takes its last candidates; those that go on

@@ -8,6 +8,11 @@
 //! layers as the one-window beam step, with `G · B` rows, and the cross-attention of each
 //! group reading its own window (its beams are the query rows of its heads).
 //!
+//! Windows that join together are encoded together ([`group_encoder_graph`]): the encoder
+//! over `W` windows at once (attention within each), each window's cross keys and values
+//! written straight into its group's rows; [`group_take_graph`] then copies one of them into
+//! the one-window cross buffers for its prefill, and the join copies them back, unchanged.
+//!
 //! Groups join at different times, after prompts of different lengths, so their positions
 //! differ; a step writes one cache slot for all rows (a runtime scalar, as `kv_write` takes
 //! it). The caches are therefore rings: every step writes the slot after the last step's,
@@ -21,7 +26,7 @@
 
 use crate::decoder::{OFFSET, Rows, decoder_block};
 use crate::decoder::{PARENT_ROWS, TOKENS, beam_cache_type, output_projection, self_cache_type, self_key, self_value};
-use crate::encoder::{cross_key, cross_type, cross_value};
+use crate::encoder::{MEL, cross_key, cross_key_value, cross_type, cross_value, encoder_stack};
 use crate::error::{Error, Result};
 use crate::layers::{Builder, MASKED, ModelWeights, f32_type};
 use crate::select::{Bans, CANDIDATE_SCORES, CANDIDATES, LATEST, PREVIOUS, SCORES, Selection, masked_with_lse};
@@ -42,10 +47,19 @@ pub const SEEN_SPAN: &str = "seen_span";
 /// Join input: for each row of one group's caches `(b·H + h)·ctx + slot`, the row of the
 /// prefill cache (`h·ctx + position`) whose key goes there, u32 `[B·H·ctx]`.
 pub const RING_ROWS: &str = "ring_rows";
+/// Take input: the rows of the group cross buffers (`[G·H·n_audio_ctx, dh]`) of one group's
+/// window, u32 `[H·n_audio_ctx]`.
+pub const TAKE_ROWS: &str = "take_rows";
 /// Join runtime scalar: the group's first cache row, `g·B·H`.
 pub const CACHE_ROW: &str = "cache_row";
 /// Join runtime scalar: the group's first cross-attention row, `g·H`.
 pub const CROSS_ROW: &str = "cross_row";
+
+/// Group encoder runtime scalar: the first row of the group cross buffers that window
+/// `w`'s keys and values go to, `g·H` for its group `g`.
+pub fn window_cross_row(w: usize) -> String {
+    format!("cross_row.{w}")
+}
 
 /// The persistent buffer of decoder layer `layer`'s group self-attention keys
 /// `[G·B·H, n_text_ctx, dh]`.
@@ -208,6 +222,72 @@ pub fn group_join_graph(model: &ModelWeights, groups: usize, beams: usize) -> Re
             let from = b.g.state(&single, cross_type(model))?;
             let to = b.g.state(&group, group_cross_type(model, groups))?;
             b.g.kv_write(to, from, 0, cross_row)?;
+        }
+    }
+    Ok(b.g)
+}
+
+/// Windows encoded together at most: every intermediate of the encoder grows with them, and
+/// 8 of them already fill a large GPU's products with a tiny model's.
+pub const MAX_ENCODED_TOGETHER: usize = 8;
+
+/// The window counts the group encoders are built for in a program of `groups` groups:
+/// powers of two from 2, and the most windows that can join at once
+/// (`groups`, at most [`MAX_ENCODED_TOGETHER`]).
+pub fn group_encoder_sizes(groups: usize) -> Vec<usize> {
+    let most = groups.min(MAX_ENCODED_TOGETHER);
+    let mut sizes: Vec<usize> = (1..).map(|p| 1 << p).take_while(|&w| w < most).collect();
+    if most >= 2 {
+        sizes.push(most);
+    }
+    sizes
+}
+
+/// Builds the encoder graph of `windows` windows at once (unoptimised): log-mel [`MEL`]
+/// `[windows, n_mels, n_frames]` in, each window's cross-attention keys and values written
+/// straight into its group's rows of the group cross buffers (from runtime scalar
+/// [`window_cross_row`] on). Windows joining groups together are encoded together: every
+/// product of the encoder then has `windows` times the rows.
+pub fn group_encoder_graph(model: &ModelWeights, windows: usize, groups: usize) -> Result<Graph> {
+    let c = &model.config;
+    if windows < 2 || windows > groups {
+        return Err(Error::bad_argument(format!("a group encoder of {windows} windows for {groups} groups")));
+    }
+    let heads = c.decoder_heads;
+    let mut b = Builder::new(&format!("whisper_group_encoder_{windows}of{groups}"), model);
+    let mel = b.g.input(MEL, f32_type(&[windows, c.n_mels, c.n_frames()]))?;
+    let x = encoder_stack(&mut b, mel, windows)?;
+    let rows: Vec<_> = (0..windows).map(|w| b.g.scalar(&window_cross_row(w))).collect();
+    for i in 0..c.decoder_layers {
+        let (k, v) = cross_key_value(&mut b, i, x, windows)?;
+        for (all, group) in [(k, group_cross_key(i)), (v, group_cross_value(i))] {
+            // Each write goes into the buffer as the last one left it.
+            let mut to = b.g.state(&group, group_cross_type(model, groups))?;
+            for (w, &row) in rows.iter().enumerate() {
+                let one = b.g.slice(all, 0, w * heads, (w + 1) * heads)?;
+                to = b.g.kv_write(to, one, 0, row)?;
+            }
+        }
+    }
+    Ok(b.g)
+}
+
+/// Builds the graph that copies one group's window ([`TAKE_ROWS`]) from the group cross
+/// buffers into the one-window cross buffers, which the prefill reads: how a window
+/// encoded with others ([`group_encoder_graph`]) gets its prefill.
+pub fn group_take_graph(model: &ModelWeights, groups: usize) -> Result<Graph> {
+    let c = &model.config;
+    let (heads, audio, dh) = (c.decoder_heads, c.n_audio_ctx, c.decoder_head_dim());
+    let mut b = Builder::new(&format!("whisper_group_take_{groups}"), model);
+    let take_rows = b.g.input(TAKE_ROWS, TensorType::new(DType::U32, [heads * audio]))?;
+    for i in 0..c.decoder_layers {
+        for (group, single) in [(group_cross_key(i), cross_key(i)), (group_cross_value(i), cross_value(i))] {
+            let from = b.g.state(&group, group_cross_type(model, groups))?;
+            let from = b.g.reshape(from, [groups * heads * audio, dh])?;
+            let window = b.g.gather(from, take_rows)?;
+            let window = b.g.reshape(window, [heads, audio, dh])?;
+            let to = b.g.state(&single, cross_type(model))?;
+            b.g.write_state(to, window)?;
         }
     }
     Ok(b.g)

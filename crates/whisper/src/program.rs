@@ -20,7 +20,8 @@ use crate::decoder::{
 use crate::encoder::{ENCODER_OUT, MEL, encoder_graph};
 use crate::error::{Error, Result};
 use crate::groups::{
-    CACHE_ROW, CROSS_ROW, POSITIONS, RING_ROWS, SEEN_FROM, SEEN_SPAN, group_join_graph, group_step_graph,
+    CACHE_ROW, CROSS_ROW, POSITIONS, RING_ROWS, SEEN_FROM, SEEN_SPAN, TAKE_ROWS, group_encoder_graph,
+    group_encoder_sizes, group_join_graph, group_step_graph, group_take_graph, window_cross_row,
 };
 use crate::layers::ModelWeights;
 use crate::select::{
@@ -135,6 +136,23 @@ struct Groups {
     count: usize,
     step: Box<dyn Executable>,
     join: Box<dyn Executable>,
+    take: Box<dyn Executable>,
+    /// Encoders of several windows by window count, ascending.
+    encoders: Vec<(usize, Box<dyn Executable>)>,
+}
+
+/// The group graphs, planned.
+struct GroupPlans {
+    step: Plan,
+    join: Plan,
+    take: Plan,
+    encoders: Vec<(usize, Plan)>,
+}
+
+impl GroupPlans {
+    fn all(&self) -> impl Iterator<Item = &Plan> {
+        [&self.step, &self.join, &self.take].into_iter().chain(self.encoders.iter().map(|(_, p)| p))
+    }
 }
 
 /// One group's beams going into a group step ([`Program::group_step`]): the beams (as many
@@ -208,8 +226,8 @@ pub struct ProgramPlans {
     prefills: Vec<(usize, Plan)>,
     /// The beam step and expand plans, when the spec has beams.
     beams: Option<(Plan, Plan)>,
-    /// The group step and join plans, when the spec has groups.
-    groups: Option<(Plan, Plan)>,
+    /// The group plans, when the spec has groups.
+    groups: Option<GroupPlans>,
     /// Alignment plans by padded sequence length, ascending, when the spec asks for them.
     aligns: Vec<(usize, Plan)>,
 }
@@ -237,10 +255,15 @@ impl ProgramPlans {
             false => None,
         };
         let groups = match beams.is_some() && spec.groups >= 2 {
-            true => Some((
-                optimized(group_step_graph(model, spec.groups, spec.beams, &selection)?)?,
-                optimized(group_join_graph(model, spec.groups, spec.beams)?)?,
-            )),
+            true => Some(GroupPlans {
+                step: optimized(group_step_graph(model, spec.groups, spec.beams, &selection)?)?,
+                join: optimized(group_join_graph(model, spec.groups, spec.beams)?)?,
+                take: optimized(group_take_graph(model, spec.groups)?)?,
+                encoders: group_encoder_sizes(spec.groups)
+                    .into_iter()
+                    .map(|w| Ok((w, optimized(group_encoder_graph(model, w, spec.groups)?)?)))
+                    .collect::<Result<_>>()?,
+            }),
             false => None,
         };
         let mut aligns = Vec::new();
@@ -277,8 +300,8 @@ impl Program {
         if let Some((step, expand)) = &plans.beams {
             all.extend([step, expand]);
         }
-        if let Some((step, join)) = &plans.groups {
-            all.extend([step, join]);
+        if let Some(groups) = &plans.groups {
+            all.extend(groups.all());
         }
         all.extend(plans.aligns.iter().map(|(_, p)| p));
         let weights = model.for_graphs(all.iter().map(|p| &p.graph));
@@ -294,8 +317,15 @@ impl Program {
             Some(_) => Some(Beams { count: plans.spec.beams, step: next()?, expand: next()? }),
             None => None,
         };
-        let groups = match plans.groups {
-            Some(_) => Some(Groups { count: plans.spec.groups, step: next()?, join: next()? }),
+        let groups = match &plans.groups {
+            Some(g) => {
+                let (step, join, take) = (next()?, next()?, next()?);
+                let mut encoders = Vec::with_capacity(g.encoders.len());
+                for (windows, _) in &g.encoders {
+                    encoders.push((*windows, next()?));
+                }
+                Some(Groups { count: plans.spec.groups, step, join, take, encoders })
+            }
             None => None,
         };
         let mut aligns = Vec::with_capacity(plans.aligns.len());
@@ -557,6 +587,59 @@ impl Program {
     /// Groups the group step runs ([`ProgramSpec::groups`]; 0 without group graphs).
     pub fn max_groups(&self) -> usize {
         self.groups.as_ref().map_or(0, |g| g.count)
+    }
+
+    /// Encodes several windows' log-mels at once, each into the cross-attention rows of the
+    /// group given with it (for [`Program::take_group`] and the group steps): in as few runs
+    /// of the group encoders as their sizes allow, a run short of windows repeating its
+    /// first (a window alone is better encoded by [`Program::encode`], which its prefill
+    /// reads at once).
+    pub async fn encode_groups(&mut self, windows: &[(&Tensor, usize)]) -> Result<()> {
+        let count = self.max_groups();
+        let heads = self.decoder_heads;
+        let groups = self.groups.as_mut().ok_or_else(|| Error::bad_argument("this program has no group graphs"))?;
+        if let Some((_, g)) = windows.iter().find(|(_, g)| *g >= count) {
+            return Err(Error::bad_argument(format!("group {g} of {count}")));
+        }
+        let largest = groups.encoders.last().map_or(1, |(w, _)| *w);
+        for chunk in windows.chunks(largest) {
+            let (size, encoder) = groups
+                .encoders
+                .iter_mut()
+                .find(|(w, _)| *w >= chunk.len())
+                .ok_or_else(|| Error::backend("no group encoder"))?;
+            let dims = chunk[0].0.shape().dims().to_vec();
+            let mut values = Vec::with_capacity(*size * chunk[0].0.numel());
+            let mut scalars = HashMap::new();
+            for w in 0..*size {
+                let (mel, g) = chunk.get(w).unwrap_or(&chunk[0]);
+                if mel.shape().dims() != dims {
+                    return Err(Error::bad_argument(format!(
+                        "log-mels {:?} and {dims:?} in one batch",
+                        mel.shape().dims()
+                    )));
+                }
+                values.extend_from_slice(mel.as_f32().ok_or_else(|| Error::bad_argument("a log-mel of f32"))?);
+                scalars.insert(window_cross_row(w), (g * heads) as u32);
+            }
+            let mel = Tensor::f32([*size, dims[0], dims[1]], values)?;
+            encoder.run(&HashMap::from([(MEL.to_string(), mel)]), &scalars, &[]).await?;
+        }
+        Ok(())
+    }
+
+    /// Copies group `group`'s window, encoded by [`Program::encode_groups`], into the
+    /// one-window cross-attention buffers, for its prefill.
+    pub async fn take_group(&mut self, group: usize) -> Result<()> {
+        let (count, heads, audio) = (self.max_groups(), self.decoder_heads, self.audio_positions);
+        if group >= count {
+            return Err(Error::bad_argument(format!("group {group} of {count}")));
+        }
+        let first = (group * heads * audio) as u32;
+        let rows = Tensor::u32([heads * audio], (first..first + (heads * audio) as u32).collect())?;
+        let take = &mut self.groups.as_mut().ok_or_else(|| Error::backend("no group graphs"))?.take;
+        take.run(&HashMap::from([(TAKE_ROWS.to_string(), rows)]), &HashMap::new(), &[]).await?;
+        Ok(())
     }
 
     /// Runs `prompt` from position 0 as [`Program::prefill`] does and returns the no-speech
@@ -1121,6 +1204,55 @@ mod tests {
         }
         let err = pollster::block_on(p.group_step(&[None, None], 0, true)).unwrap_err().to_string();
         assert!(err.contains("2 groups for a program of 3"), "{err}");
+    }
+
+    /// Three windows encoded together (by the encoder of 4 windows, the fourth repeating
+    /// the first) into groups 4, 1 and 2 of 5: each one's prefill, taken from its group,
+    /// gives what it gives on the window encoded alone.
+    fn windows_encoded_together_prefill_as_alone(backend: &dyn Backend) {
+        let model = crate::weights::testing::random(small_config(), DType::F16, 11);
+        let model = ModelWeights::new(&model).unwrap();
+        let spec = ProgramSpec { groups: 5, ..spec() };
+        let mut p = pollster::block_on(Program::compile(backend, &model, &spec)).unwrap();
+        let c = &model.config;
+        let mel = |k: usize| {
+            let values = (0..c.n_mels * c.n_frames()).map(|i| ((i * 29 + k * 17) % 13) as f32 / 13.0 - 0.5).collect();
+            Tensor::f32([c.n_mels, c.n_frames()], values).unwrap()
+        };
+        let mels = [mel(0), mel(1), mel(2)];
+        let (prompt, rules) = ([10u32, 2, 4], Rules::default());
+        let alone: Vec<(f32, Vec<Candidate>)> = mels
+            .iter()
+            .map(|m| {
+                pollster::block_on(p.encode(m, false)).unwrap();
+                pollster::block_on(p.group_prefill(&prompt, 0, &rules)).unwrap()
+            })
+            .collect();
+        let groups = [4, 1, 2];
+        let windows: Vec<(&Tensor, usize)> = mels.iter().zip(groups).collect();
+        pollster::block_on(p.encode_groups(&windows)).unwrap();
+        // Taken in another order than encoded, the last encoded window's prefill in between.
+        for w in [1, 0, 2] {
+            pollster::block_on(p.take_group(groups[w])).unwrap();
+            let (no_speech, first) = pollster::block_on(p.group_prefill(&prompt, 0, &rules)).unwrap();
+            assert!((no_speech - alone[w].0).abs() < 1e-5, "window {w}: {no_speech} vs {}", alone[w].0);
+            assert_same(&first, &alone[w].1, &format!("window {w}'s prefill"));
+        }
+        let err = pollster::block_on(p.encode_groups(&[(&mels[0], 5), (&mels[1], 0)])).unwrap_err().to_string();
+        assert!(err.contains("group 5 of 5"), "{err}");
+        let err = pollster::block_on(p.take_group(5)).unwrap_err().to_string();
+        assert!(err.contains("group 5 of 5"), "{err}");
+    }
+
+    #[test]
+    fn cpu_windows_encoded_together_prefill_as_alone() {
+        windows_encoded_together_prefill_as_alone(&CpuBackend::new());
+    }
+
+    #[test]
+    fn wgpu_windows_encoded_together_prefill_as_alone() {
+        let backend = pollster::block_on(WgpuBackend::with_options(&WgpuOptions::default())).unwrap();
+        windows_encoded_together_prefill_as_alone(&backend);
     }
 
     #[test]

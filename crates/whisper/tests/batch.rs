@@ -1,6 +1,7 @@
 //! Many transcriptions on one model through the batch scheduler, as `serve --api --batch`
 //! runs them (each on a thread of its own, the model on this one): each transcription gets
-//! the transcript it gets alone (scores to f32 rounding), with its windows decoded in groups beside the others', and
+//! the transcript it gets alone (scores to f32 rounding), with its windows encoded and
+//! decoded in groups beside the others', and
 //! a device destroyed between two group steps is replaced with every transcript unchanged.
 
 use std::ops::ControlFlow;
@@ -46,12 +47,13 @@ struct Call {
 /// Transcribes `clips` at once, each on a thread with a [`RemoteModel`], `w` answering
 /// here; the first windows' decodings are held until all have come, so that they are decoded
 /// together. `after_work` sees the group steps run so far after every round.
-/// Returns the transcripts and the scheduler's (group steps, windows they decoded).
+/// Returns the transcripts, the scheduler's (group steps, windows they decoded) and the
+/// windows encoded together.
 fn transcribe_together(
     w: &mut Whisper,
     clips: &[Vec<f32>],
     mut after_work: impl FnMut(u64),
-) -> (Vec<Transcript>, (u64, u64)) {
+) -> (Vec<Transcript>, (u64, u64), usize) {
     let host = Arc::new(w.host_parts());
     let (calls, called) = mpsc::channel::<Call>();
     let threads: Vec<_> =
@@ -78,6 +80,7 @@ fn transcribe_together(
     let mut scheduler = Scheduler::new(w);
     let mut held = Vec::new();
     let mut first_round = true;
+    let mut encoded_together = 0;
     loop {
         if scheduler.idle() {
             let Ok(call) = called.recv() else { break };
@@ -97,13 +100,14 @@ fn transcribe_together(
             scheduler.submit(call.client, call.request, call.answer);
         }
         let work = pollster::block_on(scheduler.work(w));
+        encoded_together += work.encoded;
         for (answer, reply) in work.answers {
             let _ = answer.send(reply);
         }
         after_work(scheduler.steps().0);
     }
     let transcripts = threads.into_iter().map(|t| t.join().unwrap().unwrap()).collect();
-    (transcripts, scheduler.steps())
+    (transcripts, scheduler.steps(), encoded_together)
 }
 
 /// `got` is `want` in every token, text, time and choice; the window scores (an average
@@ -150,9 +154,10 @@ fn transcriptions_decoded_together_each_get_their_own_transcript() {
     let mut w = small_model(golden::wgpu());
     let clips = clips();
     let alone = alone_then_grouped(&mut w, &clips);
-    let (together, (steps, windows)) = transcribe_together(&mut w, &clips, |_| {});
+    let (together, (steps, windows), encoded) = transcribe_together(&mut w, &clips, |_| {});
     assert_same_transcripts(&together, &alone);
     assert!(windows > steps, "group steps decoded several windows at once: {windows} windows in {steps} steps");
+    assert!(encoded >= clips.len(), "the first windows, held until all came, were encoded together: {encoded}");
 }
 
 #[test]
@@ -163,7 +168,7 @@ fn a_device_destroyed_between_group_steps_is_replaced_and_every_transcript_is_un
     let clips = clips();
     let alone = alone_then_grouped(&mut w, &clips);
     let mut destroyed = false;
-    let (together, _) = transcribe_together(&mut w, &clips, |steps| {
+    let (together, ..) = transcribe_together(&mut w, &clips, |steps| {
         if steps == 2 && !destroyed {
             device.destroy();
             destroyed = true;

@@ -216,6 +216,9 @@ fn answer_calls(whisper: &mut Whisper, called: &std::sync::mpsc::Receiver<Call>,
         if work.batch > 0 {
             metrics.group_step(work.batch);
         }
+        if work.encoded > 0 {
+            metrics.encoded_together(work.encoded);
+        }
         for (answer, reply) in work.answers {
             let _ = answer.send(reply);
         }

@@ -32,6 +32,9 @@ struct Inner {
     batches: [u64; BATCH_BUCKETS.len()],
     batch_sum: u64,
     batch_count: u64,
+    /// Windows that joined the groups encoded together, and the encoder runs that did.
+    encoded_together: u64,
+    encoder_batches: u64,
 }
 
 /// Upper bounds of the batch size histogram's buckets (windows per group step).
@@ -78,6 +81,13 @@ impl Metrics {
         inner.batch_count += 1;
     }
 
+    /// `windows` windows joining the groups were encoded together.
+    pub fn encoded_together(&self, windows: usize) {
+        let mut inner = self.inner();
+        inner.encoded_together += windows as u64;
+        inner.encoder_batches += 1;
+    }
+
     /// Seconds until `waiting` jobs ahead are likely done (at least 1), `concurrency` of them
     /// in work at a time.
     pub fn retry_after(&self, waiting: usize, concurrency: usize) -> u64 {
@@ -118,6 +128,18 @@ impl Metrics {
             "Seconds the device spent transcribing.",
             inner.busy_seconds.to_string(),
         );
+        gauge(
+            "susurrus_windows_encoded_together_total",
+            "counter",
+            "Windows of concurrent transcriptions encoded together with others.",
+            inner.encoded_together.to_string(),
+        );
+        gauge(
+            "susurrus_encoder_batches_total",
+            "counter",
+            "Encoder runs over several transcriptions' windows at once.",
+            inner.encoder_batches.to_string(),
+        );
         let name = "susurrus_request_duration_seconds";
         let _ = writeln!(
             out,
@@ -156,6 +178,8 @@ mod tests {
         m.transcribed(5.0, 0.5);
         m.group_step(3);
         m.group_step(1);
+        m.encoded_together(3);
+        m.encoded_together(2);
         let text = m.render(2, 64, 1, true);
         for line in [
             "susurrus_requests_total{route=\"/health\",status=\"200\"} 1",
@@ -178,6 +202,8 @@ mod tests {
             "susurrus_batch_windows_bucket{le=\"4\"} 2",
             "susurrus_batch_windows_bucket{le=\"+Inf\"} 2",
             "susurrus_batch_windows_sum 4",
+            "susurrus_windows_encoded_together_total 5",
+            "susurrus_encoder_batches_total 2",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} missing from:\n{text}");
         }
