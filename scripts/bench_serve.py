@@ -67,6 +67,32 @@ def post(addr, clip, audio):
     return json.loads(data)["text"]
 
 
+def metric_values(addr):
+    """The server's /metrics, as {name: value} for its lines without labels."""
+    host, port = addr.rsplit(":", 1)
+    connection = http.client.HTTPConnection(host, int(port), timeout=60)
+    connection.request("GET", "/metrics")
+    text = connection.getresponse().read().decode()
+    connection.close()
+    values = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if not line.startswith("#") and "{" not in name and value:
+            values[name] = float(value)
+    return values
+
+
+def batching(before, after):
+    """What the server's batching did between two /metrics readings: windows per group step
+    and windows encoded together."""
+    delta = {k: after.get(k, 0) - before.get(k, 0) for k in after}
+    steps = delta.get("susurrus_batch_windows_count", 0)
+    per_step = delta.get("susurrus_batch_windows_sum", 0) / steps if steps else 0
+    together = int(delta.get("susurrus_windows_encoded_together_total", 0))
+    runs = int(delta.get("susurrus_encoder_batches_total", 0))
+    return f"{steps:.0f} group steps of {per_step:.1f} windows on average; {together} windows encoded together in {runs} runs"
+
+
 def run_clients(concurrency, requests, one):
     """C clients, each `requests` calls of `one(clip)` in turn; (wall s, latencies, clips)."""
     jobs = [[CLIPS[(c + k) % len(CLIPS)] for k in range(requests)] for c in range(concurrency)]
@@ -122,6 +148,7 @@ def main():
     levels = [int(c) for c in args.concurrency.split(",")]
     audio = {clip: (GOLDEN / f"{clip}.wav").read_bytes() for clip in CLIPS}
     rows = []
+    notes = []
 
     for batch in args.batch.split(","):
         port = free_port()
@@ -141,9 +168,11 @@ def main():
             addr = f"127.0.0.1:{port}"
             post(addr, "short_1", audio["short_1"])
             for c in levels:
+                before = metric_values(addr)
                 wall, done = run_clients(c, args.requests, lambda clip: post(addr, clip, audio[clip]))
                 rows.append(row(f"Susurrus serve --api --batch {batch} ({args.backend})", c, wall, done))
                 print(rows[-1], file=sys.stderr)
+                notes.append(f"- --batch {batch}, {c} clients: {batching(before, metric_values(addr))}")
         finally:
             server.terminate()
             server.wait()
@@ -152,6 +181,9 @@ def main():
         peer(args, levels, rows)
     print(TABLE_HEAD)
     print("\n".join(rows))
+    if notes:
+        print("\nSusurrus's batching, from its /metrics:")
+        print("\n".join(notes))
 
 
 TABLE_HEAD = """| engine | clients | requests | wall (s) | requests/s | audio s/s | latency p50 (s) | faster-whisper's text |
