@@ -6,8 +6,8 @@
 //! group of the program's group beam search ([`crate::groups`]) as soon as one is free, and
 //! every group step advances all the groups' searches at once, so the decoder's weights are
 //! read once per step for all of them, and the windows that join in one round are encoded
-//! together (one encoder run over all of them); a window alone decodes alone (a group step costs every
-//! group, free ones too). Language detection, alignment and windows whose options the groups
+//! together (one encoder run over all of them); a window alone decodes alone (a group step
+//! costs every group, free ones too). Language detection, alignment and windows whose options the groups
 //! do not run (other beam counts, sampling first, token penalties) run alone between two
 //! steps. A group's result goes through the options' temperature fallback
 //! like any window's (the rare fallback decodes alone), so a transcription gives the text it

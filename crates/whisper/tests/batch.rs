@@ -1,8 +1,8 @@
 //! Many transcriptions on one model through the batch scheduler, as `serve --api --batch`
 //! runs them (each on a thread of its own, the model on this one): each transcription gets
 //! the transcript it gets alone (scores to f32 rounding), with its windows encoded and
-//! decoded in groups beside the others', and
-//! a device destroyed between two group steps is replaced with every transcript unchanged.
+//! decoded in groups beside the others', and a device destroyed between two group steps is
+//! replaced with every transcript unchanged.
 
 use std::ops::ControlFlow;
 use std::sync::Arc;
