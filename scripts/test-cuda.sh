@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The CUDA backend's GPU suite: the op harness on the GPU against the reference interpreter,
-# the golden clips token for token, graph replay and device errors (crates/native/tests/cuda.rs).
+# the golden clips token for token (alone and decoded together through the batch scheduler),
+# graph replay and device errors (crates/native/tests/cuda.rs).
 #
 #   scripts/test-cuda.sh          build and run (a machine with cargo and an NVIDIA GPU)
 #   scripts/test-cuda.sh build    build only: target/gpu-suite/cuda-tests and susurrus (for a GPU

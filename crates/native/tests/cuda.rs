@@ -1,8 +1,9 @@
 //! The GPU suite of the CUDA backend (needs an NVIDIA GPU, so every test is marked ignored:
 //! `scripts/test-cuda.sh` builds it here and runs it, ignored tests included, on a machine
 //! with one). The op harness against the reference interpreter with f32 products, and with
-//! the default f16 tensor-core products the golden clips token for token; graph replay with
-//! changing runtime scalars; errors for a missing device and for memory the device lacks.
+//! the default f16 tensor-core products the golden clips token for token, alone and decoded
+//! together through the batch scheduler; graph replay with changing runtime scalars; errors
+//! for a missing device and for memory the device lacks.
 
 use susurrus_testkit::golden::{self, Set};
 
@@ -46,6 +47,32 @@ fn golden_transcripts_match_reference_with_f16_products() {
     golden::transcripts_match_reference(Box::new(backend(Precision::F16)), Set::TinyEn, &golden::GPU_RUNS);
     golden::beam_run_matches_up_to_a_near_tie(Box::new(backend(Precision::F16)), 0.001);
     golden::transcripts_match_reference(Box::new(backend(Precision::F16)), Set::Base, &golden::MULTILINGUAL_CLIPS);
+}
+
+/// The golden clips transcribed at once through the batch scheduler, as `serve --api
+/// --batch 4` runs them (4 groups, the first windows encoded together): each gets the
+/// transcript it gets alone, token for token, with its window scores within 2e-3 (f16
+/// tensor-core products of more rows may round otherwise).
+#[test]
+#[ignore = "needs an NVIDIA GPU: scripts/test-cuda.sh runs it"]
+fn golden_clips_decoded_together_each_get_their_own_transcript() {
+    use std::ops::ControlFlow;
+    use susurrus_testkit::batch::{Together, assert_same_transcripts, transcribe_together};
+    use susurrus_whisper::{TranscribeOptions, Whisper};
+    let dir = Set::TinyEn.model_dir();
+    let mut w = pollster::block_on(Whisper::load_dir(Box::new(backend(Precision::F16)), &dir)).unwrap();
+    let options = TranscribeOptions::default();
+    let clips: Vec<Vec<f32>> =
+        ["short_1", "short_2", "short_3", "noisy"].iter().map(|c| golden::read_wav(&format!("{c}.wav"))).collect();
+    let alone: Vec<_> = clips
+        .iter()
+        .map(|pcm| pollster::block_on(w.transcribe(pcm, &options, &mut |_| ControlFlow::Continue(()))).unwrap())
+        .collect();
+    pollster::block_on(w.compile_groups(4, &options)).unwrap();
+    let Together { transcripts, steps, windows, encoded } = transcribe_together(&mut w, &clips, &options, |_| {});
+    assert_same_transcripts(&transcripts, &alone, 2e-3);
+    assert!(windows > steps, "group steps decoded several windows at once: {windows} windows in {steps} steps");
+    assert!(encoded >= clips.len(), "the first windows, held until all came, were encoded together: {encoded}");
 }
 
 /// The VAD network's probabilities within 1e-4 of onnxruntime's with either precision: with

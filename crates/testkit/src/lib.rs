@@ -14,6 +14,8 @@
 //! runs random-weight models at the real widths of the larger sizes on any backend; [`signal`]
 //! compares decoded audio with its references.
 
+#[cfg(not(target_arch = "wasm32"))]
+pub mod batch;
 pub mod cases;
 pub mod check;
 pub mod compare;
