@@ -85,22 +85,30 @@ fn raw_pcm_on_standard_input_is_transcribed_as_it_comes() {
     );
 }
 
+/// The events of `--format json` lines, each checked to be a partial or a committed event with
+/// its start no later than its end: the committed text, and how many partial events had text.
+fn read_events<'a>(lines: impl IntoIterator<Item = &'a str>) -> (String, usize) {
+    let mut committed = String::new();
+    let mut partials = 0;
+    for line in lines {
+        let event: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        let (start, end) = (event["start"].as_f64().unwrap(), event["end"].as_f64().unwrap());
+        assert!(start <= end, "{line}");
+        let text = event["text"].as_str().unwrap();
+        match event["type"].as_str() {
+            Some("committed") => committed.push_str(text),
+            Some("partial") => partials += usize::from(!text.is_empty()),
+            other => panic!("type {other:?} in {line}"),
+        }
+    }
+    (committed, partials)
+}
+
 #[test]
 fn json_lines_hold_every_event_and_the_committed_text_is_the_transcript() {
     let out = stream(&["--format", "json", "--realtime", &clip("short_1")], None);
     assert!(out.status.success(), "{}", stderr(&out));
-    let mut committed = String::new();
-    let mut partials = 0;
-    for line in stdout(&out).lines() {
-        let event: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
-        let (start, end) = (event["start"].as_f64().unwrap(), event["end"].as_f64().unwrap());
-        assert!(start <= end, "{line}");
-        match event["type"].as_str() {
-            Some("committed") => committed.push_str(event["text"].as_str().unwrap()),
-            Some("partial") => partials += 1,
-            other => panic!("type {other:?} in {line}"),
-        }
-    }
+    let (committed, partials) = read_events(stdout(&out).lines());
     assert!(partials > 0, "no partial text while a 7 s clip was spoken");
     assert_eq!(committed.trim(), reference("short_1"));
 }
@@ -126,24 +134,16 @@ fn realtime_reads_a_file_no_faster_than_it_plays() {
     // last look alone hears as "A cold wind".)
     let (lines, out) = stream_as_it_comes(&["--realtime", "--hop", "10", "--format", "json", &clip("noisy")]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let mut committed = String::new();
-    let mut partials = 0;
     for (arrived, line) in &lines {
-        let event: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
         // Nothing is told of audio before it has played (the stream's clock starts after the
         // model loaded, later than this one).
-        let end = event["end"].as_f64().unwrap();
+        let end = serde_json::from_str::<serde_json::Value>(line).unwrap()["end"].as_f64().unwrap();
         assert!(end <= *arrived, "an event of audio up to {end} s printed {arrived:.2} s after the start: {line}");
-        let text = event["text"].as_str().unwrap();
-        match event["type"].as_str() {
-            Some("committed") => committed.push_str(text),
-            Some("partial") => partials += usize::from(!text.is_empty()),
-            other => panic!("type {other:?} in {line}"),
-        }
     }
     // The clip is 4.67 s long: the last event comes once its last sample has played.
     let (last, _) = lines.last().expect("events");
     assert!(*last >= 4.6, "the last event came {last:.2} s after the start");
+    let (committed, partials) = read_events(lines.iter().map(|(_, line)| line.as_str()));
     assert!(partials > 0, "no partial text from the look as the speech started");
     assert_eq!(committed.trim(), reference("noisy"));
 }
