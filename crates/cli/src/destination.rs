@@ -17,20 +17,31 @@ pub fn check_stdout() -> Result<()> {
     #[cfg(unix)]
     {
         use std::os::fd::{AsFd, AsRawFd};
-        use std::os::unix::fs::MetadataExt;
         let stdout = std::io::stdout();
         let fd = stdout.as_fd();
         // SAFETY: F_GETFL only reads the flags of a descriptor the process holds.
         let flags = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
-        let dev_null = std::fs::metadata("/dev/null").map(|m| m.rdev()).ok();
-        let target = fd.try_clone_to_owned().map(std::fs::File::from).and_then(|f| f.metadata()).map(|m| m.rdev()).ok();
-        if flags >= 0 && flags & libc::O_ACCMODE == libc::O_RDWR && dev_null.is_some() && target == dev_null {
+        let dev_null = std::fs::metadata("/dev/null").ok();
+        let target = fd.try_clone_to_owned().map(std::fs::File::from).and_then(|f| f.metadata()).ok();
+        let read_write = flags >= 0 && flags & libc::O_ACCMODE == libc::O_RDWR;
+        if read_write && target.zip(dev_null).is_some_and(|(target, dev_null)| is_dev_null(&target, &dev_null)) {
             return Err(Error::Usage(
                 "standard output is closed: redirect it to a file (> transcript.txt) or pass --output-dir".into(),
             ));
         }
     }
     Ok(())
+}
+
+/// Whether a descriptor whose metadata is `target` is open on `/dev/null` (whose metadata is
+/// `dev_null`): the same file, by device and inode (`st_dev`, `st_ino`), and so of the same
+/// type (a character device on a usual machine). Comparing `st_rdev` alone is not enough: where
+/// `/dev/null` is a regular empty file (some containers), its `st_rdev` is 0 like a socket's or
+/// a pipe's.
+#[cfg(unix)]
+fn is_dev_null(target: &std::fs::Metadata, dev_null: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    target.file_type() == dev_null.file_type() && target.dev() == dev_null.dev() && target.ino() == dev_null.ino()
 }
 
 /// Creates `dir` when missing and proves that files can be created in it, by creating and
@@ -124,6 +135,45 @@ mod tests {
             std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
         names.sort();
         names
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn only_dev_null_itself_is_taken_for_dev_null() {
+        use std::os::unix::fs::{FileTypeExt, MetadataExt};
+        use std::os::unix::net::UnixStream;
+        let of_fd =
+            |fd: std::os::fd::BorrowedFd<'_>| std::fs::File::from(fd.try_clone_to_owned().unwrap()).metadata().unwrap();
+        let (socket, _peer) = UnixStream::pair().unwrap();
+        let socket = of_fd(std::os::fd::AsFd::as_fd(&socket));
+        let (reader, writer) = std::io::pipe().unwrap();
+        let pipe = of_fd(std::os::fd::AsFd::as_fd(&writer));
+        drop(reader);
+
+        // /dev/null as it usually is: a character device, recognised through a descriptor on it.
+        let dev_null = std::fs::metadata("/dev/null").unwrap();
+        if dev_null.file_type().is_char_device() {
+            let opened = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null").unwrap();
+            assert!(is_dev_null(&opened.metadata().unwrap(), &dev_null));
+        }
+        assert!(!is_dev_null(&socket, &dev_null), "a socket is not /dev/null");
+        assert!(!is_dev_null(&pipe, &dev_null), "a pipe is not /dev/null");
+
+        // /dev/null as a regular empty file (some containers): its st_rdev is 0 like a socket's,
+        // which is what the check compared before; a socket and a pipe are still not it, another
+        // empty file is not it, and a descriptor on the file itself is.
+        let dir = scratch("dev-null");
+        let stand_in = dir.join("null");
+        std::fs::write(&stand_in, b"").unwrap();
+        let fake_null = std::fs::metadata(&stand_in).unwrap();
+        assert_eq!((fake_null.rdev(), socket.rdev()), (0, 0), "the case this test is about");
+        assert!(!is_dev_null(&socket, &fake_null), "a socket is not a regular /dev/null");
+        assert!(!is_dev_null(&pipe, &fake_null), "a pipe is not a regular /dev/null");
+        std::fs::write(dir.join("other"), b"").unwrap();
+        assert!(!is_dev_null(&std::fs::metadata(dir.join("other")).unwrap(), &fake_null));
+        let opened = std::fs::OpenOptions::new().read(true).write(true).open(&stand_in).unwrap();
+        assert!(is_dev_null(&opened.metadata().unwrap(), &fake_null));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -54,7 +54,14 @@ pub enum Command {
     /// Time the ops of Whisper tiny (encoder at 1500 positions, one decoder step) on the wgpu
     /// and CPU executors and print time, GFLOP/s and GB/s per op.
     BenchOps(BenchOpsArgs),
-    /// Serve the web demo (www/) and the model folder over HTTP on 127.0.0.1.
+    /// Serve the web demo (www/) and the model folder over HTTP on 127.0.0.1, and with --api an
+    /// OpenAI-compatible transcription API.
+    ///
+    /// The demo page comes from --root (default: www/, which the repository root holds) and the
+    /// model folder is served at /model/. With --api the model also answers OpenAI's audio API:
+    /// POST /v1/audio/transcriptions and /v1/audio/translations (a multipart form with the audio
+    /// file, as OpenAI's client libraries send it), GET /v1/models, /health and /metrics; the
+    /// demo page is then optional: without --root and without www/ only the API is served.
     Serve(serve::ServeArgs),
     /// Transcribe audio live as it arrives (standard input, a named pipe, or a file with
     /// --realtime): partial text as it is heard, committed text that stays.

@@ -3,9 +3,11 @@
 //! The page in `www/` loads ES modules, a `.wasm` file and the model with `fetch`, which
 //! browsers allow only from an HTTP origin that sends the right MIME types (not from
 //! `file://`); the Cache API and WebGPU need a secure context, which `http://127.0.0.1` and
-//! `http://localhost` are. So it serves a folder at `/`, the model folder at `/model/` and the
-//! Silero VAD network at `/vad/silero_vad_v6.onnx`, GET and HEAD only, never a file a URL names
-//! outside those, and logs every request on stderr as `METHOD PATH STATUS BYTES`.
+//! `http://localhost` are. So it serves a folder at `/` (`--root`, by default `www/`), the model
+//! folder at `/model/` and the Silero VAD network at `/vad/silero_vad_v6.onnx`, GET and HEAD
+//! only, never a file a URL names outside those, and logs every request on stderr as `METHOD
+//! PATH STATUS BYTES`. The API needs no page: with `--api` and no `--root`, a missing `www/`
+//! leaves `/` out (404) instead of refusing to start.
 //!
 //! The routes are an axum [`Router`] (the static files are the API's fallback), served by hyper
 //! connection by connection on a tokio runtime of one thread: that is where the limits on
@@ -80,9 +82,11 @@ const FILE_CHUNK: usize = 256 << 10;
 
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
-    /// Folder served at `/` (a folder's URL gives its index.html).
-    #[arg(long, value_name = "DIR", default_value = "www")]
-    pub root: PathBuf,
+    /// Folder served at `/` (a folder's URL gives its index.html): the demo page. Default: `www`
+    /// in the current folder (the repository root holds it); with --api, when it is missing,
+    /// only the API (and the model folder) is served. A given folder must exist.
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<PathBuf>,
     /// Model folder served at `/model/`. Default: the folder ./scripts/fetch-model.sh prepares,
     /// left out (with a note on stderr) when it is missing.
     #[arg(long, value_name = "DIR")]
@@ -138,7 +142,8 @@ pub struct ServeArgs {
 /// Face snapshot's files are links into its `blobs/`): only the URL is checked, to name plain
 /// files below the folder.
 struct Mounts {
-    root: PathBuf,
+    /// `None` when only the API is served (`--api` without `--root` and no `www/`).
+    root: Option<PathBuf>,
     model: Option<PathBuf>,
     vad: Option<PathBuf>,
 }
@@ -161,7 +166,7 @@ impl Limits {
 /// address are unusable.
 pub fn run(args: &ServeArgs) -> Result<()> {
     let mounts = Arc::new(Mounts {
-        root: served_root(&args.root)?,
+        root: served_root(args.root.as_deref(), args.api)?,
         model: served_model(args.model.as_deref())?,
         vad: served_vad(args.vad_model.as_deref())?,
     });
@@ -211,15 +216,37 @@ fn start_api(args: &ServeArgs) -> Result<Arc<api::Api>> {
     Ok(Arc::new(api::Api { device, metrics, limits }))
 }
 
-/// `--root`, canonical; a missing one says where the demo page lives.
-fn served_root(dir: &Path) -> Result<PathBuf> {
-    if !dir.is_dir() {
-        return Err(Error::Usage(format!(
-            "root folder {} not found: run from the repository root (www/ holds the demo page) or pass --root DIR",
-            dir.display()
-        )));
-    }
-    dir.canonicalize().map_err(|e| Error::io(dir, e))
+/// The demo page's folder, canonical: a given `--root` must exist; without one, `www/` in the
+/// current folder, which only the API can do without (left out, with a note, when missing).
+fn served_root(root: Option<&Path>, api: bool) -> Result<Option<PathBuf>> {
+    let dir = match root {
+        Some(dir) if !dir.is_dir() => {
+            return Err(Error::Usage(format!(
+                "root folder {} not found: pass --root DIR with the demo page's folder (the repository's www/)",
+                dir.display()
+            )));
+        }
+        Some(dir) => dir,
+        None => {
+            let www = Path::new("www");
+            if !www.is_dir() && api {
+                log(format_args!(
+                    "susurrus: serving the API without the demo page: no www/ folder here (run from the repository \
+                     root or pass --root DIR to serve it)"
+                ));
+                return Ok(None);
+            }
+            if !www.is_dir() {
+                return Err(Error::Usage(
+                    "no www/ folder here: the demo page needs it; run from the repository root (www/ holds the demo \
+                     page), pass --root DIR, or pass --api to serve only the transcription API"
+                        .into(),
+                ));
+            }
+            www
+        }
+    };
+    dir.canonicalize().map(Some).map_err(|e| Error::io(dir, e))
 }
 
 /// `--model`, canonical: a given folder must hold a model; the default one is left out, with
@@ -286,9 +313,13 @@ fn reachability_warning(host: &str, ip: IpAddr) -> Option<String> {
     ))
 }
 
-/// `serving DIR at URL`, then the model's and the VAD network's lines, and the API's, on stdout.
+/// `serving DIR at URL` (when the demo page is served), then the model's and the VAD network's
+/// lines, and the API's, on stdout.
 fn print_banner(mounts: &Mounts, api: Option<&api::Api>, addr: &str) -> Result<()> {
-    let mut banner = format!("serving {} at http://{addr}/\n", mounts.root.display());
+    let mut banner = String::new();
+    if let Some(root) = &mounts.root {
+        banner += &format!("serving {} at http://{addr}/\n", root.display());
+    }
     if let Some(model) = &mounts.model {
         banner += &format!("model {} at http://{addr}/model/\n", model.display());
     }
@@ -544,17 +575,18 @@ async fn files(State(mounts): State<Arc<Mounts>>, method: Method, uri: Uri) -> R
 /// The file a GET or HEAD of `path` names, or the reply that refuses it: 400 for a path that is
 /// not plain, 404 for nothing there, 301 to add the `/` a folder's URL needs (so the links in
 /// its index.html resolve inside it). With a VAD file, `/vad/` holds that one file and nothing
-/// else.
+/// else; without a root (the API alone), every other path is 404.
 async fn locate(mounts: &Mounts, path: &str) -> Result<PathBuf, Response> {
     let (segments, folder_url) =
         segments(path).ok_or_else(|| text(StatusCode::BAD_REQUEST, "bad request: not a plain path below /\n"))?;
-    let (base, rest) = match (segments.first().map(String::as_str), &mounts.model, &mounts.vad) {
-        (Some("vad"), _, Some(vad)) => {
+    let (base, rest) = match (segments.first().map(String::as_str), &mounts.model, &mounts.vad, &mounts.root) {
+        (Some("vad"), _, Some(vad), _) => {
             let exact = !folder_url && format!("/{}", segments.join("/")) == VAD_PATH;
             return if exact { Ok(vad.clone()) } else { Err(not_found()) };
         }
-        (Some("model"), Some(model), _) => (model, &segments[1..]),
-        _ => (&mounts.root, &segments[..]),
+        (Some("model"), Some(model), _, _) => (model, &segments[1..]),
+        (_, _, _, Some(root)) => (root, &segments[..]),
+        _ => return Err(not_found()),
     };
     let found = rest.iter().fold(base.clone(), |dir, name| dir.join(name));
     let is_dir = tokio::fs::metadata(&found).await.map_err(|_| not_found())?.is_dir();
@@ -781,7 +813,7 @@ mod tests {
             let root = tempfile::tempdir().unwrap();
             std::fs::write(root.path().join("index.html"), INDEX).unwrap();
             std::fs::write(root.path().join("big.bin"), vec![7; BIG_LEN]).unwrap();
-            let mounts = Arc::new(Mounts { root: root.path().to_owned(), model: None, vad: None });
+            let mounts = Arc::new(Mounts { root: Some(root.path().to_owned()), model: None, vad: None });
             let listener = StdListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
             listener.set_nonblocking(true).unwrap();
             let addr = listener.local_addr().unwrap();

@@ -2,7 +2,8 @@
 //! plain TCP: types, lengths and bytes, folders, the VAD network's one URL, errors, methods, the
 //! request log, clients that hang up, oversized headers, model folders of links (Hugging Face's
 //! cache), that no URL reaches a file outside the served folders, the warning for addresses
-//! other machines reach, and a clean stop on Ctrl-C or SIGTERM. The time limits on slow clients
+//! other machines reach, a clean stop on Ctrl-C or SIGTERM, and that without `--api` the demo
+//! page's folder is required. The time limits on slow clients
 //! are tested in the module's own tests, with short limits.
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -543,6 +544,37 @@ fn a_missing_root_is_an_error() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(err.starts_with(&format!("susurrus: error: root folder {} not found", missing.display())), "{err}");
+}
+
+#[test]
+fn without_api_and_without_www_it_is_an_error_naming_www() {
+    let site = Site::new("nowww");
+    let empty = site.path("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let model = site.path("model");
+    let out = Command::new(env!("CARGO_BIN_EXE_susurrus"))
+        .current_dir(&empty)
+        .args(["serve", "--port", "0", "--model", path_str(&model)])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8(out.stderr).unwrap(),
+        "susurrus: error: no www/ folder here: the demo page needs it; run from the repository root (www/ holds the \
+         demo page), pass --root DIR, or pass --api to serve only the transcription API\n"
+    );
+    assert!(out.stdout.is_empty());
+    // With --api, a --root given must still exist: it is checked before the model loads.
+    let missing = site.path("no-www");
+    let out = Command::new(env!("CARGO_BIN_EXE_susurrus"))
+        .current_dir(&empty)
+        .args(["serve", "--api", "--port", "0", "--root", path_str(&missing), "--model", path_str(&model)])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.starts_with(&format!("susurrus: error: root folder {} not found", missing.display())), "{err}");
+    assert!(out.stdout.is_empty());
 }
 
 #[test]

@@ -3,8 +3,8 @@
 //! faster-whisper's text, in every answer format, streamed, and gets each error as its own
 //! exception; 64 concurrent clients each get their own clip's text; and over plain TCP: a full
 //! queue answered 503 with Retry-After before the upload is read, an upload over the limit
-//! 413, a request over its time 504, the key, `/health`, `/metrics`, and a transcription in
-//! flight finished on SIGTERM.
+//! 413, a request over its time 504, the key, `/health`, `/metrics`, a transcription in
+//! flight finished on SIGTERM, and the API alone (no demo page) from an empty folder.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -37,19 +37,25 @@ struct Server {
     child: Child,
     addr: String,
     stderr: Arc<Mutex<String>>,
+    /// The lines on stdout before the API's.
+    banner: Vec<String>,
 }
 
 impl Server {
-    /// `susurrus serve --api --backend cpu --port 0 ARGS`, once its API line is out.
+    /// `susurrus serve --api --backend cpu --port 0 --root www ARGS`, once its API line is out.
     fn start(args: &[&str]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_susurrus"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_susurrus"));
+        command
             .args(["serve", "--api", "--backend", "cpu", "--port", "0", "--root"])
             .arg(repo().join("www"))
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("the susurrus binary runs");
+            .args(args);
+        Server::spawn(command)
+    }
+
+    /// Runs `command` (a `susurrus serve --api`), once its API line is out.
+    fn spawn(mut command: Command) -> Server {
+        let mut child =
+            command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("the susurrus binary runs");
         let stderr = Arc::new(Mutex::new(String::new()));
         let (mut pipe, sink) = (child.stderr.take().unwrap(), stderr.clone());
         std::thread::spawn(move || {
@@ -60,8 +66,11 @@ impl Server {
         });
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
         let mut line = String::new();
+        let mut banner = Vec::new();
         while !line.starts_with("api ") {
-            line.clear();
+            if !line.is_empty() {
+                banner.push(std::mem::take(&mut line));
+            }
             if stdout.read_line(&mut line).unwrap() == 0 {
                 let _ = child.wait();
                 std::thread::sleep(Duration::from_millis(200));
@@ -70,7 +79,7 @@ impl Server {
         }
         let url = line.split_whitespace().find(|w| w.starts_with("http://")).unwrap();
         let addr = url.trim_start_matches("http://").trim_end_matches("/v1/").to_owned();
-        Server { child, addr, stderr }
+        Server { child, addr, stderr, banner }
     }
 
     fn get(&self, target: &str, key: Option<&str>) -> Reply {
@@ -393,4 +402,35 @@ fn a_missing_model_folder_is_an_error_before_listening() {
     assert!(out.stdout.is_empty(), "{}", String::from_utf8_lossy(&out.stdout));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("/nonexistent/model-folder"), "{stderr}");
+}
+
+#[test]
+fn the_api_runs_from_an_empty_folder_without_the_demo_page() {
+    // No --root and no www/ where it runs: the API alone, with the given model.
+    let empty = tempfile::tempdir().unwrap();
+    let model = susurrus_testkit::golden::model_dir();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_susurrus"));
+    command
+        .current_dir(empty.path())
+        .args(["serve", "--api", "--backend", "cpu", "--port", "0", "--model"])
+        .arg(&model);
+    let server = Server::spawn(command);
+    assert!(!server.banner.iter().any(|l| l.starts_with("serving ")), "a demo page was served: {:?}", server.banner);
+    let note = "susurrus: serving the API without the demo page: no www/ folder here (run from the repository root \
+                or pass --root DIR to serve it)";
+    let waited = Instant::now();
+    while !server.stderr.lock().unwrap().lines().any(|l| l == note) {
+        assert!(waited.elapsed() < Duration::from_secs(10), "no note on stderr:\n{}", server.stderr.lock().unwrap());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let reply = post(&server, &[], "short_1.wav", &golden("short_1.wav"));
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let text: serde_json::Value = serde_json::from_str(&reply.body).unwrap();
+    assert_eq!(text["text"], reference("short_1"));
+    // No demo page: `/` and its files are 404; the API's other routes answer.
+    for target in ["/", "/index.html"] {
+        let reply = server.get(target, None);
+        assert_eq!(reply.status, 404, "{target}: {}", reply.body);
+    }
+    assert_eq!(server.get("/health", None).status, 200);
 }
