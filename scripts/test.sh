@@ -40,10 +40,10 @@ trap report EXIT
 # compiler works in the foreground; the tests wait for them.
 downloads_log="${HOME}/.cache/susurrus/downloads.log"
 mkdir -p "$(dirname "$downloads_log")"
-(./scripts/setup.sh system node nvrtc peers api && ./scripts/fetch-model.sh && ./scripts/fetch-model.sh base &&
-  ./scripts/fetch-model.sh silero-vad &&
-  ./scripts/fetch-model.sh tiny.en-int8 && ./scripts/fetch-model.sh tiny.en-onnx &&
-  ./scripts/fetch-model.sh tiny.en-ggml) \
+(./scripts/setup.sh system node nvrtc peers api && ./scripts/models/fetch_model.sh && ./scripts/models/fetch_model.sh base &&
+  ./scripts/models/fetch_model.sh silero-vad &&
+  ./scripts/models/fetch_model.sh tiny.en-int8 && ./scripts/models/fetch_model.sh tiny.en-onnx &&
+  ./scripts/models/fetch_model.sh tiny.en-ggml) \
   >"$downloads_log" 2>&1 &
 downloads=$!
 wait_for_downloads() {

@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 use susurrus_core::exec::wgpu::{WgpuBackend, WgpuOptions};
 
 /// The clip the benchmark transcribes unless `--audio` names another: the project's own
-/// sample (espeak-ng speech, see scripts/make-sample.sh).
+/// sample (espeak-ng speech, see scripts/make_sample.sh).
 const SAMPLE: &[u8] = include_bytes!("../../../samples/sample.wav");
 
 #[derive(Debug, clap::Args)]

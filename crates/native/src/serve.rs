@@ -83,12 +83,12 @@ pub struct ServeArgs {
     /// Folder served at `/` (a folder's URL gives its index.html).
     #[arg(long, value_name = "DIR", default_value = "www")]
     pub root: PathBuf,
-    /// Model folder served at `/model/`. Default: the folder ./scripts/fetch-model.sh prepares,
+    /// Model folder served at `/model/`. Default: the folder ./scripts/models/fetch_model.sh prepares,
     /// left out (with a note on stderr) when it is missing.
     #[arg(long, value_name = "DIR")]
     pub model: Option<PathBuf>,
     /// The Silero VAD v6 network (ONNX) served at /vad/silero_vad_v6.onnx, for the page's
-    /// "skip silence" option. Default: the file `./scripts/fetch-model.sh silero-vad` fetches,
+    /// "skip silence" option. Default: the file `./scripts/models/fetch_model.sh silero-vad` fetches,
     /// left out (with a note on stderr) when it is missing.
     #[arg(long, value_name = "FILE")]
     pub vad_model: Option<PathBuf>,

@@ -9,7 +9,7 @@
 # two builds do not rebuild each other). The worker loads the threaded build where the page is
 # cross-origin isolated, the plain one elsewhere.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export PATH="${HOME}/.cache/susurrus/tools/bin:${PATH}"
 tsc="${HOME}/.cache/susurrus/npm/node_modules/.bin/tsc"
 out=target/npm/susurrus
@@ -101,10 +101,10 @@ const pkg = {
   keywords: ["whisper", "speech-recognition", "transcription", "webgpu", "wasm"],
 };
 fs.writeFileSync(`${dir}/package.json`, JSON.stringify(pkg, null, 2) + "\n");
-for (const f of pkg.files) if (!fs.existsSync(`${dir}/${f}`)) throw new Error(`build-web: ${dir}/${f} is missing`);
+for (const f of pkg.files) if (!fs.existsSync(`${dir}/${f}`)) throw new Error(`build_web: ${dir}/${f} is missing`);
 JS
 
 rm -rf www/pkg
 cp -r "$out" www/pkg
-printf 'build-web: %s (wasm %s KB, threaded %s KB) -> www/pkg\n' "$out" \
+printf 'build_web: %s (wasm %s KB, threaded %s KB) -> www/pkg\n' "$out" \
   "$(( $(stat -c %s "${out}/susurrus_bg.wasm") / 1024 ))" "$(( $(stat -c %s "${out}/threads/susurrus_bg.wasm") / 1024 ))"

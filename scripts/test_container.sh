@@ -5,7 +5,7 @@
 # the reference's text, refuses a request without the key, runs as a user other than root,
 # and stops at SIGTERM (`docker stop`) with status 0. Needs a Docker engine that can get the
 # Dockerfile's base images (rust:1.95-bookworm, debian:bookworm-slim); not part of the test
-# suite, whose machines have no engine. Usage: scripts/test-container.sh [PORT]
+# suite, whose machines have no engine. Usage: scripts/test_container.sh [PORT]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 port=${1:-8080}
