@@ -15,6 +15,9 @@ docker build -f deploy/Dockerfile -t "$image" .
 # Host networking, so that the port the entrypoint sets is reached as is.
 cid=$(docker run -d --network host "$image" --api-key "$key")
 trap 'docker rm -f "$cid" >/dev/null 2>&1 || true' EXIT
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
 for _ in $(seq 120); do
     curl -sf "http://127.0.0.1:$port/health" >/dev/null && break
     sleep 1

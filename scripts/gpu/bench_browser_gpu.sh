@@ -122,6 +122,9 @@ run() {
     >"$WORK/serve.log" 2>"$WORK/serve.err" &
   SERVER=$!
   trap 'kill "$SERVER" 2>/dev/null || true' EXIT
+  trap 'exit 129' HUP
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
   local url="" i
   for i in $(seq 50); do
     url=$(grep -m1 -o 'http://[^ ]*/$' "$WORK/serve.log" 2>/dev/null || true)
@@ -186,9 +189,14 @@ if long:
 PY
   if [[ $STREAM == 1 ]]; then
     log "susurrus bench --backend wgpu --stream, the same clip"
-    # bench --stream finds the network where scripts/models/fetch_model.sh puts it.
-    mkdir -p "$CACHE/models/silero-vad-v6"
-    cp "$f/vad/silero_vad_v6.onnx" "$CACHE/models/silero-vad-v6/"
+    # bench --stream finds the network where scripts/models/fetch_model.sh puts it (copied beside
+    # it and renamed into place, as that script would).
+    local vad=$CACHE/models/silero-vad-v6/silero_vad_v6.onnx
+    if [[ ! -f $vad ]]; then
+      mkdir -p "$(dirname "$vad")"
+      cp "$f/vad/silero_vad_v6.onnx" "$vad.tmp.$$"
+      mv -f "$vad.tmp.$$" "$vad"
+    fi
     "$f/susurrus" bench --backend wgpu --model "$f/model" --stream "$f/www/sample.wav"
   fi
 }

@@ -24,18 +24,28 @@ threads_link_args() {
   printf -- '-C link-arg=%s ' "${args[@]}"
 }
 # The threaded build runs beside the plain one: its own target folder, so neither waits for
-# the other's lock (nor for a test build holding target/'s).
+# the other's lock (nor for a test build holding target/'s). It runs in a process group of its
+# own (job control on while it starts), stopped whole if this script exits before it ends
+# (a failure, Ctrl-C, TERM).
+threaded=""
+trap '[ -z "$threaded" ] || kill -TERM -- "-$threaded" 2>/dev/null || true' EXIT
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
+set -m
 (cd crates/web && RUSTUP_TOOLCHAIN="$nightly" CARGO_TARGET_DIR=../../target/threads \
   RUSTFLAGS="-C target-feature=+atomics,+bulk-memory,+mutable-globals,+simd128 $(threads_link_args)" \
   wasm-pack --quiet build --mode no-install --target web --release \
-  --out-dir "../../${out}/threads" --out-name susurrus . -- -Z build-std=panic_abort,std) &
+  --out-dir "../../${out}/threads" --out-name susurrus . -- -Z build-std=panic_abort,std) </dev/null &
 threaded=$!
-if ! (cd crates/web && wasm-pack --quiet build --mode no-install --target web --release \
-  --out-dir "../../${out}" --out-name susurrus); then
-  wait "$threaded" || true
-  exit 1
-fi
-wait "$threaded"
+set +m
+plain_rc=0 threaded_rc=0
+(cd crates/web && wasm-pack --quiet build --mode no-install --target web --release \
+  --out-dir "../../${out}" --out-name susurrus) || plain_rc=$?
+wait "$threaded" || threaded_rc=$?
+threaded=""
+((plain_rc == 0)) || exit 1
+((threaded_rc == 0)) || exit "$threaded_rc"
 # wasm-pack's own .gitignore would hide the package from git-based tools; package.json says
 # which files ship.
 rm -f "${out}/.gitignore" "${out}/threads/.gitignore" "${out}/threads/package.json"
