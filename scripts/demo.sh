@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-${HOME}/.cache/susurrus/xdg}"
 mkdir -p -m 700 "$XDG_RUNTIME_DIR"
 model=$(./scripts/models/fetch_model.sh | tail -n 1)
-cargo build --release --quiet -p susurrus-native
+cargo build --release --quiet -p susurrus-cli
 ./target/release/susurrus transcribe --model "$model" "$@" samples/sample.wav
 cat <<'NOTE'
 

@@ -10,5 +10,5 @@ cd "$(dirname "$0")/.."
 model=$(./scripts/models/fetch_model.sh | tail -n 1)
 vad_model=$(./scripts/models/fetch_model.sh silero-vad | tail -n 1)
 ./scripts/web/build_web.sh
-cargo build --release --quiet -p susurrus-native
+cargo build --release --quiet -p susurrus-cli
 exec ./target/release/susurrus serve --root www --model "$model" --vad-model "$vad_model" "$@"

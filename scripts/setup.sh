@@ -25,7 +25,7 @@
 #           browser bundles need none), and whisper.cpp's jfk.wav sample from nodejs-whisper's
 #           tarball (public audio: fetched, never committed); not part of the default
 # - api:    OpenAI's Python client library (pinned) in a venv of its own at
-#           ~/.cache/susurrus/api-venv: crates/native/tests/serve_api.rs points it at
+#           ~/.cache/susurrus/api-venv: crates/cli/tests/serve_api.rs points it at
 #           `susurrus serve --api`, as a user of the transcription API would
 # The parts other than rust are mostly downloads: scripts/test.sh runs them in the
 # background while the compiler works. Tools built from crates.io go to

@@ -109,8 +109,8 @@ stage "scripts: locks and temporary folders of the set-up cache (scripts/lib/tes
 stage "cargo clippy --workspace --all-targets (native, wasm32)" \
   bash -c 'cargo clippy --workspace --all-targets -- -D warnings &&
     cargo clippy -p susurrus-web -p susurrus-cpu --target wasm32-unknown-unknown --all-targets -- -D warnings'
-stage "cargo check -p susurrus-native --target aarch64-apple-darwin (macOS, Metal)" \
-  cargo check -p susurrus-native --target aarch64-apple-darwin
+stage "cargo check -p susurrus-cli --target aarch64-apple-darwin (macOS, Metal)" \
+  cargo check -p susurrus-cli --target aarch64-apple-darwin
 stage "cargo test --workspace: build" cargo test --workspace --no-run
 stage "setup: system packages, npm tools, browser peers, OpenAI's Python client, NVRTC, the models, int8/ONNX/ggml tiny.en (background)" wait_for_downloads
 stage "cargo test --workspace" cargo test --workspace

@@ -2,9 +2,9 @@
 //! what it returns. Any panic is a bug; errors are the expected outcome of most inputs. Shared by
 //! the cargo-fuzz targets (`fuzz/fuzz_targets/`, coverage-guided, on demand through
 //! `scripts/fuzz.sh`) and the short seeded mutation run in the test suite
-//! (`crates/native/tests/fuzz_inputs.rs`, which includes this file), so both run the same code.
+//! (`crates/cli/tests/fuzz_inputs.rs`, which includes this file), so both run the same code.
 
-use susurrus_native::audio::decode_bytes;
+use susurrus_cli::audio::decode_bytes;
 use susurrus_whisper::ct2::{load_ct2, parse_model_bin};
 use susurrus_whisper::ct2_stream::Ct2Stream;
 use susurrus_whisper::files::ModelFormat;

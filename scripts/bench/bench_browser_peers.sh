@@ -17,7 +17,7 @@ SUSURRUS_INT8_MODEL=$(./scripts/models/fetch_model.sh tiny.en-int8 | tail -n 1)
 SUSURRUS_ONNX_MODEL=$(./scripts/models/fetch_model.sh tiny.en-onnx | tail -n 1)
 SUSURRUS_GGML_MODEL="$(./scripts/models/fetch_model.sh tiny.en-ggml | tail -n 1)/ggml-tiny.en.bin"
 ./scripts/web/build_web.sh
-cargo build --release --quiet -p susurrus-native
+cargo build --release --quiet -p susurrus-cli
 export SUSURRUS_BIN="$PWD/target/release/susurrus" SUSURRUS_MODEL SUSURRUS_INT8_MODEL SUSURRUS_ONNX_MODEL SUSURRUS_GGML_MODEL
 mkdir -p -m 700 "${XDG_RUNTIME_DIR:=/tmp/xdg-$(id -u)}"
 export XDG_RUNTIME_DIR

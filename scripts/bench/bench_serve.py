@@ -157,7 +157,7 @@ def main():
     parser.add_argument("--compute-type", default="float32", help="faster-whisper's compute type")
     args = parser.parse_args()
     if args.susurrus is None:
-        subprocess.run(["cargo", "build", "--release", "-q", "-p", "susurrus-native"], cwd=ROOT, check=True)
+        subprocess.run(["cargo", "build", "--release", "-q", "-p", "susurrus-cli"], cwd=ROOT, check=True)
         args.susurrus = str(ROOT / "target" / "release" / "susurrus")
     if args.model is None:
         out = subprocess.run([str(ROOT / "scripts" / "models" / "fetch_model.sh")], check=True,

@@ -57,9 +57,9 @@ def clips():
 
 def build():
     """Builds the release binary and returns its path."""
-    print("bench: cargo build --release -p susurrus-native", file=sys.stderr, flush=True)
+    print("bench: cargo build --release -p susurrus-cli", file=sys.stderr, flush=True)
     subprocess.run(
-        ["cargo", "build", "--release", "--quiet", "-p", "susurrus-native", "--bin", "susurrus"],
+        ["cargo", "build", "--release", "--quiet", "-p", "susurrus-cli", "--bin", "susurrus"],
         cwd=ROOT,
         check=True,
     )

@@ -57,7 +57,7 @@ prepare() {
   (cd "$files/debs" && apt-get -qq download chromium chromium-common $VULKAN_DEBS $(library_packages) 2>/dev/null)
   log "the package (scripts/web/build_web.sh) and susurrus (release)"
   "$ROOT/scripts/web/build_web.sh" >/dev/null
-  (cd "$ROOT" && cargo build -q --release -p susurrus-native)
+  (cd "$ROOT" && cargo build -q --release -p susurrus-cli)
   cp "$ROOT/target/release/susurrus" "$files/susurrus"
   strip "$files/susurrus"
   cp -r "$ROOT/www/." "$files/www/"

@@ -68,7 +68,7 @@ def main():
     if args.runs < 2:
         sys.exit("bench_startup: --runs must be at least 2 (the first run is reported apart)")
     if not Path(args.bin).is_file():
-        sys.exit(f"bench_startup: no binary at {args.bin} (cargo build --release -p susurrus-native)")
+        sys.exit(f"bench_startup: no binary at {args.bin} (cargo build --release -p susurrus-cli)")
 
     rows = []
     cold = args.cold

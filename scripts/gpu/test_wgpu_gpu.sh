@@ -40,17 +40,16 @@ for line in sys.stdin:
 
 build() {
   mkdir -p "$suite" "$debs"
-  build_test susurrus-core op_harness wgpu-op-harness
-  build_test susurrus-core wgpu_executor wgpu-executor
-  build_test susurrus-whisper whisper_golden wgpu-golden
+  build_test susurrus-testkit conformance conformance
+  build_test susurrus-wgpu executor wgpu-executor
   if ! ls "$debs"/libvulkan1_*.deb >/dev/null 2>&1; then
     (cd "$debs" && apt-get download libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2)
   fi
-  echo "test_wgpu_gpu: built $suite/wgpu-{op-harness,executor,golden} and $debs"
+  echo "test_wgpu_gpu: built $suite/conformance, $suite/wgpu-executor and $debs"
 }
 
 run() {
-  for b in wgpu-op-harness wgpu-executor wgpu-golden; do
+  for b in conformance wgpu-executor; do
     [ -x "$suite/$b" ] || { echo "test_wgpu_gpu: $suite/$b is missing: run 'scripts/gpu/test_wgpu_gpu.sh build'" >&2; exit 1; }
   done
   if ! ldconfig -p | grep -q 'libvulkan.so.1 '; then
@@ -66,7 +65,7 @@ run() {
     fi
   done
   export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$(mktemp -d)}"
-  "$suite/wgpu-op-harness" --test-threads=1 --nocapture
+  "$suite/conformance" --test-threads=1 --nocapture ops::
   # Each executor test in a process of its own: the NVIDIA driver (580, H100) refuses the
   # 31st Vulkan instance of a process ("vulkan drivers/libraries could not be loaded"; a loop
   # that opens, compiles on, runs and drops a backend fails there with nothing leaked), and
@@ -76,8 +75,8 @@ run() {
     "$suite/wgpu-executor" --exact "$t" --quiet || failed=1
   done
   [ "$failed" = 0 ] || { echo "test_wgpu_gpu: an executor test failed" >&2; exit 1; }
-  "$suite/wgpu-golden" --include-ignored --test-threads=1 --nocapture gpu_every_kernel_family
-  "$suite/wgpu-golden" --test-threads=1 --nocapture wgpu_with_small_buffers
+  "$suite/conformance" --include-ignored --test-threads=1 --nocapture golden::gpu_every_kernel_family
+  "$suite/conformance" --test-threads=1 --nocapture golden::wgpu_with_small_buffers
 }
 
 case "$mode" in

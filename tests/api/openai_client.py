@@ -1,5 +1,5 @@
 """OpenAI's Python client library pointed at `susurrus serve --api`, as a user of the
-transcription API points it: crates/native/tests/serve_api.rs starts the server and runs this
+transcription API points it: crates/cli/tests/serve_api.rs starts the server and runs this
 with the venv `./scripts/setup.sh api` makes.
 
     openai_client.py URL KEY check         every route and answer format once, and the errors

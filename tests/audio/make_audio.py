@@ -1,6 +1,6 @@
 """Writes tests/fixtures/audio/: small audio files in every input format `susurrus` reads, the
 broken inputs it must reject, and the 16 kHz mono reference signals the decoder is checked
-against (crates/native/tests/audio.rs).
+against (crates/cli/tests/audio.rs).
 
 Two kinds of content:
 

@@ -86,7 +86,7 @@ await runTest("live", async (onCleanup) => {
   // one look commits it whole, and the text does not hang on where the looks fall. (At every
   // 1 s the looks on two busy cores fall where they may, and words agreed on by two looks cut
   // short come out wrong; the agreement's accuracy is checked on simulated clocks by
-  // crates/native/tests/live.rs.)
+  // crates/cli/tests/live.rs.)
   await page.selectOption("#live-hop", "10");
   await page.click("#live-start");
   await waitForState(page, "#live-status", ["listening"], "starting live captions", LOAD_TIMEOUT_MS);

@@ -20,7 +20,7 @@ export XDG_RUNTIME_DIR
 # even while the browser suite's build holds target/'s lock (the test command runs the two side
 # by side). Then the command and the random-model example as `cargo test --workspace` builds
 # them (target/debug), so after the test command's cargo stage nothing is left to compile: a
-# `cargo build -p susurrus-native` resolves the dependencies' features for that package alone
+# `cargo build -p susurrus-cli` resolves the dependencies' features for that package alone
 # and rebuilt most of them (6.75 minutes on two cores).
 ./scripts/web/build_web.sh
 cargo test --workspace --no-run -q

@@ -3,8 +3,10 @@
 //! Pipeline (modules in this order; a module imports only those before it):
 //! `tensor` -> `ir` (graph, builder, verifier, printer) and `ops` (one file per op: semantics
 //! only) -> `passes` (dce, folding, fusion) -> `plan` (schedule + arena memory plan) -> `exec`
-//! (backends: the CPU reference executor and wgpu here, each lowering every op in one place;
-//! others plug into the same trait).
+//! (the backend trait, the link layer that decides where every value lives, and the CPU
+//! reference executor). The GPU backends and the fast CPU backend are crates of their own
+//! (`susurrus-wgpu`, `susurrus-cuda`, `susurrus-cpu`) on this trait: no GPU stack is compiled
+//! into this crate.
 
 pub mod error;
 pub mod tensor;

@@ -9,8 +9,6 @@ use std::time::Instant;
 
 use serde_json::Value;
 use susurrus_core::exec::Backend;
-use susurrus_core::exec::cpu::CpuBackend;
-use susurrus_core::exec::wgpu::{WgpuBackend, WgpuOptions};
 use susurrus_whisper::vad::{Vad, VadOptions, VadPlan, VadWeights, speech_chunks};
 pub use susurrus_whisper::wer::word_error_rate;
 use susurrus_whisper::{Event, Task, TranscribeOptions, Whisper};
@@ -179,16 +177,6 @@ fn pcm16_wav(bytes: &[u8], file: &str) -> Vec<f32> {
     panic!("{file}: no data chunk");
 }
 
-/// The CPU reference executor.
-pub fn cpu() -> CpuBackend {
-    CpuBackend::new()
-}
-
-/// The wgpu backend on whatever adapter the machine has (lavapipe in CI).
-pub fn wgpu() -> WgpuBackend {
-    pollster::block_on(WgpuBackend::with_options(&WgpuOptions::default())).expect("a wgpu adapter")
-}
-
 /// Largest absolute difference, and the index where it is.
 pub fn max_abs_diff(a: &[f32], b: &[f32]) -> (f32, usize) {
     assert_eq!(a.len(), b.len());
@@ -202,8 +190,8 @@ pub fn max_abs_diff(a: &[f32], b: &[f32]) -> (f32, usize) {
 /// The backends the golden tests run on, by name.
 pub fn backend(name: &str) -> Box<dyn Backend> {
     match name {
-        "cpu" => Box::new(cpu()),
-        "wgpu" => Box::new(wgpu()),
+        "cpu" => crate::backends::reference(),
+        "wgpu" => crate::backends::wgpu(),
         other => panic!("unknown backend {other}"),
     }
 }
@@ -534,7 +522,7 @@ fn int8_runs(backend: Box<dyn Backend>, clips: &[&str]) -> Vec<(String, Vec<u32>
 /// (faster-whisper on tiny.en), and on `backend`, when given, its token ids are the
 /// reference executor's (every backend dequantizes the same int8 values and scales).
 pub fn int8_transcripts_match(backend: Option<Box<dyn Backend>>, clips: &[&str], max_wer: f64) {
-    let reference = int8_runs(Box::new(cpu()), clips);
+    let reference = int8_runs(crate::backends::reference(), clips);
     let mut problems = Vec::new();
     for (clip, _, text) in &reference {
         let f16_text = Set::TinyEn.fixture(clip)["runs"][0]["text"].as_str().unwrap().to_string();

@@ -10,10 +10,12 @@
 //! [`susurrus_core::ir::evaluate`]. It lives in the library, not in a test, so every backend (the CPU
 //! executor, wgpu natively and in the browser, CUDA) runs the same cases with one loop.
 //! [`golden`] holds the checks of the real models (tiny.en, multilingual base) against the
-//! committed reference fixtures, shared by the whisper and native crates' tests; [`shapes`]
+//! committed reference fixtures, shared by the conformance suite and the command's tests; [`shapes`]
 //! runs random-weight models at the real widths of the larger sizes on any backend; [`signal`]
 //! compares decoded audio with its references.
 
+#[cfg(not(target_arch = "wasm32"))]
+pub mod backends;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod batch;
 pub mod cases;

@@ -107,17 +107,29 @@ fn the_layering_check_finds_an_upward_import() {
 }
 
 /// The crates each crate may use, from its manifest's `[dependencies]` (dev-dependencies may
-/// reach further: tests link the test kit).
+/// reach further: tests link the test kit). The compiler at the bottom; the backends and the
+/// model beside each other on it, naming neither each other nor the model; the browser
+/// package, the command and the test kit on top. Every crate under crates/ has a line here.
 #[test]
 fn crates_depend_only_on_crates_below() {
-    let allowed: [(&str, &[&str]); 6] = [
+    let allowed: [(&str, &[&str]); 8] = [
         ("core", &[]),
         ("cpu", &["susurrus-core"]),
+        ("wgpu", &["susurrus-core"]),
+        ("cuda", &["susurrus-core"]),
         ("whisper", &["susurrus-core"]),
-        ("testkit", &["susurrus-core", "susurrus-whisper"]),
-        ("web", &["susurrus-core", "susurrus-cpu", "susurrus-whisper"]),
-        ("native", &["susurrus-core", "susurrus-cpu", "susurrus-whisper"]),
+        ("testkit", &["susurrus-core", "susurrus-cpu", "susurrus-wgpu", "susurrus-whisper"]),
+        ("web", &["susurrus-core", "susurrus-cpu", "susurrus-wgpu", "susurrus-whisper"]),
+        ("cli", &["susurrus-core", "susurrus-cpu", "susurrus-wgpu", "susurrus-cuda", "susurrus-whisper"]),
     ];
+    let mut present: Vec<String> = std::fs::read_dir(root().join("crates"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    present.sort();
+    let mut listed: Vec<String> = allowed.iter().map(|(name, _)| name.to_string()).collect();
+    listed.sort();
+    assert_eq!(present, listed, "every crate under crates/ needs its place in this list");
     for (name, may) in allowed {
         let path = root().join("crates").join(name).join("Cargo.toml");
         let manifest = std::fs::read_to_string(&path).unwrap();
@@ -133,6 +145,21 @@ fn crates_depend_only_on_crates_below() {
             if is_dependency && dependency.starts_with("susurrus-") {
                 assert!(may.contains(&dependency), "{}: crates/{name} depends on {dependency}", path.display());
             }
+        }
+    }
+}
+
+/// The compiler and the model name no backend crate even in their tests: their backend tests
+/// take backends from the test kit (`susurrus_testkit::backends`, `for_each_backend!`) as
+/// `Box<dyn Backend>`, so no test below the backends depends on one backend's type.
+#[test]
+fn the_compiler_and_the_model_name_no_backend_even_in_tests() {
+    for name in ["core", "whisper"] {
+        let path = root().join("crates").join(name).join("Cargo.toml");
+        let manifest = std::fs::read_to_string(&path).unwrap();
+        for backend in ["susurrus-cpu", "susurrus-wgpu", "susurrus-cuda", "wgpu", "cudarc"] {
+            let named = manifest.lines().any(|l| l.trim().split(['.', ' ', '=']).next() == Some(backend));
+            assert!(!named, "{}: crates/{name} names {backend}", path.display());
         }
     }
 }

@@ -12,8 +12,8 @@ use std::rc::Rc;
 
 use js_sys::{Function, Reflect};
 use susurrus_core::exec::Backend;
-use susurrus_core::exec::wgpu::WgpuBackend;
 use susurrus_cpu::FastCpuBackend;
+use susurrus_wgpu::WgpuBackend;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 

@@ -2,7 +2,7 @@
 //! run: `FileReaderSync`, the origin's private file system and WebCodecs are there), in
 //! headless Chromium: the fixtures of tests/audio/make_audio.sh decode to what the native
 //! command's decoder gives (checked against the same independent references, with the same
-//! tolerances as crates/native/tests/audio.rs), damaged files keep the audio before the damage
+//! tolerances as crates/cli/tests/audio.rs), damaged files keep the audio before the damage
 //! with a warning, a long recording's samples go to a file and not into memory, and a
 //! transcription of a file equals one of its samples. Run with `wasm-pack test --headless --chrome`.
 #![cfg(target_arch = "wasm32")]

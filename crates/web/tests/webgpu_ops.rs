@@ -6,10 +6,10 @@
 
 use half::f16;
 use susurrus_core::exec::Backend;
-use susurrus_core::exec::wgpu::{WgpuBackend, WgpuOptions};
 use susurrus_cpu::FastCpuBackend;
 use susurrus_cpu::simd::{dot_f16, f16_to_f32};
 use susurrus_testkit::{CaseReport, check_backend_async, op_cases, summary_table};
+use susurrus_wgpu::{WgpuBackend, WgpuOptions};
 use wasm_bindgen_test::{wasm_bindgen_test, wasm_bindgen_test_configure};
 
 wasm_bindgen_test_configure!(run_in_browser);

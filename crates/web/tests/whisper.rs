@@ -8,12 +8,12 @@ mod support;
 
 use js_sys::{Array, Float32Array, Uint8Array};
 use support::*;
-use susurrus_core::exec::wgpu::{WgpuBackend, WgpuOptions};
 use susurrus_core::ir::DType;
 use susurrus_testkit::shapes;
 use susurrus_testkit::whisper::Architecture;
 use susurrus_testkit::whisper::{small_model_files, small_model_files_as, small_tokenizer_json, small_vocabulary};
 use susurrus_web::{Model, clear_model_cache, decode_audio, format_transcript};
+use susurrus_wgpu::{WgpuBackend, WgpuOptions};
 use susurrus_whisper::config::WhisperConfig;
 use susurrus_whisper::convert::WeightFormat;
 use susurrus_whisper::tokenizer::Tokenizer;

@@ -1,5 +1,5 @@
 //! [`Whisper`]: a loaded model compiled on a backend, ready to transcribe. What the web and
-//! native crates hold.
+//! command-line crates hold.
 
 use std::path::Path;
 

@@ -955,7 +955,6 @@ fn read_choice(out: &HashMap<String, Tensor>) -> Result<Choice> {
 mod tests {
     use super::*;
     use susurrus_core::exec::cpu::CpuBackend;
-    use susurrus_core::exec::wgpu::{WgpuBackend, WgpuOptions};
     use susurrus_core::ir::DType;
 
     use crate::weights::testing::{multilingual_config, small_config};
@@ -1244,46 +1243,25 @@ mod tests {
         assert!(err.contains("group 5 of 5"), "{err}");
     }
 
-    #[test]
-    fn cpu_windows_encoded_together_prefill_as_alone() {
-        windows_encoded_together_prefill_as_alone(&CpuBackend::new());
-    }
+    susurrus_testkit::for_each_backend!(fn windows_encoded_together_prefill_as_alone(backend) {
+        windows_encoded_together_prefill_as_alone(backend.as_ref());
+    });
 
-    #[test]
-    fn wgpu_windows_encoded_together_prefill_as_alone() {
-        let backend = pollster::block_on(WgpuBackend::with_options(&WgpuOptions::default())).unwrap();
-        windows_encoded_together_prefill_as_alone(&backend);
-    }
+    susurrus_testkit::for_each_backend!(fn groups_decode_as_windows_alone(backend) {
+        groups_decode_as_windows_alone(backend.as_ref());
+    });
 
-    #[test]
-    fn cpu_groups_decode_as_windows_alone() {
-        groups_decode_as_windows_alone(&CpuBackend::new());
-    }
-
-    #[test]
-    fn wgpu_groups_decode_as_windows_alone() {
-        let backend = pollster::block_on(WgpuBackend::with_options(&WgpuOptions::default())).unwrap();
-        groups_decode_as_windows_alone(&backend);
-    }
-
-    #[test]
-    fn cpu_beams_follow_their_sequences() {
-        beams_follow_their_sequences(&CpuBackend::new());
-    }
-
-    #[test]
-    fn wgpu_beams_follow_their_sequences() {
-        let backend = pollster::block_on(WgpuBackend::with_options(&WgpuOptions::default())).unwrap();
-        beams_follow_their_sequences(&backend);
-    }
+    susurrus_testkit::for_each_backend!(fn beams_follow_their_sequences(backend) {
+        beams_follow_their_sequences(backend.as_ref());
+    });
 
     /// The alignment graph: each head's row is a softmax over the window's frames only, the
     /// next-token probabilities are probabilities, and the CPU reference and wgpu agree.
     #[test]
     fn alignment_rows_are_softmaxes_over_the_window_on_both_backends() {
-        let wgpu = pollster::block_on(WgpuBackend::with_options(&WgpuOptions::default())).unwrap();
+        let wgpu = susurrus_testkit::backends::wgpu();
         let mut results = Vec::new();
-        for backend in [&CpuBackend::new() as &dyn Backend, &wgpu] {
+        for backend in [&CpuBackend::new() as &dyn Backend, wgpu.as_ref()] {
             let mut p = program(backend);
             assert!(p.can_align());
             let a = pollster::block_on(p.align(&[10, 2, 4, 5, 11], 5)).unwrap();
@@ -1311,9 +1289,9 @@ mod tests {
         let mut config = small_config();
         config.generation.alignment_heads = [(0, 0), (0, 1), (1, 0), (1, 1)].repeat(2);
         config.generation.alignment_heads.push((1, 1));
-        let wgpu = pollster::block_on(WgpuBackend::with_options(&WgpuOptions::default())).unwrap();
+        let wgpu = susurrus_testkit::backends::wgpu();
         let mut weights = Vec::new();
-        for backend in [&CpuBackend::new() as &dyn Backend, &wgpu] {
+        for backend in [&CpuBackend::new() as &dyn Backend, wgpu.as_ref()] {
             let mut p = program_of(backend, config.clone());
             let a = pollster::block_on(p.align(&[10, 2, 4, 11], 6)).unwrap();
             assert_eq!((a.heads, a.weights.len()), (9, 9 * 4 * 6));
@@ -1365,8 +1343,8 @@ mod tests {
         let mel =
             Tensor::f32([128, c.n_frames()], (0..128 * c.n_frames()).map(|i| (i % 7) as f32 / 7.0).collect()).unwrap();
         let mut choices = Vec::new();
-        let wgpu = pollster::block_on(WgpuBackend::with_options(&WgpuOptions::default())).unwrap();
-        for backend in [&CpuBackend::new() as &dyn Backend, &wgpu] {
+        let wgpu = susurrus_testkit::backends::wgpu();
+        for backend in [&CpuBackend::new() as &dyn Backend, wgpu.as_ref()] {
             let mut p = pollster::block_on(Program::compile(backend, &model, &spec)).unwrap();
             assert_eq!(p.max_prompt(), 3);
             pollster::block_on(p.encode(&mel, false)).unwrap();
@@ -1379,36 +1357,15 @@ mod tests {
         assert_eq!(choices[0], choices[1]);
     }
 
-    #[test]
-    fn cpu_steps_match_prefill() {
-        steps_match_prefill(&CpuBackend::new());
-    }
+    susurrus_testkit::for_each_backend!(fn steps_match_prefill(backend) {
+        steps_match_prefill(backend.as_ref());
+    });
 
-    #[test]
-    fn wgpu_steps_match_prefill() {
-        let backend = pollster::block_on(WgpuBackend::with_options(&WgpuOptions::default())).unwrap();
-        steps_match_prefill(&backend);
-    }
+    susurrus_testkit::for_each_backend!(fn chains_match_single_steps(backend) {
+        chains_match_single_steps(backend.as_ref());
+    });
 
-    #[test]
-    fn cpu_chains_match_single_steps() {
-        chains_match_single_steps(&CpuBackend::new());
-    }
-
-    #[test]
-    fn wgpu_chains_match_single_steps() {
-        let backend = pollster::block_on(WgpuBackend::with_options(&WgpuOptions::default())).unwrap();
-        chains_match_single_steps(&backend);
-    }
-
-    #[test]
-    fn cpu_rules_ban_tokens() {
-        rules_ban_tokens(&CpuBackend::new());
-    }
-
-    #[test]
-    fn wgpu_rules_ban_tokens() {
-        let backend = pollster::block_on(WgpuBackend::with_options(&WgpuOptions::default())).unwrap();
-        rules_ban_tokens(&backend);
-    }
+    susurrus_testkit::for_each_backend!(fn rules_ban_tokens(backend) {
+        rules_ban_tokens(backend.as_ref());
+    });
 }

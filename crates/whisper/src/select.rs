@@ -389,8 +389,6 @@ mod tests {
     use crate::layers::ModelWeights;
     use crate::weights::testing::small_config;
     use susurrus_core::exec::Backend;
-    use susurrus_core::exec::cpu::CpuBackend;
-    use susurrus_core::exec::wgpu::{WgpuBackend, WgpuOptions};
     use susurrus_core::ir::{DType, TensorType};
 
     const V: usize = 40;
@@ -585,16 +583,8 @@ mod tests {
         assert!(kinds.iter().all(|&k| k > 5), "each kind of history is tried: {kinds:?}");
     }
 
-    #[test]
-    fn cpu_selection_follows_the_rules() {
-        check_first(&CpuBackend::new());
-        check_later(&CpuBackend::new());
-    }
-
-    #[test]
-    fn wgpu_selection_follows_the_rules() {
-        let backend = pollster::block_on(WgpuBackend::with_options(&WgpuOptions::default())).unwrap();
-        check_first(&backend);
-        check_later(&backend);
-    }
+    susurrus_testkit::for_each_backend!(fn selection_follows_the_rules(backend) {
+        check_first(backend.as_ref());
+        check_later(backend.as_ref());
+    });
 }

@@ -7,7 +7,6 @@
 use std::ops::ControlFlow;
 
 use susurrus_testkit::batch::{Together, assert_same_transcripts, transcribe_together};
-use susurrus_testkit::golden;
 use susurrus_whisper::files::load_files;
 use susurrus_whisper::{TranscribeOptions, Transcript, Whisper};
 
@@ -35,9 +34,9 @@ fn clips() -> Vec<Vec<f32>> {
         .collect()
 }
 
-fn small_model(backend: susurrus_core::exec::wgpu::WgpuBackend) -> Whisper {
+fn small_model(backend: Box<dyn susurrus_core::exec::Backend>) -> Whisper {
     let (weights, tokenizer) = load_files(&susurrus_testkit::whisper::small_model_files(3).unwrap()).unwrap();
-    pollster::block_on(Whisper::new(Box::new(backend), &weights, tokenizer)).unwrap()
+    pollster::block_on(Whisper::new(backend, &weights, tokenizer)).unwrap()
 }
 
 /// The transcripts of `clips` one at a time, then the model compiled with 3 groups.
@@ -53,7 +52,7 @@ fn alone_then_grouped(w: &mut Whisper, clips: &[Vec<f32>]) -> Vec<Transcript> {
 
 #[test]
 fn transcriptions_decoded_together_each_get_their_own_transcript() {
-    let mut w = small_model(golden::wgpu());
+    let mut w = small_model(susurrus_testkit::backends::wgpu());
     let clips = clips();
     let alone = alone_then_grouped(&mut w, &clips);
     let Together { transcripts, steps, windows, encoded } = transcribe_together(&mut w, &clips, &options(), |_| {});
@@ -64,15 +63,14 @@ fn transcriptions_decoded_together_each_get_their_own_transcript() {
 
 #[test]
 fn a_device_destroyed_between_group_steps_is_replaced_and_every_transcript_is_unchanged() {
-    let backend = golden::wgpu();
-    let device = backend.device().clone();
+    let (backend, lose_device) = susurrus_testkit::backends::wgpu_and_its_loss();
     let mut w = small_model(backend);
     let clips = clips();
     let alone = alone_then_grouped(&mut w, &clips);
     let mut destroyed = false;
     let together = transcribe_together(&mut w, &clips, &options(), |steps| {
         if steps == 2 && !destroyed {
-            device.destroy();
+            lose_device();
             destroyed = true;
         }
     });

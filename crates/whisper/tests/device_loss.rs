@@ -12,7 +12,6 @@ use std::rc::Rc;
 use susurrus_core::exec::{Backend, BoxFuture, Chain, Executable, Weights};
 use susurrus_core::plan::Plan;
 use susurrus_core::tensor::Tensor;
-use susurrus_testkit::golden;
 use susurrus_whisper::files::load_files;
 use susurrus_whisper::transcribe::MAX_REOPENS;
 use susurrus_whisper::{Checkpoint, Error, Event, Pcm, Resume, TranscribeOptions, Transcript, Whisper};
@@ -47,9 +46,8 @@ fn quietly(w: &mut Whisper, pcm: &[f32]) -> Result<Transcript, Error> {
 
 #[test]
 fn a_destroyed_wgpu_device_is_replaced_and_the_transcript_is_unchanged() {
-    let backend = golden::wgpu();
-    let device = backend.device().clone();
-    let mut w = small_model(Box::new(backend));
+    let (backend, lose_device) = susurrus_testkit::backends::wgpu_and_its_loss();
+    let mut w = small_model(backend);
     let pcm = audio();
     let want = quietly(&mut w, &pcm).unwrap();
     assert!(!want.segments.is_empty(), "the random model says something on this audio: {want:?}");
@@ -64,7 +62,7 @@ fn a_destroyed_wgpu_device_is_replaced_and_the_transcript_is_unchanged() {
     let got = pollster::block_on(w.transcribe(&pcm, &options, &mut |event| {
         match event {
             Event::Progress { done, .. } if done > 0.0 && destroyed_at.is_none() => {
-                device.destroy();
+                lose_device();
                 destroyed_at = Some(done);
             }
             Event::DeviceLost { reason, resume_at } => lost.push((reason.to_string(), resume_at)),
@@ -157,7 +155,8 @@ impl Backend for Losing {
                 return Err(susurrus_core::Error::Backend("no adapter found".into()));
             }
             self.faults.reopened.set(self.faults.reopened.get() + 1);
-            Ok(Box::new(Losing { inner: Box::new(golden::cpu()), faults: self.faults.clone() }) as Box<dyn Backend>)
+            Ok(Box::new(Losing { inner: susurrus_testkit::backends::reference(), faults: self.faults.clone() })
+                as Box<dyn Backend>)
         })
     }
 }
@@ -198,7 +197,7 @@ impl Executable for LosingExecutable {
 
 fn losing_model() -> (Whisper, Rc<Faults>) {
     let faults = Rc::new(Faults::default());
-    let backend = Losing { inner: Box::new(golden::cpu()), faults: faults.clone() };
+    let backend = Losing { inner: susurrus_testkit::backends::reference(), faults: faults.clone() };
     (small_model(Box::new(backend)), faults)
 }
 
@@ -279,7 +278,7 @@ fn a_failed_reopening_or_another_error_ends_the_transcription() {
 #[test]
 fn a_checkpoint_resumes_a_new_model_with_the_rest_of_the_transcript() {
     let pcm = audio();
-    let mut w = small_model(Box::new(golden::cpu()));
+    let mut w = small_model(susurrus_testkit::backends::reference());
     let options = options();
     // Each checkpoint with the number of segments reported before it.
     let mut checkpoints = Vec::new();
@@ -299,7 +298,7 @@ fn a_checkpoint_resumes_a_new_model_with_the_rest_of_the_transcript() {
     for (json, reported) in &checkpoints[..2] {
         let checkpoint: Checkpoint = serde_json::from_str(json).unwrap();
         let resume = Resume { checkpoint: Some(checkpoint.clone()), devices_lost: 1 };
-        let mut fresh = small_model(Box::new(golden::cpu()));
+        let mut fresh = small_model(susurrus_testkit::backends::reference());
         let mut first = None;
         let rest = pollster::block_on(fresh.transcribe_resuming(&Pcm(&pcm), &options, &resume, &mut |event| {
             if let Event::Checkpoint(c) = event {

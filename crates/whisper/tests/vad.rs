@@ -84,7 +84,7 @@ fn weights_must_be_whole_and_finite() {
 }
 
 fn whisper() -> Whisper {
-    pollster::block_on(Whisper::load_dir(Box::new(golden::cpu()), &golden::model_dir())).unwrap()
+    pollster::block_on(Whisper::load_dir(susurrus_testkit::backends::reference(), &golden::model_dir())).unwrap()
 }
 
 #[test]

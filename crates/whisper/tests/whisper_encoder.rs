@@ -73,10 +73,10 @@ fn log_mel_window_matches_faster_whisper() {
 
 #[test]
 fn cpu_encoder_matches_ctranslate2() {
-    encoder_matches_reference(&golden::cpu());
+    encoder_matches_reference(susurrus_testkit::backends::reference().as_ref());
 }
 
 #[test]
 fn wgpu_encoder_matches_ctranslate2() {
-    encoder_matches_reference(&golden::wgpu());
+    encoder_matches_reference(susurrus_testkit::backends::wgpu().as_ref());
 }

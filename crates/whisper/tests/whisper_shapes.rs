@@ -3,19 +3,18 @@
 //! large-v3-turbo has large-v3's widths) with random weights and one layer each side: on wgpu
 //! (lavapipe here) the encoder output and the decoder's choices equal the CPU reference
 //! executor's (`susurrus_testkit::shapes`). Medium (1024 wide, 16 heads) runs on the fast CPU
-//! backend (`crates/native/tests/fast_cpu.rs`) and on CUDA: on lavapipe, a software GPU, the
+//! backend (`crates/testkit/tests/conformance/golden.rs`) and on CUDA: on lavapipe, a software GPU, the
 //! two widths here cover both vocabularies and mel counts.
 
-use susurrus_testkit::golden;
 use susurrus_testkit::shapes::real_width_model_matches_reference;
 use susurrus_testkit::whisper::Architecture;
 
 #[test]
 fn small_width_on_wgpu() {
-    real_width_model_matches_reference(&golden::wgpu(), Architecture::Small, 1);
+    real_width_model_matches_reference(susurrus_testkit::backends::wgpu().as_ref(), Architecture::Small, 1);
 }
 
 #[test]
 fn large_v3_width_on_wgpu() {
-    real_width_model_matches_reference(&golden::wgpu(), Architecture::LargeV3, 1);
+    real_width_model_matches_reference(susurrus_testkit::backends::wgpu().as_ref(), Architecture::LargeV3, 1);
 }

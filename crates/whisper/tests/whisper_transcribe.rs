@@ -10,7 +10,7 @@ use susurrus_whisper::Error;
 use susurrus_whisper::{Event, TranscribeOptions, Whisper};
 
 fn whisper() -> Whisper {
-    pollster::block_on(Whisper::load_dir(Box::new(golden::cpu()), &golden::model_dir())).unwrap()
+    pollster::block_on(Whisper::load_dir(susurrus_testkit::backends::reference(), &golden::model_dir())).unwrap()
 }
 
 fn run(w: &mut Whisper, pcm: &[f32], options: &TranscribeOptions) -> Result<susurrus_whisper::Transcript, Error> {
@@ -163,7 +163,7 @@ fn non_finite_scores_are_an_error_naming_the_window() {
         },
     )
     .unwrap();
-    let mut w = pollster::block_on(Whisper::new(Box::new(golden::cpu()), &damaged, tokenizer)).unwrap();
+    let mut w = pollster::block_on(Whisper::new(susurrus_testkit::backends::reference(), &damaged, tokenizer)).unwrap();
     let options = TranscribeOptions { beam_size: 1, temperatures: vec![0.0], ..Default::default() };
     let err = run(&mut w, &vec![0.1; 16000], &options).unwrap_err().to_string();
     assert!(

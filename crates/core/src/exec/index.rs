@@ -3,7 +3,7 @@
 //! (one division per axis), so the fewer axes, the less work per element; and limits on how
 //! many axes a kernel's parameters hold apply after merging, so more shapes fit.
 //!
-//! The wgpu lowering (`exec::wgpu::lower`) and the CUDA lowering (in the native crate) both
+//! The wgpu lowering (`susurrus_wgpu::lower`) and the CUDA lowering (`susurrus_cuda::lower`) both
 //! take their index math from here. [`broadcast_offset`] lives with [`Shape`](crate::Shape)
 //! because the CPU references use it too; it is re-exported here so lowerings have one place
 //! to look.

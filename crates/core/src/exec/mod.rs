@@ -14,7 +14,6 @@ pub mod cpu;
 pub mod index;
 pub mod link;
 mod profile;
-pub mod wgpu;
 
 use std::collections::HashMap;
 use std::future::Future;

@@ -4,8 +4,8 @@
 //! inference, CPU reference implementation, builder method (`impl Graph { fn <op>(..) }`) and
 //! unit tests against hand-computed values. The `registry!` list below is the one place that
 //! names them all: it generates the [`Op`] enum, its dispatch and [`OpTag`], the registry
-//! entries without attributes. Each backend's lowering (`exec::wgpu::lower`, the CUDA
-//! lowering in the native crate) matches on [`Op`] exhaustively, and the test kit's cases on
+//! entries without attributes. Each backend's lowering (`susurrus_wgpu::lower`, the CUDA
+//! lowering in `susurrus_cuda`) matches on [`Op`] exhaustively, and the test kit's cases on
 //! [`OpTag`], so an op without them does not compile; an op file names no backend.
 
 use crate::error::Result;

@@ -1,0 +1,159 @@
+//! Choosing and opening the backend a command runs on.
+
+use std::path::PathBuf;
+
+use susurrus_core::exec::Backend;
+use susurrus_wgpu::{WgpuBackend, WgpuOptions};
+
+use crate::error::Result;
+use susurrus_cuda::{CudaBackend, CudaOptions};
+
+/// The `--backend` choices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum BackendChoice {
+    /// An NVIDIA GPU through CUDA when one opens, else a wgpu adapter when it is real
+    /// hardware, else the fast CPU backend.
+    Auto,
+    /// The multi-threaded SIMD CPU backend.
+    Cpu,
+    /// wgpu (Vulkan, Metal, DX12) on the adapter wgpu prefers (or the first whose name
+    /// contains `WGPU_ADAPTER_NAME`), software adapters included, with a warning.
+    Wgpu,
+    /// CUDA on the first NVIDIA GPU (kernels compiled with NVRTC, products on cuBLAS).
+    Cuda,
+}
+
+/// Which model runs where, with how many threads, and at which temperatures: the flags
+/// `transcribe` and `bench` share, declared once so that their ranges, defaults and help agree.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// Model folder (CTranslate2 or Hugging Face layout). Default:
+    /// ~/.cache/susurrus/models/whisper-tiny.en-ct2, which ./scripts/models/fetch_model.sh prepares.
+    #[arg(long, value_name = "DIR")]
+    pub model: Option<PathBuf>,
+    /// Where the model runs.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub backend: BackendChoice,
+    /// Threads of the CPU backend. Default: one per core (more are lowered to the core count,
+    /// with a warning).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub threads: Option<u16>,
+    /// Temperatures tried in order for a 30 s window until its text passes the fallback
+    /// thresholds (repeat the flag or separate by commas). 0 decodes with beam search, higher
+    /// ones sample. Default: 0,0.2,0.4,0.6,0.8,1.0.
+    #[arg(
+        long = "temperature",
+        value_name = "T",
+        value_delimiter = ',',
+        allow_negative_numbers = true,
+        value_parser = parse_temperature
+    )]
+    pub temperatures: Vec<f32>,
+}
+
+impl RunArgs {
+    /// Opens the backend the flags name ([`open`]).
+    pub fn open(&self) -> Result<Box<dyn Backend>> {
+        open(self.backend, cpu_threads(self.threads))
+    }
+
+    /// The flags that ask a `susurrus` command for the same run (the model folder as given).
+    pub fn to_flags(&self) -> Vec<String> {
+        let mut flags = Vec::new();
+        if let Some(model) = &self.model {
+            flags.extend(["--model".to_string(), model.display().to_string()]);
+        }
+        if let Some(backend) = clap::ValueEnum::to_possible_value(&self.backend) {
+            flags.extend(["--backend".to_string(), backend.get_name().to_string()]);
+        }
+        if let Some(threads) = self.threads {
+            flags.extend(["--threads".to_string(), threads.to_string()]);
+        }
+        for t in &self.temperatures {
+            flags.extend(["--temperature".to_string(), t.to_string()]);
+        }
+        flags
+    }
+
+    /// The temperatures asked for, or `defaults` when none were.
+    pub fn temperatures_or(&self, defaults: &[f32]) -> Vec<f32> {
+        if self.temperatures.is_empty() { defaults.to_vec() } else { self.temperatures.clone() }
+    }
+}
+
+fn parse_temperature(s: &str) -> std::result::Result<f32, String> {
+    match s.trim().parse::<f32>() {
+        Ok(t) if t.is_finite() && t >= 0.0 => Ok(t),
+        _ => Err("a temperature is a number >= 0 (0 decodes greedily)".into()),
+    }
+}
+
+/// Readies the process environment for the GPU drivers; call it first thing in `main`.
+///
+/// Mesa's Vulkan device-selection layer, loaded implicitly into every Vulkan process, asks
+/// Wayland for the display's GPU, and libwayland prints `error: XDG_RUNTIME_DIR is invalid or
+/// not set in the environment.` where that variable is unset (containers, cron jobs, ssh
+/// sessions), once per Vulkan instance, on runs that succeed. Without a runtime folder there is
+/// no Wayland session to ask, so the layer is switched off by its documented variable
+/// `NODEVICE_SELECT`; wgpu still ranks the adapters itself (discrete GPUs first).
+///
+/// # Safety
+///
+/// Sets an environment variable: no other thread may exist yet (the start of `main`).
+pub unsafe fn prepare_environment() {
+    let runtime_dir = std::env::var_os("XDG_RUNTIME_DIR").map(std::path::PathBuf::from);
+    if !runtime_dir.is_some_and(|dir| dir.is_absolute() && dir.is_dir())
+        && std::env::var_os("NODEVICE_SELECT").is_none()
+    {
+        // SAFETY: the caller guarantees that no other thread runs.
+        unsafe { std::env::set_var("NODEVICE_SELECT", "1") };
+    }
+}
+
+/// The CPU backend's threads for `--threads N`: more threads than cores only contend for
+/// them (1000 on 2 cores made a 2.3 s transcription take over 90 s), so a larger count is
+/// lowered to the core count, with a warning on stderr. `None`: one per core.
+pub fn cpu_threads(requested: Option<u16>) -> Option<usize> {
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let requested = usize::from(requested?);
+    if requested > cores {
+        eprintln!("susurrus: warning: --threads {requested} is more than this machine's {cores} cores; using {cores}");
+        return Some(cores);
+    }
+    Some(requested)
+}
+
+/// Opens the backend `choice` names. `threads` caps the CPU backend's threads (default: one
+/// per core).
+///
+/// `Auto` first tries CUDA; then it opens the adapter the wgpu backend picks and keeps it when it is real hardware; a
+/// software adapter (lavapipe, SwiftShader, WARP) runs the same work tens of times slower
+/// than the CPU backend on the same cores, so then, or when no adapter opens, the CPU
+/// backend runs.
+pub fn open(choice: BackendChoice, threads: Option<usize>) -> Result<Box<dyn Backend>> {
+    let cpu = || -> Result<Box<dyn Backend>> { Ok(Box::new(susurrus_cpu::FastCpuBackend::new(threads)?)) };
+    match choice {
+        BackendChoice::Cpu => cpu(),
+        BackendChoice::Wgpu => {
+            let gpu = pollster::block_on(WgpuBackend::with_options(&WgpuOptions::default()))?;
+            if gpu.is_software() {
+                eprintln!(
+                    "susurrus: warning: the wgpu adapter {} is software, on the CPU: it runs tens of times slower than \
+                     --backend cpu (which --backend auto picks here)",
+                    gpu.adapter()
+                );
+            }
+            Ok(Box::new(gpu))
+        }
+        BackendChoice::Cuda => Ok(Box::new(CudaBackend::new(&CudaOptions::default())?)),
+        BackendChoice::Auto => {
+            if let Ok(cuda) = CudaBackend::new(&CudaOptions::default()) {
+                return Ok(Box::new(cuda));
+            }
+            match pollster::block_on(WgpuBackend::with_options(&WgpuOptions::default())) {
+                Ok(gpu) if !gpu.cpu_kernels() => Ok(Box::new(gpu)),
+                _ => cpu(),
+            }
+        }
+    }
+}
