@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The main job on a fresh machine: fetches Whisper tiny.en once (scripts/fetch-model.sh),
+# The main job on a fresh machine: fetches Whisper tiny.en once (scripts/models/fetch_model.sh),
 # builds the `susurrus` command and transcribes
 # the bundled sample (samples/sample.wav, our own espeak-ng speech) on the fastest backend
 # here, then says how to open the web demo (scripts/serve.sh). Extra arguments go to `susurrus transcribe`
@@ -11,8 +11,8 @@ cd "$(dirname "$0")/.."
 # The Vulkan loader (probed by --backend auto) wants a private runtime folder.
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-${HOME}/.cache/susurrus/xdg}"
 mkdir -p -m 700 "$XDG_RUNTIME_DIR"
-model=$(./scripts/fetch-model.sh | tail -n 1)
-cargo build --release --quiet -p susurrus-native
+model=$(./scripts/models/fetch_model.sh | tail -n 1)
+cargo build --release --quiet -p susurrus-cli
 ./target/release/susurrus transcribe --model "$model" "$@" samples/sample.wav
 cat <<'NOTE'
 

@@ -7,8 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 ./scripts/setup.sh
-model=$(./scripts/fetch-model.sh | tail -n 1)
-vad_model=$(./scripts/fetch-model.sh silero-vad | tail -n 1)
-./scripts/build-web.sh
-cargo build --release --quiet -p susurrus-native
+model=$(./scripts/models/fetch_model.sh | tail -n 1)
+vad_model=$(./scripts/models/fetch_model.sh silero-vad | tail -n 1)
+./scripts/web/build_web.sh
+cargo build --release --quiet -p susurrus-cli
 exec ./target/release/susurrus serve --root www --model "$model" --vad-model "$vad_model" "$@"

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Prepares a fresh machine (Debian, rustup toolchain) for building and testing Susurrus.
 # Idempotent: installs only what is missing and prints nothing when there is nothing to do.
+# Safe to run several times at once and to stop at any point: everything it puts under
+# ~/.cache/susurrus (and the Debian packages) is made under a lock of its own, in a temporary
+# folder renamed into place (scripts/lib/cache.sh).
 #
 #   scripts/setup.sh [PART...]    PART: rust system node nvrtc fuzz peers api (default: all but fuzz,
 #                                 peers, api)
@@ -22,7 +25,7 @@
 #           browser bundles need none), and whisper.cpp's jfk.wav sample from nodejs-whisper's
 #           tarball (public audio: fetched, never committed); not part of the default
 # - api:    OpenAI's Python client library (pinned) in a venv of its own at
-#           ~/.cache/susurrus/api-venv: crates/native/tests/serve_api.rs points it at
+#           ~/.cache/susurrus/api-venv: crates/cli/tests/serve_api.rs points it at
 #           `susurrus serve --api`, as a user of the transcription API would
 # The parts other than rust are mostly downloads: scripts/test.sh runs them in the
 # background while the compiler works. Tools built from crates.io go to
@@ -33,14 +36,26 @@ cd "$(dirname "$0")/.."
 cache="${HOME}/.cache/susurrus"
 tools="${cache}/tools"
 mkdir -p "$cache" "$tools"
+# shellcheck source=lib/cache.sh
+. scripts/lib/cache.sh
 
-setup_system() {
-  local missing=()
+missing_packages() { # sets `missing`
+  missing=()
   for pkg in mesa-vulkan-drivers libvulkan1 chromium chromium-driver python3-venv; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
   done
   # Node.js and npm for the web package (kept when another Node.js is already installed).
   command -v npm >/dev/null || missing+=(nodejs npm)
+}
+
+setup_system() {
+  local missing
+  missing_packages
+  ((${#missing[@]})) || return 0
+  # apt-get refuses to run beside another (dpkg's lock): a second run waits here instead, and
+  # finds the packages installed.
+  cache_lock "${cache}/debian-packages"
+  missing_packages
   if ((${#missing[@]})); then
     echo "setup: installing ${missing[*]}"
     local sudo_cmd=""
@@ -48,6 +63,7 @@ setup_system() {
     $sudo_cmd apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   fi
+  cache_unlock
 }
 
 setup_rust() {
@@ -101,58 +117,77 @@ setup_nightly() {
   done
 }
 
+tool_present() { # binary version
+  [ -x "${tools}/bin/$1" ] && "${tools}/bin/$1" --version 2>/dev/null | grep -q " $2\b"
+}
+
+# cargo install into a temporary root beside the tools, whose binaries then move into
+# tools/bin (a rename each), the one that says the tool is there last.
 install_tool() { # crate version binary [--locked]
-  local crate=$1 version=$2 binary=$3
+  local crate=$1 version=$2 binary=$3 bin
   shift 3
-  if [ -x "${tools}/bin/${binary}" ] && "${tools}/bin/${binary}" --version 2>/dev/null | grep -q " ${version}\b"; then
-    return
+  tool_present "$binary" "$version" && return
+  cache_lock "${tools}/${crate}"
+  if ! tool_present "$binary" "$version"; then
+    echo "setup: installing ${crate} ${version} (a few minutes, once)"
+    cache_tmpdir "${tools}/${crate}"
+    cargo install --quiet --root "$CACHE_TMP" "$@" "${crate}" --version "${version}"
+    mkdir -p "${tools}/bin"
+    for bin in "${CACHE_TMP}/bin/"*; do
+      [ "$(basename "$bin")" = "$binary" ] || mv -f "$bin" "${tools}/bin/"
+    done
+    mv -f "${CACHE_TMP}/bin/${binary}" "${tools}/bin/${binary}"
   fi
-  echo "setup: installing ${crate} ${version} (a few minutes, once)"
-  cargo install --quiet --root "$tools" "$@" "${crate}" --version "${version}" --force
+  cache_unlock
 }
 
 # Node tools for the web package and its browser tests: tsc compiles the package's client
 # and checks its types; playwright-core drives Debian's Chromium (never a downloaded browser).
-setup_node() {
-  local npm_dir="${cache}/npm"
-  local npm_tools=(typescript@5.9.3 playwright-core@1.65.1)
-  npm_have() { # name@version
-    local name=${1%@*} version=${1##*@}
-    [ -f "${npm_dir}/node_modules/${name}/package.json" ] &&
-      grep -q "\"version\": \"${version}\"" "${npm_dir}/node_modules/${name}/package.json"
-  }
+# The folder is made whole, in a temporary folder renamed into place (node_modules/.bin links
+# are relative, so it survives the move).
+npm_tools_dir="${cache}/npm"
+npm_tools=(typescript@5.9.3 playwright-core@1.65.1)
+npm_tools_present() {
+  local tool name version
   for tool in "${npm_tools[@]}"; do
-    if ! npm_have "$tool"; then
-      echo "setup: installing ${npm_tools[*]} into ${npm_dir}"
-      mkdir -p "$npm_dir"
-      [ -f "${npm_dir}/package.json" ] || echo '{"private": true}' >"${npm_dir}/package.json"
-      (cd "$npm_dir" && npm install --silent --no-audit --no-fund "${npm_tools[@]}")
-      break
-    fi
+    name=${tool%@*} version=${tool##*@}
+    grep -qs "\"version\": \"${version}\"" "${npm_tools_dir}/node_modules/${name}/package.json" || return 1
   done
+}
+setup_node() {
+  npm_tools_present && return
+  cache_lock "$npm_tools_dir"
+  if ! npm_tools_present; then
+    echo "setup: installing ${npm_tools[*]} into ${npm_tools_dir}"
+    cache_tmpdir "$npm_tools_dir"
+    echo '{"private": true}' >"${CACHE_TMP}/package.json"
+    (cd "$CACHE_TMP" && npm install --silent --no-audit --no-fund "${npm_tools[@]}")
+    cache_commit "$CACHE_TMP" "$npm_tools_dir"
+  fi
+  cache_unlock
 }
 
 # NVRTC, CUDA's runtime compiler (from NVIDIA's PyPI wheel; a CPU library, no GPU needed): the
 # host-side CUDA tests compile the whole kernel module with it. scripts/test.sh puts its folder
 # on LD_LIBRARY_PATH.
+nvrtc_present() { [ -f "${nvrtc_dir}/lib/libnvrtc.so.13" ]; }
 setup_nvrtc() {
-  local nvrtc_version=13.0.88
+  local nvrtc_version=13.0.88 tmp
   local nvrtc_dir="${cache}/nvrtc/${nvrtc_version}"
-  if [ ! -f "${nvrtc_dir}/lib/libnvrtc.so.13" ]; then
+  nvrtc_present && return
+  cache_lock "$nvrtc_dir"
+  if ! nvrtc_present; then
     echo "setup: installing NVRTC ${nvrtc_version} into ${nvrtc_dir} (90 MB download, once)"
-    local downloads="${cache}/downloads" unpacked
-    mkdir -p "$downloads"
-    python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
-      --platform manylinux_2_28_x86_64 --platform manylinux2010_x86_64 \
-      -d "$downloads" "nvidia-cuda-nvrtc==${nvrtc_version}"
-    unpacked=$(mktemp -d)
-    python3 -m zipfile -e "$downloads"/nvidia_cuda_nvrtc-"${nvrtc_version}"-*.whl "$unpacked"
-    rm -rf "${nvrtc_dir}.partial"
-    mkdir -p "${nvrtc_dir}.partial"
-    cp -r "${unpacked}/nvidia/cu13/lib" "${nvrtc_dir}.partial/lib"
-    rm -rf "$unpacked"
-    mv "${nvrtc_dir}.partial" "$nvrtc_dir"
+    cache_tmpdir "$nvrtc_dir"
+    tmp=$CACHE_TMP
+    cache_wheel "${cache}/downloads" "nvidia-cuda-nvrtc==${nvrtc_version}" --python-version 3.12 \
+      --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux2010_x86_64
+    python3 -m zipfile -e "$CACHE_WHEEL" "${tmp}/unpacked"
+    mkdir "${tmp}/nvrtc"
+    cp -r "${tmp}/unpacked/nvidia/cu13/lib" "${tmp}/nvrtc/lib"
+    cache_commit "${tmp}/nvrtc" "$nvrtc_dir"
   fi
+  cache_unlock
 }
 
 # The browser peers, each npm tarball unpacked into ~/.cache/susurrus/peers/npm/NAME (no
@@ -163,33 +198,51 @@ setup_peers() {
     @huggingface/transformers@4.3.2 onnxruntime-web@1.31.0-dev.20260914-8d85527a0
     @transcribe/shout@1.0.7 @transcribe/transcriber@3.0.1
   )
-  local spec name version tarball
+  local spec name version target tmp tarball
   for spec in "${packages[@]}"; do
     name=${spec%@*} version=${spec##*@}
-    if ! grep -qs "\"version\": \"${version}\"" "${dir}/npm/${name}/package.json"; then
-      echo "setup: unpacking ${spec} into ${dir}/npm/${name}"
+    target="${dir}/npm/${name}"
+    grep -qs "\"version\": \"${version}\"" "${target}/package.json" && continue
+    cache_lock "$target"
+    if ! grep -qs "\"version\": \"${version}\"" "${target}/package.json"; then
+      echo "setup: unpacking ${spec} into ${target}"
+      cache_tmpdir "$target"
+      tmp=$CACHE_TMP
+      tarball=$(cd "$tmp" && npm pack --silent "$spec" | tail -n 1)
+      mkdir "${tmp}/package"
+      tar -xzf "${tmp}/${tarball}" -C "${tmp}/package" --strip-components=1
+      cache_commit "${tmp}/package" "$target"
       mkdir -p "${dir}/tarballs"
-      tarball=$(cd "${dir}/tarballs" && npm pack --silent "$spec" | tail -n 1)
-      rm -rf "${dir}/npm/${name}"
-      mkdir -p "${dir}/npm/${name}"
-      tar -xzf "${dir}/tarballs/${tarball}" -C "${dir}/npm/${name}" --strip-components=1
+      mv -f "${tmp}/${tarball}" "${dir}/tarballs/${tarball}"
     fi
+    cache_unlock
   done
   if [ ! -f "${dir}/jfk.wav" ]; then
-    [ -f "${dir}/nodejs-whisper-0.3.1.tgz" ] || (cd "$dir" && npm pack --silent nodejs-whisper@0.3.1 >/dev/null)
-    tar -xzf "${dir}/nodejs-whisper-0.3.1.tgz" -O package/cpp/whisper.cpp/bindings/go/samples/jfk.wav >"${dir}/jfk.wav.partial"
-    mv "${dir}/jfk.wav.partial" "${dir}/jfk.wav"
+    cache_lock "${dir}/jfk.wav"
+    if [ ! -f "${dir}/jfk.wav" ]; then
+      cache_npm_tarball nodejs-whisper@0.3.1 "${dir}/nodejs-whisper-0.3.1.tgz"
+      cache_tmpfile "${dir}/jfk.wav"
+      tar -xzf "${dir}/nodejs-whisper-0.3.1.tgz" -O package/cpp/whisper.cpp/bindings/go/samples/jfk.wav >"$CACHE_TMP"
+      cache_commit "$CACHE_TMP" "${dir}/jfk.wav"
+    fi
+    cache_unlock
   fi
 }
 
+# Made in place under its lock, not renamed into place: a venv does not survive a move (pip
+# writes its absolute path into bin/). The stamp, written last, says it is complete; without
+# it the venv is made again from nothing.
 setup_api() {
   local venv="${cache}/api-venv" pin="openai==3.57.0"
+  [ -f "${venv}/.susurrus-${pin}" ] && return
+  cache_lock "$venv"
   if [ ! -f "${venv}/.susurrus-${pin}" ]; then
-    rm -rf "$venv"
+    cache_discard "$venv"
     python3 -m venv "$venv"
     "${venv}/bin/python" -m pip install --quiet --disable-pip-version-check "$pin"
     touch "${venv}/.susurrus-${pin}"
   fi
+  cache_unlock
 }
 
 setup_fuzz() {

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The project's one test command: formatting, lints, every native test (the GPU ones on Mesa
-# lavapipe; the fuzz targets' corpus and a seeded mutation run of it among them), the wasm
-# build, the browser suite (WebGPU in headless Chromium) and the end-to-end browser tests of the
-# demo page and the npm package. Prints each stage's duration as it ends and a table of all of
-# them at the end.
+# The project's one test command: formatting, lints, the set-up scripts' cache locking, every
+# native test (the GPU ones on Mesa lavapipe; the fuzz targets' corpus and a seeded mutation run
+# of it among them), the wasm build, the browser suite (WebGPU in headless Chromium) and the
+# end-to-end browser tests of the demo page and the npm package. Prints each stage's duration as
+# it ends and a table of all of them at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,20 +34,68 @@ report() {
   printf 'target/: %s; disk free: %s\n' "$(du -sh target 2>/dev/null | cut -f1)" \
     "$(df -h --output=avail . | tail -n 1 | tr -d ' ')"
 }
-trap report EXIT
+
+# Jobs in the background (the downloads, the two browser suites) each run in a process group of
+# their own (job control on while they start), so that each can be stopped whole: when this
+# script exits, however it exits (a stage that failed, Ctrl-C, TERM, HUP), every group still
+# running gets TERM, and KILL 10 s later. The set-up and fetch scripts in them remove their
+# temporary folders on TERM; what a KILL leaves, their next run removes.
+background=() # process group ids (= their first process's id) not yet waited for
+in_background() { # COMMAND...: starts it, its stdin empty; its group id in $background_pid
+  set -m
+  "$@" </dev/null &
+  background_pid=$!
+  set +m
+  background+=("$background_pid")
+}
+waited() { # PID: its group no longer needs stopping
+  local g kept=()
+  for g in "${background[@]+"${background[@]}"}"; do
+    [ "$g" = "$1" ] || kept+=("$g")
+  done
+  background=("${kept[@]+"${kept[@]}"}")
+}
+stop_background() {
+  local g _
+  ((${#background[@]})) || return 0
+  for g in "${background[@]}"; do
+    kill -TERM -- "-$g" 2>/dev/null || true
+  done
+  for _ in $(seq 50); do
+    for g in "${background[@]}"; do
+      if kill -0 -- "-$g" 2>/dev/null; then
+        sleep 0.2
+        continue 2
+      fi
+    done
+    return 0
+  done
+  for g in "${background[@]}"; do
+    kill -KILL -- "-$g" 2>/dev/null || true
+  done
+}
+trap 'stop_background; rm -f "${downloads_log:-}"; report' EXIT
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 # Downloads (Debian packages, npm tools, NVRTC, the models) go on in the background while the
-# compiler works in the foreground; the tests wait for them.
-downloads_log="${HOME}/.cache/susurrus/downloads.log"
-mkdir -p "$(dirname "$downloads_log")"
-(./scripts/setup.sh system node nvrtc peers api && ./scripts/fetch-model.sh && ./scripts/fetch-model.sh base &&
-  ./scripts/fetch-model.sh silero-vad &&
-  ./scripts/fetch-model.sh tiny.en-int8 && ./scripts/fetch-model.sh tiny.en-onnx &&
-  ./scripts/fetch-model.sh tiny.en-ggml) \
-  >"$downloads_log" 2>&1 &
-downloads=$!
+# compiler works in the foreground; the tests wait for them. Their log is this run's own.
+mkdir -p "${HOME}/.cache/susurrus"
+downloads_log=$(mktemp "${HOME}/.cache/susurrus/downloads.XXXXXX.log")
+downloads() {
+  ./scripts/setup.sh system node nvrtc peers api && ./scripts/models/fetch_model.sh &&
+    ./scripts/models/fetch_model.sh base && ./scripts/models/fetch_model.sh silero-vad &&
+    ./scripts/models/fetch_model.sh tiny.en-int8 && ./scripts/models/fetch_model.sh tiny.en-onnx &&
+    ./scripts/models/fetch_model.sh tiny.en-ggml
+}
+in_background downloads >"$downloads_log" 2>&1
+downloads=$background_pid
 wait_for_downloads() {
-  if ! wait "$downloads"; then
+  local rc=0
+  wait "$downloads" || rc=$?
+  waited "$downloads"
+  if ((rc)); then
     cat "$downloads_log" >&2
     echo "test: setting up the system packages, npm tools, NVRTC or the models failed" >&2
     return 1
@@ -57,11 +105,12 @@ wait_for_downloads() {
 
 stage "setup: rust components, targets and tools" ./scripts/setup.sh rust
 stage "cargo fmt --all --check" cargo fmt --all --check
+stage "scripts: locks and temporary folders of the set-up cache (scripts/lib/test_cache.sh)" ./scripts/lib/test_cache.sh
 stage "cargo clippy --workspace --all-targets (native, wasm32)" \
   bash -c 'cargo clippy --workspace --all-targets -- -D warnings &&
     cargo clippy -p susurrus-web -p susurrus-cpu --target wasm32-unknown-unknown --all-targets -- -D warnings'
-stage "cargo check -p susurrus-native --target aarch64-apple-darwin (macOS, Metal)" \
-  cargo check -p susurrus-native --target aarch64-apple-darwin
+stage "cargo check -p susurrus-cli --target aarch64-apple-darwin (macOS, Metal)" \
+  cargo check -p susurrus-cli --target aarch64-apple-darwin
 stage "cargo test --workspace: build" cargo test --workspace --no-run
 stage "setup: system packages, npm tools, browser peers, OpenAI's Python client, NVRTC, the models, int8/ONNX/ggml tiny.en (background)" wait_for_downloads
 stage "cargo test --workspace" cargo test --workspace
@@ -79,13 +128,18 @@ browser_suites() {
     echo "-- took $((SECONDS - t0)) s (exit code $rc)"
     return "$rc"
   }
-  (cd crates/web && timed env WASM_BINDGEN_TEST_TIMEOUT=900 wasm-pack test --release --mode no-install \
-    --headless --chrome --chromedriver /usr/bin/chromedriver) >"$logs/browser" 2>&1 &
-  local browser=$!
-  timed ./tests/e2e/run.sh >"$logs/e2e" 2>&1 &
-  local e2e=$!
+  browser_suite() {
+    cd crates/web && timed env WASM_BINDGEN_TEST_TIMEOUT=900 wasm-pack test --release --mode no-install \
+      --headless --chrome --chromedriver /usr/bin/chromedriver
+  }
+  in_background browser_suite >"$logs/browser" 2>&1
+  local browser=$background_pid
+  in_background timed ./tests/e2e/run.sh >"$logs/e2e" 2>&1
+  local e2e=$background_pid
   wait "$browser" || failed+=("the browser suite")
+  waited "$browser"
   wait "$e2e" || failed+=("the end-to-end tests")
+  waited "$e2e"
   for name in browser e2e; do
     printf '\n-- %s --\n' "$name"
     cat "$logs/$name"

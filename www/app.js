@@ -732,7 +732,7 @@ async function start() {
     state.pkg = await import("./pkg/index.js");
   } catch (err) {
     setStatus(el.loadStatus, "error", "The susurrus package could not be loaded.");
-    throw new Error(`could not import ./pkg/index.js (build it with scripts/build-web.sh): ${err.message}`);
+    throw new Error(`could not import ./pkg/index.js (build it with scripts/web/build_web.sh): ${err.message}`);
   }
   el.version.textContent = state.pkg.version();
   setStatus(el.loadStatus, "idle", "No model loaded.");

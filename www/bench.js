@@ -2,7 +2,7 @@
 // adapter and its features, the load time and a first transcription, then the package's
 // bench() (the encoder on one window, decoder tokens chained and one per submission, a step
 // on the device alone, whole transcriptions) and, with `stream=1`, the clip streamed live
-// as if spoken, as JSON in #result and in window.benchResult (what scripts/browser_bench.py
+// as if spoken, as JSON in #result and in window.benchResult (what scripts/gpu/browser_bench.py
 // reads from a headless browser).
 
 import { Latency, percentile, wordErrorRate } from "./live-stats.js";

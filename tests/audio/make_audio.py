@@ -36,7 +36,7 @@ Files (rates in Hz; "ref" is the raw little-endian f32 reference at 16 kHz mono)
                                      (0.5 s), nothing bad before
 
 Run from the repository root through tests/audio/make_audio.sh (espeak-ng and the venv of
-scripts/python-venv.sh). Deterministic: the same espeak-ng and PyAV give byte-identical files.
+scripts/python_venv.sh). Deterministic: the same espeak-ng and PyAV give byte-identical files.
 """
 
 import argparse

@@ -1,4 +1,4 @@
-// The benchmark page (www/bench.html, what scripts/bench-browser-gpu.sh opens on the GPU
+// The benchmark page (www/bench.html, what scripts/gpu/bench_browser_gpu.sh opens on the GPU
 // machine) in headless Chromium with the real tiny.en model on the CPU backend (this machine
 // has no GPU): it loads the model through the package's worker, transcribes the bundled sample
 // with the native CLI's text, and reports the package's bench() figures consistently; then it

@@ -13,9 +13,9 @@ export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../.."
 export const npmTools = join(homedir(), ".cache/susurrus/npm");
 /** The `susurrus` binary (run.sh builds it); SUSURRUS_BIN names another. */
 export const susurrusBin = process.env.SUSURRUS_BIN ?? join(repoRoot, "target/debug/susurrus");
-/** The real model folder (scripts/fetch-model.sh prints it; run.sh passes it on). */
+/** The real model folder (scripts/models/fetch_model.sh prints it; run.sh passes it on). */
 export const modelDir = process.env.SUSURRUS_MODEL ?? join(homedir(), ".cache/susurrus/models/whisper-tiny.en-ct2");
-/** The Silero VAD network (scripts/fetch-model.sh silero-vad prints it; run.sh passes it on). */
+/** The Silero VAD network (scripts/models/fetch_model.sh silero-vad prints it; run.sh passes it on). */
 export const vadModel =
   process.env.SUSURRUS_VAD_MODEL ?? join(homedir(), ".cache/susurrus/models/silero-vad-v6/silero_vad_v6.onnx");
 export const clipWav = join(repoRoot, "tests/fixtures/golden/short_2.wav");

@@ -1,4 +1,4 @@
-// An int8 model in the demo page: tiny.en quantized by CTranslate2 (scripts/fetch-model.sh
+// An int8 model in the demo page: tiny.en quantized by CTranslate2 (scripts/models/fetch_model.sh
 // tiny.en-int8, a CTranslate2 folder as faster-whisper users have it) served by `susurrus
 // serve`, loaded and run through the page's own controls on the CPU backend (wasm). Its
 // transcript of the golden clip short_2 stays within 10% word error of the f16 reference's
@@ -27,7 +27,7 @@ function wordErrorRate(reference, hypothesis) {
 }
 
 await runTest("int8", async (onCleanup) => {
-  assert(int8Model, "SUSURRUS_INT8_MODEL is not set (tests/e2e/run.sh sets it from scripts/fetch-model.sh tiny.en-int8)");
+  assert(int8Model, "SUSURRUS_INT8_MODEL is not set (tests/e2e/run.sh sets it from scripts/models/fetch_model.sh tiny.en-int8)");
   const { page, problems: pageProblems } = await openDemoPage("int8", int8Model, onCleanup, TIMEOUT_MS);
 
   await page.selectOption("#backend", "cpu");

@@ -10,7 +10,7 @@
 // WebGPU adapter a base-model window takes minutes (wgpu on lavapipe checks the GPU kernels
 // on these clips natively).
 // Run by tests/e2e/run.sh; needs target/debug/susurrus, www/pkg and the base model
-// (SUSURRUS_BASE_MODEL, from scripts/fetch-model.sh base).
+// (SUSURRUS_BASE_MODEL, from scripts/models/fetch_model.sh base).
 
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -29,7 +29,7 @@ const LOAD_TIMEOUT_MS = 5 * 60_000;
 const TRANSCRIBE_TIMEOUT_MS = 10 * 60_000;
 
 await runTest("multilingual", async (onCleanup) => {
-  assert(baseModel, "SUSURRUS_BASE_MODEL is not set (tests/e2e/run.sh sets it from scripts/fetch-model.sh base)");
+  assert(baseModel, "SUSURRUS_BASE_MODEL is not set (tests/e2e/run.sh sets it from scripts/models/fetch_model.sh base)");
   const { page, problems: pageProblems } = await openDemoPage("multilingual", baseModel, onCleanup, TRANSCRIBE_TIMEOUT_MS);
 
   const loaded = await page.evaluate(async (timeoutMs) => {

@@ -1,5 +1,5 @@
 // The npm package as a user gets it: `npm pack` of target/npm/susurrus (built by
-// scripts/build-web.sh), `npm install` of the tarball into a fresh folder, the README's example
+// scripts/web/build_web.sh), `npm install` of the tarball into a fresh folder, the README's example
 // run verbatim in headless Chromium against the real model (its text must equal the reference
 // transcript), and `tsc --strict` on a TypeScript file that uses the installed package's API
 // (tests/e2e/consumer-check.ts).

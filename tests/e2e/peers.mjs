@@ -2,11 +2,11 @@
 // weights and the same samples (tests/e2e/peers/page.js runs one engine per page load):
 //   - Susurrus's npm package on the CPU (1 and 2 threads; WebGPU where the browser has a
 //     hardware adapter), with the f16 weights and with their int8 quantization
-//     (scripts/fetch-model.sh tiny.en-int8, CTranslate2's own quantizer),
+//     (scripts/models/fetch_model.sh tiny.en-int8, CTranslate2's own quantizer),
 //   - transformers.js 4 on onnxruntime-web's WASM backend, fp32 and q8, with the ONNX export
-//     of our weights (scripts/onnx_export.py),
+//     of our weights (scripts/models/onnx_export.py),
 //   - whisper.cpp's wasm build (@transcribe/shout) with their ggml conversion
-//     (scripts/ggml_convert.py).
+//     (scripts/models/ggml_convert.py).
 // Each engine runs in a fresh browser context (nothing cached) on a cross-origin isolated page
 // (`susurrus serve` sends COOP/COEP), so every engine may use its threads. It prints, per clip
 // and engine: load time, the median transcription time and its real-time factor, the bytes
@@ -16,7 +16,7 @@
 //   node tests/e2e/peers.mjs             smoke check (tests/e2e/run.sh): every engine, one thread,
 //                                        once (no warm-up) on a 5 s golden clip; Susurrus's text
 //                                        exact, the peers' close to faster-whisper's
-//   node tests/e2e/peers.mjs --bench     the benchmark (scripts/bench-browser-peers.sh prepares
+//   node tests/e2e/peers.mjs --bench     the benchmark (scripts/bench/bench_browser_peers.sh prepares
 //                                        it): jfk.wav (11 s), the median of 3 runs after a
 //                                        warm-up, and the 133 s golden clip, once; 1 and 2
 //                                        threads. whisper.cpp's wasm build runs jfk once (a run
@@ -90,7 +90,7 @@ function goldenText(name) {
   return run.text.trim();
 }
 
-/** faster-whisper's greedy float32 transcript (the reference environment, scripts/python-venv.sh). */
+/** faster-whisper's greedy float32 transcript (the reference environment, scripts/python_venv.sh). */
 function fasterWhisperText(path) {
   const python = join(cache, "venv/bin/python");
   const script = `import sys
@@ -145,7 +145,7 @@ function stage() {
   }
   for (const name of clips) links[`clips/${name}.wav`] = CLIPS[name].path;
   for (const [name, target] of Object.entries(links)) {
-    assert(existsSync(target), `${target} is missing (scripts/bench-browser-peers.sh prepares everything)`);
+    assert(existsSync(target), `${target} is missing (scripts/bench/bench_browser_peers.sh prepares everything)`);
     symlinkSync(target, join(root, name));
   }
   return root;

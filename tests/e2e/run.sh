@@ -22,14 +22,14 @@ export XDG_RUNTIME_DIR
 # them (target/debug), so after the test command's cargo stage nothing is left to compile: a
 # `cargo build -p susurrus-cli` resolves the dependencies' features for that package alone
 # and rebuilt most of them (6.75 minutes on two cores).
-./scripts/build-web.sh
+./scripts/web/build_web.sh
 cargo test --workspace --no-run -q
-model=$(./scripts/fetch-model.sh | tail -n 1)
-base_model=$(./scripts/fetch-model.sh base | tail -n 1)
-int8_model=$(./scripts/fetch-model.sh tiny.en-int8 | tail -n 1)
-vad_model=$(./scripts/fetch-model.sh silero-vad | tail -n 1)
-onnx_model=$(./scripts/fetch-model.sh tiny.en-onnx | tail -n 1)
-ggml_model="$(./scripts/fetch-model.sh tiny.en-ggml | tail -n 1)/ggml-tiny.en.bin"
+model=$(./scripts/models/fetch_model.sh | tail -n 1)
+base_model=$(./scripts/models/fetch_model.sh base | tail -n 1)
+int8_model=$(./scripts/models/fetch_model.sh tiny.en-int8 | tail -n 1)
+vad_model=$(./scripts/models/fetch_model.sh silero-vad | tail -n 1)
+onnx_model=$(./scripts/models/fetch_model.sh tiny.en-onnx | tail -n 1)
+ggml_model="$(./scripts/models/fetch_model.sh tiny.en-ggml | tail -n 1)/ggml-tiny.en.bin"
 ./scripts/setup.sh peers
 # large-v3's widths, one layer each side, random weights; its tokenizer from the base model's.
 large_model="$PWD/target/e2e/large-v3"

@@ -9,7 +9,7 @@
 // First, a model loaded without the network says so in `info.vad`, and `vad: true` on it
 // rejects with an error naming the network.
 // Run by tests/e2e/run.sh; needs target/debug/susurrus, www/pkg, the model (SUSURRUS_MODEL) and
-// the network (SUSURRUS_VAD_MODEL, from scripts/fetch-model.sh silero-vad). The page is served
+// the network (SUSURRUS_VAD_MODEL, from scripts/models/fetch_model.sh silero-vad). The page is served
 // without cross-origin isolation, so this is the package's plain (one-thread) build.
 
 import { readFileSync } from "node:fs";

@@ -31,7 +31,7 @@ result) on `silence`.
 times, the one file that differs between runs (everything else is byte-identical).
 
 Run from the repository root through tests/golden/make_golden.sh, which provides espeak-ng,
-the venv (scripts/python-venv.sh) and the models (scripts/fetch-model.sh).
+the venv (scripts/python_venv.sh) and the models (scripts/models/fetch_model.sh).
 """
 
 import argparse

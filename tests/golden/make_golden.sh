@@ -25,9 +25,9 @@ if [ "${1:-}" = "--set" ]; then
   shift 2
 fi
 
-python=$("${root}/scripts/python-venv.sh" | tail -n 1)
+python=$("${root}/scripts/python_venv.sh" | tail -n 1)
 cd "$root"
 for set in "${sets[@]}"; do
-  model=$("${root}/scripts/fetch-model.sh" "$set" | tail -n 1)
+  model=$("${root}/scripts/models/fetch_model.sh" "$set" | tail -n 1)
   "$python" tests/golden/make_golden.py --set "$set" --model "$model" "$@"
 done

@@ -2,7 +2,7 @@
 FeatureExtractor for the deterministic test signal that crates/core/src/whisper/mel.rs builds
 the same way (three sines plus a 32-bit LCG's noise, after a stretch of silence).
 
-Run from the repository root:  "$(./scripts/python-venv.sh)" tests/golden/mel_reference.py
+Run from the repository root:  "$(./scripts/python_venv.sh)" tests/golden/mel_reference.py
 """
 
 import json

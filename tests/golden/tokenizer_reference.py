@@ -7,7 +7,7 @@ crates/core/src/whisper/tokenizer.rs must give the same ids.
 A second list encodes the same strings with the file's ByteLevel pre-tokenizer switched to
 add_prefix_space=True (the Rust test makes the same edit), so that option is checked too.
 
-Run from the repository root:  "$(./scripts/python-venv.sh)" tests/golden/tokenizer_reference.py
+Run from the repository root:  "$(./scripts/python_venv.sh)" tests/golden/tokenizer_reference.py
 """
 
 import json
@@ -60,7 +60,7 @@ STRINGS = [
 
 
 def model_dir():
-    out = subprocess.run(["./scripts/fetch-model.sh"], cwd=ROOT, check=True, capture_output=True, text=True)
+    out = subprocess.run(["./scripts/models/fetch_model.sh"], cwd=ROOT, check=True, capture_output=True, text=True)
     return pathlib.Path(out.stdout.strip().splitlines()[-1])
 
 

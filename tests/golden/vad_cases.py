@@ -5,7 +5,7 @@ short speech dropped, pauses shorter than the padding shared, probabilities exac
 thresholds, speech running to the end. The Rust port in crates/whisper/src/vad/speech.rs is
 checked against these.
 
-Run with the reference generators' Python (scripts/python-venv.sh):
+Run with the reference generators' Python (scripts/python_venv.sh):
   python tests/golden/vad_cases.py
 """
 

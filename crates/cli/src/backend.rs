@@ -28,7 +28,7 @@ pub enum BackendChoice {
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
     /// Model folder (CTranslate2 or Hugging Face layout). Default:
-    /// ~/.cache/susurrus/models/whisper-tiny.en-ct2, which ./scripts/fetch-model.sh prepares.
+    /// ~/.cache/susurrus/models/whisper-tiny.en-ct2, which ./scripts/models/fetch_model.sh prepares.
     #[arg(long, value_name = "DIR")]
     pub model: Option<PathBuf>,
     /// Where the model runs.

@@ -17,7 +17,7 @@ use susurrus_cuda::{CudaBackend, CudaOptions};
 use susurrus_wgpu::{WgpuBackend, WgpuOptions};
 
 /// The clip the benchmark transcribes unless `--audio` names another: the project's own
-/// sample (espeak-ng speech, see scripts/make-sample.sh).
+/// sample (espeak-ng speech, see scripts/make_sample.sh).
 const SAMPLE: &[u8] = include_bytes!("../../../samples/sample.wav");
 
 #[derive(Debug, clap::Args)]

@@ -32,7 +32,7 @@ const SHADOWING_FILES: [&str; 2] = ["model.bin", "vocabulary.txt"];
 #[command(after_help = AFTER_HELP)]
 pub struct ConvertArgs {
     /// CTranslate2 Whisper folder: model.bin, config.json and tokenizer.json (what
-    /// ./scripts/fetch-model.sh prepares).
+    /// ./scripts/models/fetch_model.sh prepares).
     #[arg(value_name = "SRC_DIR")]
     pub src: PathBuf,
     /// Folder to write the Hugging Face model to; created when missing, and it must be empty

@@ -29,7 +29,7 @@ Examples:
 #[command(after_help = AFTER_HELP)]
 pub struct InfoArgs {
     /// Model folder to describe (CTranslate2 or Hugging Face). Default:
-    /// ~/.cache/susurrus/models/whisper-tiny.en-ct2 when ./scripts/fetch-model.sh has
+    /// ~/.cache/susurrus/models/whisper-tiny.en-ct2 when ./scripts/models/fetch_model.sh has
     /// prepared it (a missing default is noted, not an error).
     #[arg(long, value_name = "DIR")]
     pub model: Option<PathBuf>,

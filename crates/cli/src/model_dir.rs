@@ -1,11 +1,11 @@
-//! Which model folder a command uses: `--model DIR`, else the folder `./scripts/fetch-model.sh`
+//! Which model folder a command uses: `--model DIR`, else the folder `./scripts/models/fetch_model.sh`
 //! prepares. A missing folder is an error that names the fetch script, before any work.
 
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 
-/// The default model's folder below the home directory (what `scripts/fetch-model.sh` prints).
+/// The default model's folder below the home directory (what `scripts/models/fetch_model.sh` prints).
 pub const DEFAULT_RELATIVE: &str = ".cache/susurrus/models/whisper-tiny.en-ct2";
 
 /// The files that make a folder a model: CTranslate2 or Hugging Face weights.
@@ -19,7 +19,7 @@ pub fn default_dir() -> Option<PathBuf> {
 /// The folder to load: `model` when given, else [`default_dir`]. Errors when it holds no
 /// weights file, saying how to fetch the default model or name another.
 pub fn resolve(model: Option<&Path>) -> Result<PathBuf> {
-    let hint = "run ./scripts/fetch-model.sh to fetch whisper-tiny.en, or pass --model DIR with a \
+    let hint = "run ./scripts/models/fetch_model.sh to fetch whisper-tiny.en, or pass --model DIR with a \
                 CTranslate2 or Hugging Face Whisper folder";
     let (dir, what) = match model {
         Some(dir) => (dir.to_path_buf(), "model folder"),
@@ -38,13 +38,13 @@ pub fn resolve(model: Option<&Path>) -> Result<PathBuf> {
 }
 
 /// The Silero VAD network's file below the home directory (what
-/// `./scripts/fetch-model.sh silero-vad` prints).
+/// `./scripts/models/fetch_model.sh silero-vad` prints).
 pub const VAD_RELATIVE: &str = ".cache/susurrus/models/silero-vad-v6/silero_vad_v6.onnx";
 
 /// The VAD network to load for `--vad`: `file` when given, else [`VAD_RELATIVE`] in the home
 /// directory. Errors when it is not a file, saying how to fetch it.
 pub fn resolve_vad(file: Option<&Path>) -> Result<PathBuf> {
-    let hint = "run ./scripts/fetch-model.sh silero-vad to fetch it, or pass --vad-model FILE";
+    let hint = "run ./scripts/models/fetch_model.sh silero-vad to fetch it, or pass --vad-model FILE";
     let (path, what) = match file {
         Some(path) => (path.to_path_buf(), "VAD network"),
         None => match std::env::home_dir() {
@@ -63,7 +63,7 @@ mod tests {
     use super::*;
 
     fn hint() -> &'static str {
-        "run ./scripts/fetch-model.sh to fetch whisper-tiny.en, or pass --model DIR with a CTranslate2 or \
+        "run ./scripts/models/fetch_model.sh to fetch whisper-tiny.en, or pass --model DIR with a CTranslate2 or \
          Hugging Face Whisper folder"
     }
 
@@ -83,7 +83,7 @@ mod tests {
 
     #[test]
     fn the_default_is_the_fetch_scripts_folder() {
-        let script = include_str!("../../../scripts/fetch-model.sh");
+        let script = include_str!("../../../scripts/models/fetch_model.sh");
         assert!(script.contains("name=${1:-tiny.en}"), "{script}");
         assert!(script.contains("model=\"${cache}/models/whisper-${name}-ct2\""), "{script}");
         assert!(script.contains("cache=\"${HOME}/.cache/susurrus\""), "{script}");

@@ -87,12 +87,12 @@ pub struct ServeArgs {
     /// only the API (and the model folder) is served. A given folder must exist.
     #[arg(long, value_name = "DIR")]
     pub root: Option<PathBuf>,
-    /// Model folder served at `/model/`. Default: the folder ./scripts/fetch-model.sh prepares,
+    /// Model folder served at `/model/`. Default: the folder ./scripts/models/fetch_model.sh prepares,
     /// left out (with a note on stderr) when it is missing.
     #[arg(long, value_name = "DIR")]
     pub model: Option<PathBuf>,
     /// The Silero VAD v6 network (ONNX) served at /vad/silero_vad_v6.onnx, for the page's
-    /// "skip silence" option. Default: the file `./scripts/fetch-model.sh silero-vad` fetches,
+    /// "skip silence" option. Default: the file `./scripts/models/fetch_model.sh silero-vad` fetches,
     /// left out (with a note on stderr) when it is missing.
     #[arg(long, value_name = "FILE")]
     pub vad_model: Option<PathBuf>,

@@ -63,7 +63,7 @@ pub struct StreamArgs {
     pub no_vad: bool,
     /// The Silero VAD v6 network (ONNX). Default:
     /// ~/.cache/susurrus/models/silero-vad-v6/silero_vad_v6.onnx, which
-    /// `./scripts/fetch-model.sh silero-vad` fetches.
+    /// `./scripts/models/fetch_model.sh silero-vad` fetches.
     #[arg(long, value_name = "FILE", conflicts_with = "no_vad")]
     pub vad_model: Option<PathBuf>,
     /// Seconds of silence that end an utterance (its words are then final). Default: 0.5.

@@ -173,7 +173,7 @@ pub struct TranscribeArgs {
     pub vad: bool,
     /// The Silero VAD v6 network (ONNX) for --vad. Default:
     /// ~/.cache/susurrus/models/silero-vad-v6/silero_vad_v6.onnx, which
-    /// `./scripts/fetch-model.sh silero-vad` fetches.
+    /// `./scripts/models/fetch_model.sh silero-vad` fetches.
     #[arg(long, value_name = "FILE")]
     pub vad_model: Option<PathBuf>,
     /// --vad: a window with at least this speech probability is speech. Default: 0.5.

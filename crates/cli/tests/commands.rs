@@ -51,8 +51,8 @@ fn tiny_en() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-        let out = Command::new(root.join("scripts/fetch-model.sh")).current_dir(&root).output().unwrap();
-        assert!(out.status.success(), "fetch-model.sh failed:\n{}", stderr(&out));
+        let out = Command::new(root.join("scripts/models/fetch_model.sh")).current_dir(&root).output().unwrap();
+        assert!(out.status.success(), "fetch_model.sh failed:\n{}", stderr(&out));
         PathBuf::from(stdout(&out).lines().last().unwrap())
     })
 }
@@ -414,7 +414,7 @@ fn info_without_the_default_model_still_lists_adapters_but_a_named_model_must_ex
     let home = temp_dir("info-home");
     let out = susurrus_with_home(&["info"], Some(&home));
     assert_success(&out);
-    let hint = "run ./scripts/fetch-model.sh to fetch whisper-tiny.en, or pass --model DIR with a CTranslate2 or \
+    let hint = "run ./scripts/models/fetch_model.sh to fetch whisper-tiny.en, or pass --model DIR with a CTranslate2 or \
                 Hugging Face Whisper folder";
     let default = home.join(".cache/susurrus/models/whisper-tiny.en-ct2");
     let text = stdout(&out);
@@ -434,7 +434,7 @@ fn info_without_the_default_model_still_lists_adapters_but_a_named_model_must_ex
 
 /// `convert --quantize int8` quantizes as CTranslate2 does: the folder it writes from the f16
 /// tiny.en loads to exactly the weights of CTranslate2's own int8 quantization of it
-/// (`scripts/fetch-model.sh tiny.en-int8`): the same int8 values and scales in every matrix,
+/// (`scripts/models/fetch_model.sh tiny.en-int8`): the same int8 values and scales in every matrix,
 /// the same f16 vectors.
 #[test]
 fn convert_quantize_int8_matches_ctranslate2s_quantization() {

@@ -1,9 +1,9 @@
 //! The command on CUDA when the GPU is lost (needs an NVIDIA GPU, so marked ignored:
-//! `scripts/test-cuda.sh` builds it with the CUDA backend's GPU suite and runs both on a
+//! `scripts/gpu/test_cuda.sh` builds it with the CUDA backend's GPU suite and runs both on a
 //! machine with one).
 
 /// The `susurrus` program built with this suite: beside the test binary where
-/// `scripts/test-cuda.sh build` put both, else where cargo built it.
+/// `scripts/gpu/test_cuda.sh build` put both, else where cargo built it.
 fn susurrus_program() -> std::path::PathBuf {
     let beside = std::env::current_exe().unwrap().with_file_name("susurrus");
     if beside.is_file() { beside } else { env!("CARGO_BIN_EXE_susurrus").into() }
@@ -15,7 +15,7 @@ fn susurrus_program() -> std::path::PathBuf {
 /// resumes from the last window. Both files' transcripts are the undisturbed run's, and the
 /// status is 0. (The small random model, text only, greedy with a sampled fallback.)
 #[test]
-#[ignore = "needs an NVIDIA GPU: scripts/test-cuda.sh runs it"]
+#[ignore = "needs an NVIDIA GPU: scripts/gpu/test_cuda.sh runs it"]
 fn a_lost_device_hands_the_batch_to_a_new_process_with_the_same_transcripts() {
     use susurrus_testkit::whisper::{small_model_files, small_model_text_only, three_windows_of_tone, wav_file};
     let dir = std::env::temp_dir().join(format!("susurrus-cuda-handover-{}", std::process::id()));

@@ -47,7 +47,7 @@ fn example_program() -> PathBuf {
 
 #[test]
 fn the_library_example_transcribes_the_bundled_sample() {
-    // scripts/make-sample.sh's text, which espeak-ng spoke into samples/sample.wav.
+    // scripts/make_sample.sh's text, which espeak-ng spoke into samples/sample.wav.
     let spoken = "Speech becomes text on your own computer. Nothing you say leaves the machine, and the \
                   transcript arrives in a few seconds.";
     let out = Command::new(example_program())

@@ -99,7 +99,7 @@ fn streamed_clips_commit_the_offline_transcript() {
 fn the_audio_after_the_last_word_is_not_heard_again_once_the_model_heard_it_all() {
     // The bundled sample (espeak-ng at 22 kHz, resampled) ends 0.6 s after its last word:
     // looked at again at the stream's end, that tail gave a sentence of the prompt ("It is a
-    // text on your own computer."). The spoken text is make-sample.sh's.
+    // text on your own computer."). The spoken text is make_sample.sh's.
     let spoken = "Speech becomes text on your own computer. Nothing you say leaves the machine, and the transcript \
                   arrives in a few seconds.";
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../samples/sample.wav");

@@ -466,7 +466,8 @@ fn an_explicit_missing_model_is_an_error() {
     let out = run_to_exit(&["--port", "0", "--root", path_str(&site.path("root")), "--model", path_str(&missing)], &[]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8(out.stderr).unwrap();
-    let want = format!("susurrus: error: model folder {} not found: run ./scripts/fetch-model.sh", missing.display());
+    let want =
+        format!("susurrus: error: model folder {} not found: run ./scripts/models/fetch_model.sh", missing.display());
     assert!(err.starts_with(&want), "{err}");
     assert!(out.stdout.is_empty());
 }
@@ -483,7 +484,7 @@ fn an_explicit_missing_vad_network_is_an_error() {
     assert_eq!(
         String::from_utf8(out.stderr).unwrap(),
         format!(
-            "susurrus: error: VAD network {} not found: run ./scripts/fetch-model.sh silero-vad to fetch it, or \
+            "susurrus: error: VAD network {} not found: run ./scripts/models/fetch_model.sh silero-vad to fetch it, or \
              pass --vad-model FILE\n",
             missing.display()
         )
@@ -499,7 +500,7 @@ fn without_the_default_model_it_serves_the_root_and_says_so() {
     let server = Server::start_with(&["--root", path_str(&site.path("root"))], &[("HOME", &home)]);
     let default = home.join(".cache/susurrus/models/whisper-tiny.en-ct2");
     let note = format!(
-        "susurrus: serving without /model/: default model folder {} not found: run ./scripts/fetch-model.sh to \
+        "susurrus: serving without /model/: default model folder {} not found: run ./scripts/models/fetch_model.sh to \
          fetch whisper-tiny.en, or pass --model DIR with a CTranslate2 or Hugging Face Whisper folder",
         default.display()
     );
@@ -507,7 +508,7 @@ fn without_the_default_model_it_serves_the_root_and_says_so() {
     let default_vad = home.join(".cache/susurrus/models/silero-vad-v6/silero_vad_v6.onnx");
     server.wait_for_log(&format!(
         "susurrus: serving without /vad/silero_vad_v6.onnx: default VAD network {} not found: run \
-         ./scripts/fetch-model.sh silero-vad to fetch it, or pass --vad-model FILE",
+         ./scripts/models/fetch_model.sh silero-vad to fetch it, or pass --vad-model FILE",
         default_vad.display()
     ));
     assert_eq!(server.request("GET", "/app.js").status, 200);

@@ -26,10 +26,10 @@ fn audio_fixture(file: &str) -> PathBuf {
 fn model_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let out = Command::new(root().join("scripts/fetch-model.sh")).output().expect("fetch-model.sh runs");
-        assert!(out.status.success(), "fetch-model.sh failed: {}", String::from_utf8_lossy(&out.stderr));
+        let out = Command::new(root().join("scripts/models/fetch_model.sh")).output().expect("fetch_model.sh runs");
+        assert!(out.status.success(), "fetch_model.sh failed: {}", String::from_utf8_lossy(&out.stderr));
         let stdout = String::from_utf8(out.stdout).expect("the printed path is UTF-8");
-        PathBuf::from(stdout.lines().last().expect("fetch-model.sh prints the folder").trim())
+        PathBuf::from(stdout.lines().last().expect("fetch_model.sh prints the folder").trim())
     })
 }
 
@@ -289,8 +289,8 @@ fn word_timestamps_reach_the_json_segments() {
 /// token for token, at the file's times.
 #[test]
 fn vad_transcribes_the_speech_at_the_files_times() {
-    let out = Command::new(root().join("scripts/fetch-model.sh")).arg("silero-vad").output().unwrap();
-    assert!(out.status.success(), "fetch-model.sh silero-vad: {}", text(&out.stderr));
+    let out = Command::new(root().join("scripts/models/fetch_model.sh")).arg("silero-vad").output().unwrap();
+    assert!(out.status.success(), "fetch_model.sh silero-vad: {}", text(&out.stderr));
     let wav = golden("vad.wav");
     let args = ["--backend", "cpu", "-f", "json", "--beam-size", "1", "--vad", path_str(&wav)];
     let out = transcribe(&args, None, &[]);
@@ -359,7 +359,7 @@ fn vad_settings_and_a_missing_network_fail_before_any_file_is_read() {
     fails(&["--vad-min-silence-ms", "500"], "--vad-model and the --vad-* settings are for --vad: add --vad");
     fails(
         &["--vad", "--vad-model", "/nonexistent/silero.onnx"],
-        "VAD network /nonexistent/silero.onnx not found: run ./scripts/fetch-model.sh silero-vad to fetch it, or \
+        "VAD network /nonexistent/silero.onnx not found: run ./scripts/models/fetch_model.sh silero-vad to fetch it, or \
          pass --vad-model FILE",
     );
     fails(
@@ -659,7 +659,7 @@ fn a_truncated_file_is_transcribed_with_a_warning() {
 fn a_missing_model_names_the_fetch_script_before_any_file_is_read() {
     let home = scratch("home");
     let input = golden("short_1.wav");
-    let hint = "run ./scripts/fetch-model.sh to fetch whisper-tiny.en, or pass --model DIR with a CTranslate2 or \
+    let hint = "run ./scripts/models/fetch_model.sh to fetch whisper-tiny.en, or pass --model DIR with a CTranslate2 or \
                 Hugging Face Whisper folder";
 
     let out = transcribe(&[path_str(&input)], None, &[("HOME", &home)]);

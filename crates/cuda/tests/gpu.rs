@@ -1,5 +1,5 @@
 //! The GPU suite of the CUDA backend (needs an NVIDIA GPU, so every test is marked ignored:
-//! `scripts/test-cuda.sh` builds it here and runs it, ignored tests included, on a machine
+//! `scripts/gpu/test_cuda.sh` builds it here and runs it, ignored tests included, on a machine
 //! with one). The op harness against the reference interpreter with f32 products, and with
 //! the default f16 tensor-core products the golden clips token for token, alone and decoded
 //! together through the batch scheduler; graph replay with changing runtime scalars; errors
@@ -24,7 +24,7 @@ fn backend(precision: Precision) -> CudaBackend {
 }
 
 #[test]
-#[ignore = "needs an NVIDIA GPU: scripts/test-cuda.sh runs it"]
+#[ignore = "needs an NVIDIA GPU: scripts/gpu/test_cuda.sh runs it"]
 fn every_op_case_matches_the_reference() {
     let backend = backend(Precision::F32);
     println!("device {} ({})", backend.device_name(), backend.arch());
@@ -42,7 +42,7 @@ fn every_op_case_matches_the_reference() {
 
 /// Every golden run (the long clip's beam search up to a near-tie: `golden::GPU_RUNS`).
 #[test]
-#[ignore = "needs an NVIDIA GPU: scripts/test-cuda.sh runs it"]
+#[ignore = "needs an NVIDIA GPU: scripts/gpu/test_cuda.sh runs it"]
 fn golden_transcripts_match_reference_with_f16_products() {
     golden::transcripts_match_reference(Box::new(backend(Precision::F16)), Set::TinyEn, &golden::GPU_RUNS);
     golden::beam_run_matches_up_to_a_near_tie(Box::new(backend(Precision::F16)), 0.001);
@@ -54,7 +54,7 @@ fn golden_transcripts_match_reference_with_f16_products() {
 /// transcript it gets alone, token for token, with its window scores within 2e-3 (f16
 /// tensor-core products of more rows may round otherwise).
 #[test]
-#[ignore = "needs an NVIDIA GPU: scripts/test-cuda.sh runs it"]
+#[ignore = "needs an NVIDIA GPU: scripts/gpu/test_cuda.sh runs it"]
 fn golden_clips_decoded_together_each_get_their_own_transcript() {
     use std::ops::ControlFlow;
     use susurrus_testkit::batch::{Together, assert_same_transcripts, transcribe_together};
@@ -79,7 +79,7 @@ fn golden_clips_decoded_together_each_get_their_own_transcript() {
 /// f16 products the network compiles on the f32 variant (`Backend::with_f32_products`), as
 /// tensor-core rounding moved them by up to 2e-3.
 #[test]
-#[ignore = "needs an NVIDIA GPU: scripts/test-cuda.sh runs it"]
+#[ignore = "needs an NVIDIA GPU: scripts/gpu/test_cuda.sh runs it"]
 fn vad_matches_onnxruntime() {
     for precision in [Precision::F16, Precision::F32] {
         golden::vad_matches_reference(&backend(precision));
@@ -89,7 +89,7 @@ fn vad_matches_onnxruntime() {
 /// int8 tiny.en: q8 weights dequantized into scratch before each product, gather and
 /// convolution give the reference executor's token ids, with f16 and f32 products.
 #[test]
-#[ignore = "needs an NVIDIA GPU: scripts/test-cuda.sh runs it"]
+#[ignore = "needs an NVIDIA GPU: scripts/gpu/test_cuda.sh runs it"]
 fn int8_transcripts_match_the_reference_executor() {
     for precision in [Precision::F16, Precision::F32] {
         golden::int8_transcripts_match(Some(Box::new(backend(precision))), &golden::SHORT_CLIPS, 0.10);
@@ -97,7 +97,7 @@ fn int8_transcripts_match_the_reference_executor() {
 }
 
 #[test]
-#[ignore = "needs an NVIDIA GPU: scripts/test-cuda.sh runs it"]
+#[ignore = "needs an NVIDIA GPU: scripts/gpu/test_cuda.sh runs it"]
 fn golden_transcripts_match_reference_with_f32_products() {
     golden::transcripts_match_reference(Box::new(backend(Precision::F32)), Set::TinyEn, &golden::GPU_RUNS);
     golden::beam_run_matches_up_to_a_near_tie(Box::new(backend(Precision::F32)), 0.001);
@@ -107,7 +107,7 @@ fn golden_transcripts_match_reference_with_f32_products() {
 /// The larger sizes at their real widths (random weights, one layer each side) against the
 /// reference executor, with f32 products (`susurrus_testkit::shapes`).
 #[test]
-#[ignore = "needs an NVIDIA GPU: scripts/test-cuda.sh runs it"]
+#[ignore = "needs an NVIDIA GPU: scripts/gpu/test_cuda.sh runs it"]
 fn real_width_models_match_the_reference() {
     let backend = backend(Precision::F32);
     for arch in [Architecture::Small, Architecture::Medium, Architecture::LargeV3] {
@@ -119,7 +119,7 @@ fn real_width_models_match_the_reference() {
 /// recorded graph, each with its own scalar. Pairs of runs share an input, which the second
 /// does not upload again (nothing else is stored in its bytes): the result must still use it.
 #[test]
-#[ignore = "needs an NVIDIA GPU: scripts/test-cuda.sh runs it"]
+#[ignore = "needs an NVIDIA GPU: scripts/gpu/test_cuda.sh runs it"]
 fn replays_see_each_runs_scalars_and_inputs() {
     let mut g = Graph::new("kept");
     let position = g.scalar("position");
@@ -143,7 +143,7 @@ fn replays_see_each_runs_scalars_and_inputs() {
 }
 
 #[test]
-#[ignore = "needs an NVIDIA GPU: scripts/test-cuda.sh runs it"]
+#[ignore = "needs an NVIDIA GPU: scripts/gpu/test_cuda.sh runs it"]
 fn a_missing_device_is_an_error() {
     let err = CudaBackend::new(&CudaOptions { device: 99, ..CudaOptions::default() }).err().expect("no device 99");
     let text = err.to_string();
@@ -152,7 +152,7 @@ fn a_missing_device_is_an_error() {
 
 /// A plan whose arena is larger than any GPU: compiling it is an error naming the arena.
 #[test]
-#[ignore = "needs an NVIDIA GPU: scripts/test-cuda.sh runs it"]
+#[ignore = "needs an NVIDIA GPU: scripts/gpu/test_cuda.sh runs it"]
 fn memory_the_device_lacks_is_an_error() {
     let mut g = Graph::new("huge");
     let x = g.input("x", TensorType::new(DType::F32, Shape(vec![1 << 20, 1 << 18]))).unwrap();
@@ -179,7 +179,7 @@ fn memory_the_device_lacks_is_an_error() {
 /// file, a later start loads them (and runs the same numbers), and an entry the driver
 /// refuses is compiled again and replaced.
 #[test]
-#[ignore = "needs an NVIDIA GPU: scripts/test-cuda.sh runs it"]
+#[ignore = "needs an NVIDIA GPU: scripts/gpu/test_cuda.sh runs it"]
 fn kernels_are_compiled_once_and_kept_in_the_cache() {
     let dir = std::env::temp_dir().join(format!("susurrus-cuda-kernels-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);

@@ -3,7 +3,7 @@
 //! with parameter bytes of the size the kernel's struct has and launch shapes the hardware
 //! accepts; the kernel module compiles with NVRTC; the parameter structs have the same layout
 //! in C as in Rust; without a driver the backend is an error that says so.
-//! (`scripts/test-cuda.sh` runs the GPU suite, `tests/cuda.rs`, on a machine with one.)
+//! (`scripts/gpu/test_cuda.sh` runs the GPU suite, `tests/cuda.rs`, on a machine with one.)
 
 use std::cell::RefCell;
 use std::collections::HashMap;

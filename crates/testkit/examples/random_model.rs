@@ -6,7 +6,7 @@
 //!
 //! ARCH: small, medium, large-v3 or large-v3-turbo; LAYERS each side (at most the size's own:
 //! `large-v3-turbo 32` is the whole turbo, 32 + 4); BASE_TOKENIZER_JSON the
-//! multilingual base model's `tokenizer.json` (scripts/fetch-model.sh base).
+//! multilingual base model's `tokenizer.json` (scripts/models/fetch_model.sh base).
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -1,5 +1,5 @@
 //! Shared by the Whisper golden tests: the real models (fetched once by
-//! scripts/fetch-model.sh), the committed fixtures of tests/fixtures/golden (made by
+//! scripts/models/fetch_model.sh), the committed fixtures of tests/fixtures/golden (made by
 //! tests/golden/make_golden.sh) and the backends the tests run on.
 
 use std::ops::ControlFlow;
@@ -32,7 +32,7 @@ pub enum Set {
 }
 
 impl Set {
-    /// The model's name for scripts/fetch-model.sh.
+    /// The model's name for scripts/models/fetch_model.sh.
     pub fn model_name(self) -> &'static str {
         match self {
             Set::TinyEn => "tiny.en",
@@ -72,23 +72,23 @@ impl Set {
     }
 }
 
-/// The Silero VAD v6 network (`scripts/fetch-model.sh silero-vad`, fetched on first use).
+/// The Silero VAD v6 network (`scripts/models/fetch_model.sh silero-vad`, fetched on first use).
 pub fn vad_model() -> PathBuf {
     static FILE: OnceLock<PathBuf> = OnceLock::new();
     FILE.get_or_init(|| fetch("silero-vad")).clone()
 }
 
-/// `scripts/fetch-model.sh NAME` (fetched once, then cached under ~/.cache/susurrus): the
+/// `scripts/models/fetch_model.sh NAME` (fetched once, then cached under ~/.cache/susurrus): the
 /// path it prints.
 fn fetch(name: &str) -> PathBuf {
-    let out = std::process::Command::new(root().join("scripts/fetch-model.sh"))
+    let out = std::process::Command::new(root().join("scripts/models/fetch_model.sh"))
         .arg(name)
         .current_dir(root())
         .output()
-        .expect("scripts/fetch-model.sh runs");
-    assert!(out.status.success(), "fetch-model.sh {name} failed: {}", String::from_utf8_lossy(&out.stderr));
+        .expect("scripts/models/fetch_model.sh runs");
+    assert!(out.status.success(), "fetch_model.sh {name} failed: {}", String::from_utf8_lossy(&out.stderr));
     let stdout = String::from_utf8(out.stdout).expect("the printed path is UTF-8");
-    PathBuf::from(stdout.lines().last().expect("fetch-model.sh prints the path").trim())
+    PathBuf::from(stdout.lines().last().expect("fetch_model.sh prints the path").trim())
 }
 
 /// The VAD network planned (read from [`vad_model`]).

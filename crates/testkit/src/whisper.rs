@@ -198,7 +198,7 @@ pub fn model_files(config: WhisperConfig, seed: u64, format: WeightFormat) -> Re
 /// `layers` layers each side (at most the size's own count: large-v3-turbo keeps at most 4
 /// decoder layers), stored as `format`: `model.safetensors`, `config.json`,
 /// `generation_config.json`, and `tokenizer.json` made from the multilingual base model's
-/// (`base_tokenizer_json`, from scripts/fetch-model.sh base) — for large-v3's 51866 tokens
+/// (`base_tokenizer_json`, from scripts/models/fetch_model.sh base) — for large-v3's 51866 tokens
 /// with its extra language `<|yue|>` inserted at 50358 and every later added token one id up,
 /// as in large-v3's own tokenizer. What the demo page loads to show a large model fits a
 /// browser (`examples/random_model.rs` writes it).

@@ -655,13 +655,13 @@ mod tests {
         static DIR: OnceLock<PathBuf> = OnceLock::new();
         DIR.get_or_init(|| {
             let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-            let out = Command::new(root.join("scripts/fetch-model.sh"))
+            let out = Command::new(root.join("scripts/models/fetch_model.sh"))
                 .current_dir(&root)
                 .output()
-                .expect("scripts/fetch-model.sh runs");
-            assert!(out.status.success(), "fetch-model.sh failed: {}", String::from_utf8_lossy(&out.stderr));
-            let stdout = String::from_utf8(out.stdout).expect("fetch-model.sh prints UTF-8");
-            PathBuf::from(stdout.lines().last().expect("fetch-model.sh prints the folder").trim())
+                .expect("scripts/models/fetch_model.sh runs");
+            assert!(out.status.success(), "fetch_model.sh failed: {}", String::from_utf8_lossy(&out.stderr));
+            let stdout = String::from_utf8(out.stdout).expect("fetch_model.sh prints UTF-8");
+            PathBuf::from(stdout.lines().last().expect("fetch_model.sh prints the folder").trim())
         })
         .clone()
     }

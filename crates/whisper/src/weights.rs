@@ -375,18 +375,18 @@ pub(crate) mod testing {
         .expect("test configs are valid")
     }
 
-    /// The folder of the real tiny.en model, fetched (once, cached) by scripts/fetch-model.sh.
+    /// The folder of the real tiny.en model, fetched (once, cached) by scripts/models/fetch_model.sh.
     pub fn tiny_en_dir() -> PathBuf {
         static DIR: OnceLock<PathBuf> = OnceLock::new();
         DIR.get_or_init(|| {
             let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-            let out = std::process::Command::new(root.join("scripts/fetch-model.sh"))
+            let out = std::process::Command::new(root.join("scripts/models/fetch_model.sh"))
                 .current_dir(&root)
                 .output()
-                .expect("scripts/fetch-model.sh runs");
-            assert!(out.status.success(), "fetch-model.sh failed: {}", String::from_utf8_lossy(&out.stderr));
+                .expect("scripts/models/fetch_model.sh runs");
+            assert!(out.status.success(), "fetch_model.sh failed: {}", String::from_utf8_lossy(&out.stderr));
             let stdout = String::from_utf8(out.stdout).expect("the printed path is UTF-8");
-            PathBuf::from(stdout.lines().last().expect("fetch-model.sh prints the folder").trim())
+            PathBuf::from(stdout.lines().last().expect("fetch_model.sh prints the folder").trim())
         })
         .clone()
     }

@@ -55,7 +55,7 @@ async function susurrus() {
 
 /**
  * transformers.js's browser bundle (onnxruntime-web inside; its .wasm files served as /ort/)
- * with the ONNX export of the same weights (scripts/onnx_export.py) at /models/.
+ * with the ONNX export of the same weights (scripts/models/onnx_export.py) at /models/.
  */
 async function transformersJs() {
   const { pipeline, env } = await import("/transformers/transformers.min.js");
@@ -80,7 +80,7 @@ async function transformersJs() {
 /**
  * whisper.cpp's wasm build (@transcribe/shout, its module at /shout/) through its own
  * FileTranscriber (/transcriber/), with the ggml conversion of the same weights
- * (scripts/ggml_convert.py). It decodes the WAV Blob with WebAudio itself (milliseconds).
+ * (scripts/models/ggml_convert.py). It decodes the WAV Blob with WebAudio itself (milliseconds).
  */
 async function whisperCpp() {
   const { default: createModule } = await import("/shout/shout.wasm.js");

@@ -12,7 +12,7 @@
 //! own (greedy, beam, word timestamps, per-token penalties), the reference executor the silent
 //! clip's no-speech skip too, and one multilingual run of each kind: the detected-language run
 //! and the VAD network. CUDA runs them in its GPU suite (`crates/cuda/tests/gpu.rs`), wgpu on a
-//! real GPU in `gpu_every_kernel_family_matches_reference` (`scripts/test-wgpu-gpu.sh`).
+//! real GPU in `gpu_every_kernel_family_matches_reference` (`scripts/gpu/test_wgpu_gpu.sh`).
 
 use susurrus_testkit::backends;
 use susurrus_testkit::golden;
@@ -86,13 +86,13 @@ fn wgpu_multilingual_transcripts_match_reference() {
     transcripts_match_reference(backends::wgpu(), Set::Base, &["de/detect"]);
 }
 
-/// The GPU suite's golden check (`scripts/test-wgpu-gpu.sh`; ignored elsewhere: on lavapipe the
+/// The GPU suite's golden check (`scripts/gpu/test_wgpu_gpu.sh`; ignored elsewhere: on lavapipe the
 /// long clip alone takes most of an hour): every tiny.en run on each kernel family a real
 /// GPU adapter has — its matrix units, f16 weights without them (lane folds on subgroups),
 /// and the f32 path every adapter has (no subgroups: a browser's) — the long clip's beam
 /// search up to a near-tie its rounding may flip (`golden::GPU_RUNS`).
 #[test]
-#[ignore = "needs a GPU adapter: scripts/test-wgpu-gpu.sh runs it"]
+#[ignore = "needs a GPU adapter: scripts/gpu/test_wgpu_gpu.sh runs it"]
 fn gpu_every_kernel_family_matches_reference() {
     let families = [
         WgpuOptions::default(),

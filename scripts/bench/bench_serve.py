@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Throughput of `susurrus serve --api` against concurrency, beside faster-whisper's
 BatchedInferencePipeline serving the same requests.
 
@@ -10,7 +11,12 @@ faster-whisper's text. faster-whisper: one WhisperModel with C CTranslate2 worke
 (decoding included, float32), both with beam 5, English, on the same CTranslate2 folder and
 CPU threads. A warm-up request each before the timed runs.
 
-Run through scripts/bench-serve.sh, which builds the command and provides the venv.
+Run it with any python3: it makes sure of the reference venv (scripts/python_venv.sh) and runs
+itself in it, builds the command (release) unless --susurrus names one, and fetches tiny.en
+(scripts/models/fetch_model.sh) unless --model names a folder.
+
+    scripts/bench/bench_serve.py [--backend cpu|wgpu|cuda] [--device cpu|cuda] [--concurrency 1,4,16,64]
+                                 [--requests N] [--threads N] [--batch 1,4]
 """
 
 import argparse
@@ -25,9 +31,14 @@ import time
 import http.client
 import uuid
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "fixtures" / "golden"
 CLIPS = ["short_1", "short_2", "short_3", "noisy"]
+sys.dont_write_bytecode = True
+if __name__ == "__main__":
+    import project_venv
+
+    project_venv.run_in_venv()
 
 
 def golden(clip):
@@ -128,9 +139,9 @@ def free_port():
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--susurrus", required=True, help="the susurrus command")
-    parser.add_argument("--model", required=True, help="a CTranslate2 model folder")
+    parser = argparse.ArgumentParser(prog="scripts/bench/bench_serve.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--susurrus", help="the susurrus command (default: built here, release)")
+    parser.add_argument("--model", help="a CTranslate2 model folder (default: tiny.en, fetched once)")
     parser.add_argument("--backend", default="cpu")
     parser.add_argument("--threads", type=int, default=2, help="CPU threads of both engines")
     parser.add_argument("--concurrency", default="1,4,16,64")
@@ -145,6 +156,13 @@ def main():
     parser.add_argument("--device", default="cpu", help="faster-whisper's device (cpu, cuda)")
     parser.add_argument("--compute-type", default="float32", help="faster-whisper's compute type")
     args = parser.parse_args()
+    if args.susurrus is None:
+        subprocess.run(["cargo", "build", "--release", "-q", "-p", "susurrus-cli"], cwd=ROOT, check=True)
+        args.susurrus = str(ROOT / "target" / "release" / "susurrus")
+    if args.model is None:
+        out = subprocess.run([str(ROOT / "scripts" / "models" / "fetch_model.sh")], check=True,
+                             stdout=subprocess.PIPE, text=True).stdout
+        args.model = out.strip().splitlines()[-1]
     levels = [int(c) for c in args.concurrency.split(",")]
     audio = {clip: (GOLDEN / f"{clip}.wav").read_bytes() for clip in CLIPS}
     rows = []

@@ -12,7 +12,7 @@
 // Everything is warmed up first (the CUDA back end captures graphs on the second call).
 //
 // Build (against a whisper.cpp build tree BUILD and its source SRC):
-//   c++ -O2 -std=c++17 scripts/whisper_cpp_bench.cpp -ISRC/include -ISRC/ggml/include
+//   c++ -O2 -std=c++17 scripts/gpu/whisper_cpp_bench.cpp -ISRC/include -ISRC/ggml/include
 //       -LBUILD/bin -lwhisper -lggml -lggml-base -Wl,-rpath,BUILD/bin -o whisper_cpp_bench
 // (one line; BUILD/bin holds the shared libraries of a default CMake build).
 // Run:

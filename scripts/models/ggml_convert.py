@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Convert a Whisper model in CTranslate2 format into whisper.cpp's ggml model file.
 
-    python3 scripts/ggml_convert.py [CT2_DIR] [OUT.bin]
+    python3 scripts/models/ggml_convert.py [CT2_DIR] [OUT.bin]
 
 CT2_DIR defaults to ~/.cache/susurrus/models/whisper-tiny.en-ct2 (model.bin, config.json,
 vocabulary.txt); OUT defaults to .gm/peers/ggml-tiny.en.bin. Only numpy is needed.

@@ -5,11 +5,11 @@ benchmarks on the GPU machine: transformers builds the architecture from its con
 random initialisation: timing does not depend on the weights) and saves it as f16
 safetensors; `config.json` and `generation_config.json` are transformers' own, with the
 multilingual token settings added; `tokenizer.json` is the multilingual base model's
-(scripts/fetch-model.sh base), with large-v3's extra language token `<|yue|>` inserted at
+(scripts/models/fetch_model.sh base), with large-v3's extra language token `<|yue|>` inserted at
 50358 for the 51866-token vocabulary (every later special id moves up by one, as in
 large-v3's own tokenizer).
 
-    python3 scripts/make_random_model.py ARCH OUT_DIR --tokenizer BASE/tokenizer.json [--seed N]
+    python3 scripts/gpu/make_random_model.py ARCH OUT_DIR --tokenizer BASE/tokenizer.json [--seed N]
 """
 import argparse
 import copy

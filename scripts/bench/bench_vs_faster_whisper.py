@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Times `susurrus transcribe` and faster-whisper side by side on the golden clips.
 
 Both run Whisper tiny.en from the same CTranslate2 folder on 2 CPU threads with the same beam
@@ -11,7 +12,10 @@ What is timed is transcription from decoded 16 kHz samples: susurrus's `timings.
 (its JSON output, audio decoding excluded) and faster-whisper's `transcribe()` on the decoded
 array plus consuming its segments. Model loading and file decoding are left out of both.
 
-Run through scripts/bench-vs-faster-whisper.sh, which provides the venv.
+Run it with any python3: it makes sure of the reference venv (scripts/python_venv.sh) and runs
+itself in it, then builds the release binary and fetches tiny.en (scripts/models/fetch_model.sh).
+
+    scripts/bench/bench_vs_faster_whisper.py [--backend auto|cpu|wgpu] [--beam-size N] [--repeats N]
 """
 
 import argparse
@@ -23,11 +27,15 @@ import subprocess
 import sys
 import time
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "fixtures" / "golden"
 # Importing make_golden would otherwise leave a __pycache__ folder in the repository.
 sys.dont_write_bytecode = True
 sys.path.insert(0, str(ROOT / "tests" / "golden"))
+if __name__ == "__main__":
+    import project_venv
+
+    project_venv.run_in_venv()
 
 from faster_whisper import WhisperModel  # noqa: E402
 from faster_whisper.audio import decode_audio  # noqa: E402
@@ -49,9 +57,9 @@ def clips():
 
 def build():
     """Builds the release binary and returns its path."""
-    print("bench: cargo build --release -p susurrus-native", file=sys.stderr, flush=True)
+    print("bench: cargo build --release -p susurrus-cli", file=sys.stderr, flush=True)
     subprocess.run(
-        ["cargo", "build", "--release", "--quiet", "-p", "susurrus-native", "--bin", "susurrus"],
+        ["cargo", "build", "--release", "--quiet", "-p", "susurrus-cli", "--bin", "susurrus"],
         cwd=ROOT,
         check=True,
     )
@@ -63,7 +71,7 @@ def build():
 
 def fetch_model():
     out = subprocess.run(
-        [str(ROOT / "scripts" / "fetch-model.sh")], check=True, capture_output=True, text=True
+        [str(ROOT / "scripts" / "models" / "fetch_model.sh")], check=True, capture_output=True, text=True
     ).stdout
     return out.strip().splitlines()[-1]
 
@@ -111,7 +119,7 @@ def time_faster_whisper(model_dir, beam_size, wavs, passes):
 
 def main():
     parser = argparse.ArgumentParser(
-        prog="scripts/bench-vs-faster-whisper.sh", description=__doc__.split("\n\n")[0]
+        prog="scripts/bench/bench_vs_faster_whisper.py", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--backend", choices=["auto", "cpu", "wgpu"], default="cpu",
                         help="susurrus's --backend (default: cpu)")

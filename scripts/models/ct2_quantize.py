@@ -1,6 +1,6 @@
 """Quantizes a CTranslate2 Whisper model with CTranslate2's own quantizer.
 
-    python scripts/ct2_quantize.py SRC_DIR DEST_DIR --quantization int8|int8_float16
+    python scripts/models/ct2_quantize.py SRC_DIR DEST_DIR --quantization int8|int8_float16
 
 Reads SRC_DIR/model.bin (a float model as faster-whisper users have it), fills a
 `ctranslate2.specs.WhisperSpec` with its variables and lets CTranslate2 quantize and write it

@@ -9,7 +9,7 @@
 # two builds do not rebuild each other). The worker loads the threaded build where the page is
 # cross-origin isolated, the plain one elsewhere.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export PATH="${HOME}/.cache/susurrus/tools/bin:${PATH}"
 tsc="${HOME}/.cache/susurrus/npm/node_modules/.bin/tsc"
 out=target/npm/susurrus
@@ -24,18 +24,28 @@ threads_link_args() {
   printf -- '-C link-arg=%s ' "${args[@]}"
 }
 # The threaded build runs beside the plain one: its own target folder, so neither waits for
-# the other's lock (nor for a test build holding target/'s).
+# the other's lock (nor for a test build holding target/'s). It runs in a process group of its
+# own (job control on while it starts), stopped whole if this script exits before it ends
+# (a failure, Ctrl-C, TERM).
+threaded=""
+trap '[ -z "$threaded" ] || kill -TERM -- "-$threaded" 2>/dev/null || true' EXIT
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
+set -m
 (cd crates/web && RUSTUP_TOOLCHAIN="$nightly" CARGO_TARGET_DIR=../../target/threads \
   RUSTFLAGS="-C target-feature=+atomics,+bulk-memory,+mutable-globals,+simd128 $(threads_link_args)" \
   wasm-pack --quiet build --mode no-install --target web --release \
-  --out-dir "../../${out}/threads" --out-name susurrus . -- -Z build-std=panic_abort,std) &
+  --out-dir "../../${out}/threads" --out-name susurrus . -- -Z build-std=panic_abort,std) </dev/null &
 threaded=$!
-if ! (cd crates/web && wasm-pack --quiet build --mode no-install --target web --release \
-  --out-dir "../../${out}" --out-name susurrus); then
-  wait "$threaded" || true
-  exit 1
-fi
-wait "$threaded"
+set +m
+plain_rc=0 threaded_rc=0
+(cd crates/web && wasm-pack --quiet build --mode no-install --target web --release \
+  --out-dir "../../${out}" --out-name susurrus) || plain_rc=$?
+wait "$threaded" || threaded_rc=$?
+threaded=""
+((plain_rc == 0)) || exit 1
+((threaded_rc == 0)) || exit "$threaded_rc"
 # wasm-pack's own .gitignore would hide the package from git-based tools; package.json says
 # which files ship.
 rm -f "${out}/.gitignore" "${out}/threads/.gitignore" "${out}/threads/package.json"
@@ -101,10 +111,10 @@ const pkg = {
   keywords: ["whisper", "speech-recognition", "transcription", "webgpu", "wasm"],
 };
 fs.writeFileSync(`${dir}/package.json`, JSON.stringify(pkg, null, 2) + "\n");
-for (const f of pkg.files) if (!fs.existsSync(`${dir}/${f}`)) throw new Error(`build-web: ${dir}/${f} is missing`);
+for (const f of pkg.files) if (!fs.existsSync(`${dir}/${f}`)) throw new Error(`build_web: ${dir}/${f} is missing`);
 JS
 
 rm -rf www/pkg
 cp -r "$out" www/pkg
-printf 'build-web: %s (wasm %s KB, threaded %s KB) -> www/pkg\n' "$out" \
+printf 'build_web: %s (wasm %s KB, threaded %s KB) -> www/pkg\n' "$out" \
   "$(( $(stat -c %s "${out}/susurrus_bg.wasm") / 1024 ))" "$(( $(stat -c %s "${out}/threads/susurrus_bg.wasm") / 1024 ))"

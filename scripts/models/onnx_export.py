@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Export a Whisper model in CTranslate2 format as the ONNX folder transformers.js loads.
 
-    python3 scripts/onnx_export.py [CT2_DIR] [OUT_DIR]
+    python3 scripts/models/onnx_export.py [CT2_DIR] [OUT_DIR]
 
 CT2_DIR defaults to ~/.cache/susurrus/models/whisper-tiny.en-ct2 (model.bin, config.json,
 tokenizer.json); OUT_DIR defaults to ~/.cache/susurrus/models/whisper-tiny.en-onnx. Needs numpy and onnx;
@@ -19,7 +19,7 @@ What it writes, the layout transformers.js 4 (`@huggingface/transformers` 4.3.2)
                               config's suppress_ids / suppress_ids_begin), alignment_heads,
                               max_length 448, ...
   preprocessor_config.json    WhisperFeatureExtractor settings and its mel filterbank
-                              ([80][201], the filters scripts/ggml_convert.py computes)
+                              ([80][201], the filters scripts/models/ggml_convert.py computes)
   tokenizer.json              copied; tokenizer_config.json: WhisperTokenizer, <|endoftext|>
                               as bos/eos/pad/unk (the special ids come from tokenizer.json)
   onnx/encoder_model.onnx     input_features f32 [batch_size, 80, 3000] ->

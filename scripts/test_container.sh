@@ -5,7 +5,7 @@
 # the reference's text, refuses a request without the key, runs as a user other than root,
 # and stops at SIGTERM (`docker stop`) with status 0. Needs a Docker engine that can get the
 # Dockerfile's base images (rust:1.95-bookworm, debian:bookworm-slim); not part of the test
-# suite, whose machines have no engine. Usage: scripts/test-container.sh [PORT]
+# suite, whose machines have no engine. Usage: scripts/test_container.sh [PORT]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 port=${1:-8080}
@@ -15,6 +15,9 @@ docker build -f deploy/Dockerfile -t "$image" .
 # Host networking, so that the port the entrypoint sets is reached as is.
 cid=$(docker run -d --network host "$image" --api-key "$key")
 trap 'docker rm -f "$cid" >/dev/null 2>&1 || true' EXIT
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
 for _ in $(seq 120); do
     curl -sf "http://127.0.0.1:$port/health" >/dev/null && break
     sleep 1

@@ -4,10 +4,10 @@ process again and again, per backend, timed from start to exit with its peak mem
 phases its JSON reports (open, read + plan, compile, first transcription). Peers given with
 --peer are timed the same way (whole process, peak memory), in the same invocation.
 
-    scripts/bench_startup.py                          # wgpu and cuda, 8 runs each
-    scripts/bench_startup.py --cold --runs 8          # empty the driver and susurrus caches first
-    scripts/bench_startup.py --backends cpu --audio clip.wav
-    scripts/bench_startup.py --peer 'whisper.cpp vulkan=/tmp/peers/vulkan/bin/whisper-cli -m tiny.en.bin -f {audio}'
+    scripts/gpu/bench_startup.py                      # wgpu and cuda, 8 runs each
+    scripts/gpu/bench_startup.py --cold --runs 8      # empty the driver and susurrus caches first
+    scripts/gpu/bench_startup.py --backends cpu --audio clip.wav
+    scripts/gpu/bench_startup.py --peer 'whisper.cpp vulkan=/tmp/peers/vulkan/bin/whisper-cli -m tiny.en.bin -f {audio}'
 
 The first run of each backend (or peer) is reported apart: after --cold it is a machine's first
 start (the NVIDIA driver compiles every pipeline, or loads cuBLAS's kernels, into its own
@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CACHES = ["~/.nv", "~/.cache/nvidia", "~/.cache/susurrus/pipelines", "~/.cache/susurrus/kernels"]
 PHASES = ["open_ms", "model_ms", "compile_ms", "transcribe_ms"]
 
@@ -68,7 +68,7 @@ def main():
     if args.runs < 2:
         sys.exit("bench_startup: --runs must be at least 2 (the first run is reported apart)")
     if not Path(args.bin).is_file():
-        sys.exit(f"bench_startup: no binary at {args.bin} (cargo build --release -p susurrus-native)")
+        sys.exit(f"bench_startup: no binary at {args.bin} (cargo build --release -p susurrus-cli)")
 
     rows = []
     cold = args.cold

@@ -1,10 +1,11 @@
+#!/usr/bin/env python3
 """int8 against f16: download size, peak memory, speed and quality, susurrus beside faster-whisper.
 
 Four systems transcribe the golden clips (tests/fixtures/golden, manifest.json) with the
 options of the fixtures' default runs (greedy, English, 2 CPU threads, no VAD):
 
 - susurrus on tiny.en as faster-whisper ships it (f16 weights),
-- susurrus on tiny.en quantized to int8 by CTranslate2 (scripts/fetch-model.sh tiny.en-int8),
+- susurrus on tiny.en quantized to int8 by CTranslate2 (scripts/models/fetch_model.sh tiny.en-int8),
 - faster-whisper on the f16 model with compute_type="float32",
 - faster-whisper on the int8 model with compute_type="int8" (int8 weights and activations).
 
@@ -13,7 +14,10 @@ loads its model once and transcribes the clip list 1 + REPEATS times; the first 
 discarded and each clip's time is the median of the others, summed over clips. Quality is
 measured against the f16 reference (the fixtures: faster-whisper on the f16 model): word error
 rate (edit distance over reference words, all clips together) and token agreement (1 - token
-edit distance / reference tokens). Run through scripts/bench-int8.sh, which provides the venv.
+edit distance / reference tokens). Run it with any python3: it makes sure of the reference venv
+(scripts/python_venv.sh) and runs itself in it.
+
+    scripts/bench/bench_int8.py [--backend cpu|wgpu|cuda|auto] [--repeats N]
 """
 
 import argparse
@@ -25,11 +29,15 @@ import subprocess
 import sys
 import threading
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "fixtures" / "golden"
 sys.dont_write_bytecode = True
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "scripts" / "bench"))
 sys.path.insert(0, str(ROOT / "tests" / "golden"))
+if __name__ == "__main__":
+    import project_venv
+
+    project_venv.run_in_venv()
 
 from bench_vs_faster_whisper import build, clips  # noqa: E402
 from make_golden import CPU_THREADS  # noqa: E402
@@ -57,7 +65,7 @@ for _ in range({passes}):
 
 
 def fetch(name):
-    out = subprocess.run([str(ROOT / "scripts" / "fetch-model.sh"), name], check=True, capture_output=True, text=True)
+    out = subprocess.run([str(ROOT / "scripts" / "models" / "fetch_model.sh"), name], check=True, capture_output=True, text=True)
     return out.stdout.strip().splitlines()[-1]
 
 
@@ -114,7 +122,7 @@ def words(text):
 
 
 def main():
-    parser = argparse.ArgumentParser(prog="scripts/bench-int8.sh", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="scripts/bench/bench_int8.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--backend", choices=["cpu", "wgpu", "cuda", "auto"], default="cpu",
                         help="susurrus's --backend (default: cpu)")
     parser.add_argument("--repeats", type=int, default=3, help="timed warm passes (default: 3)")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Helpers for scripts/bench-peers-gpu.sh (the whisper.cpp peer benchmark).
+"""Helpers for scripts/gpu/bench_peers_gpu.sh (the whisper.cpp peer benchmark).
 
     bench_peers.py reference OUT_DIR [MODEL_DIR]
         (CPU machine, project venv: faster-whisper + ctranslate2) For each reference clip
@@ -42,7 +42,7 @@ import re
 import subprocess
 import sys
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "fixtures" / "golden"
 CLIPS = ["sample-16k", "short_1", "short_2", "short_3", "noisy", "long"]
 SPECIALS_SUPPRESSED = ["<|startoftranscript|>", "<|translate|>", "<|transcribe|>", "<|startoflm|>",
@@ -65,7 +65,7 @@ def reference(out_dir, model_dir):
     from faster_whisper.audio import decode_audio, pad_or_trim
     from faster_whisper.feature_extractor import FeatureExtractor
 
-    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+    sys.path.insert(0, str(ROOT / "scripts" / "models"))
     import ggml_convert
     alphabet = ggml_convert.byte_level_alphabet()
 
@@ -101,7 +101,7 @@ def reference(out_dir, model_dir):
                        "ids": ids, "mean_logprob": result.scores[0],
                        "text": b"".join(ggml_convert.token_bytes(vocab[i], alphabet) for i in ids).decode("utf-8", "replace")}
         print(f"reference {clip}: {len(ids)} tokens, mean log-prob {result.scores[0]:.4f}")
-    doc = {"generator": "scripts/bench_peers.py reference", "model_dir": os.path.basename(str(model_dir)),
+    doc = {"generator": "scripts/gpu/bench_peers.py reference", "model_dir": os.path.basename(str(model_dir)),
            "prompt": prompt, "suppress_tokens": suppress, "suppress_blank": True,
            "versions": {"ctranslate2": ctranslate2.__version__}, "clips": clips}
     (out / "reference.json").write_text(json.dumps(doc, indent=1) + "\n")

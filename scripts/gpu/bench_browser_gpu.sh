@@ -6,15 +6,15 @@
 # streamed live with the Silero VAD (latency of its words to first appearance and to commit,
 # the loop's real-time factor) in the page and by `susurrus bench --stream`.
 #
-#   scripts/bench-browser-gpu.sh prepare        here (Debian, network): Chromium's .debs and those
+#   scripts/gpu/bench_browser_gpu.sh prepare    here (Debian, network): Chromium's .debs and those
 #                                               of the libraries it links, the Vulkan loader, the
 #                                               package, susurrus, the model and the sample,
 #                                               packed into parts of at most 46 MiB under
 #                                               .gb/chunk-N/ (a device call carries one part
 #                                               beside the ~13 MiB working tree)
-#   scripts/bench-browser-gpu.sh add CHUNK      GPU machine: keep one part (calls made back to
+#   scripts/gpu/bench_browser_gpu.sh add CHUNK  GPU machine: keep one part (calls made back to
 #                                               back, every part but the last)
-#   scripts/bench-browser-gpu.sh run CHUNK      GPU machine: the last part, then unpack and bench
+#   scripts/gpu/bench_browser_gpu.sh run CHUNK  GPU machine: the last part, then unpack and bench
 #
 # Settings (environment): BENCH_RUNS (5), BENCH_TOKENS (64), BENCH_BACKEND (webgpu), BENCH_LONG
 # (3600: seconds of a long recording, the sample repeated, transcribed after the bench while the
@@ -23,7 +23,7 @@
 # GPU-machine state lives in BENCH_WORK (/tmp/browser-bench).
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 STAGE=$ROOT/.gb
 WORK=${BENCH_WORK:-/tmp/browser-bench}
 CACHE=${SUSURRUS_CACHE:-$HOME/.cache/susurrus}
@@ -36,7 +36,7 @@ STREAM=${BENCH_STREAM:-1}
 VULKAN_DEBS="libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2"
 
 log() { echo "[browser-bench $(date +%H:%M:%S)] $*" >&2; }
-die() { echo "bench-browser-gpu: $*" >&2; exit 1; }
+die() { echo "bench_browser_gpu: $*" >&2; exit 1; }
 
 # The packages of the shared libraries Chromium links (ldd of the installed Debian Chromium and
 # its bundled libraries), without the C runtime every system has.
@@ -55,17 +55,17 @@ prepare() {
   log "Chromium, its libraries and the Vulkan loader (.debs)"
   # The Vulkan loader and the GL dispatch libraries the NVIDIA driver's Vulkan ICD links.
   (cd "$files/debs" && apt-get -qq download chromium chromium-common $VULKAN_DEBS $(library_packages) 2>/dev/null)
-  log "the package (scripts/build-web.sh) and susurrus (release)"
-  "$ROOT/scripts/build-web.sh" >/dev/null
-  (cd "$ROOT" && cargo build -q --release -p susurrus-native)
+  log "the package (scripts/web/build_web.sh) and susurrus (release)"
+  "$ROOT/scripts/web/build_web.sh" >/dev/null
+  (cd "$ROOT" && cargo build -q --release -p susurrus-cli)
   cp "$ROOT/target/release/susurrus" "$files/susurrus"
   strip "$files/susurrus"
   cp -r "$ROOT/www/." "$files/www/"
   cp "$ROOT/samples/sample.wav" "$files/www/sample.wav"
   local model
-  model=$("$ROOT/scripts/fetch-model.sh" | tail -n 1)
+  model=$("$ROOT/scripts/models/fetch_model.sh" | tail -n 1)
   cp "$model"/* "$files/model/"
-  cp "$("$ROOT/scripts/fetch-model.sh" silero-vad | tail -n 1)" "$files/vad/"
+  cp "$("$ROOT/scripts/models/fetch_model.sh" silero-vad | tail -n 1)" "$files/vad/"
   log "packing parts of at most $CHUNK_MIB MiB"
   tar -C "$files" -cf "$STAGE/bundle.tar" .
   rm -rf "$files"
@@ -108,7 +108,7 @@ run() {
   local missing
   missing=$(ldd "$chromium" | grep "not found" || true)
   [[ -z $missing ]] || die "Chromium still lacks: $missing"
-  # The NVIDIA driver's Vulkan ICD where containers put it (as scripts/test-wgpu-gpu.sh).
+  # The NVIDIA driver's Vulkan ICD where containers put it (as scripts/gpu/test_wgpu_gpu.sh).
   local icd
   for icd in /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json /usr/share/vulkan/icd.d/nvidia_icd.json; do
     if [[ -z ${VK_DRIVER_FILES:-} && -f $icd ]]; then export VK_DRIVER_FILES=$icd; fi
@@ -122,6 +122,9 @@ run() {
     >"$WORK/serve.log" 2>"$WORK/serve.err" &
   SERVER=$!
   trap 'kill "$SERVER" 2>/dev/null || true' EXIT
+  trap 'exit 129' HUP
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
   local url="" i
   for i in $(seq 50); do
     url=$(grep -m1 -o 'http://[^ ]*/$' "$WORK/serve.log" 2>/dev/null || true)
@@ -131,7 +134,7 @@ run() {
   [[ -n $url ]] || die "susurrus serve did not start: $(cat "$WORK/serve.err")"
 
   log "the page in Chromium: backend $BACKEND, $RUNS runs, $TOKENS tokens"
-  python3 "$ROOT/scripts/browser_bench.py" --chromium "$chromium" \
+  python3 "$ROOT/scripts/gpu/browser_bench.py" --chromium "$chromium" \
     --url "${url}bench.html?backend=$BACKEND&runs=$RUNS&tokens=$TOKENS&long=$LONG&stream=$STREAM&vad=/vad/silero_vad_v6.onnx" \
     >"$WORK/browser.json" || true
   echo "BROWSER $(cat "$WORK/browser.json")"
@@ -186,16 +189,21 @@ if long:
 PY
   if [[ $STREAM == 1 ]]; then
     log "susurrus bench --backend wgpu --stream, the same clip"
-    # bench --stream finds the network where scripts/fetch-model.sh puts it.
-    mkdir -p "$CACHE/models/silero-vad-v6"
-    cp "$f/vad/silero_vad_v6.onnx" "$CACHE/models/silero-vad-v6/"
+    # bench --stream finds the network where scripts/models/fetch_model.sh puts it (copied beside
+    # it and renamed into place, as that script would).
+    local vad=$CACHE/models/silero-vad-v6/silero_vad_v6.onnx
+    if [[ ! -f $vad ]]; then
+      mkdir -p "$(dirname "$vad")"
+      cp "$f/vad/silero_vad_v6.onnx" "$vad.tmp.$$"
+      mv -f "$vad.tmp.$$" "$vad"
+    fi
     "$f/susurrus" bench --backend wgpu --model "$f/model" --stream "$f/www/sample.wav"
   fi
 }
 
 case "${1:-}" in
   prepare) prepare ;;
-  add) [[ $# -eq 2 ]] || die "usage: scripts/bench-browser-gpu.sh add CHUNK_DIR"; add "$2" ;;
-  run) [[ $# -eq 2 ]] || die "usage: scripts/bench-browser-gpu.sh run CHUNK_DIR"; run "$2" ;;
-  *) die "usage: scripts/bench-browser-gpu.sh prepare | add CHUNK_DIR | run CHUNK_DIR" ;;
+  add) [[ $# -eq 2 ]] || die "usage: scripts/gpu/bench_browser_gpu.sh add CHUNK_DIR"; add "$2" ;;
+  run) [[ $# -eq 2 ]] || die "usage: scripts/gpu/bench_browser_gpu.sh run CHUNK_DIR"; run "$2" ;;
+  *) die "usage: scripts/gpu/bench_browser_gpu.sh prepare | add CHUNK_DIR | run CHUNK_DIR" ;;
 esac
