@@ -2,6 +2,8 @@
 //! interpreter (the conformance suite, `crates/testkit/tests/conformance`, runs every op case
 //! and the golden clips on all cores), and no threads at all is refused with a clear error.
 
+#![cfg(not(target_arch = "wasm32"))]
+
 use susurrus_cpu::FastCpuBackend;
 use susurrus_testkit::{check_backend, op_cases};
 

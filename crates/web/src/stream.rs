@@ -1,7 +1,7 @@
 //! Encoded audio decoded as it is read, in the browser: symphonia's demuxers split the file
-//! (WAV, MP3, OGG, FLAC: the containers the native command reads) into packets; PCM is decoded
-//! here, every other codec by the browser's own decoders (WebCodecs `AudioDecoder`: MP3,
-//! Opus, Vorbis, FLAC). What comes out goes through whisper's [`Mono`] (the same
+//! (WAV, MP3, OGG, FLAC: the containers the native command reads) into packets; the lossless
+//! codecs (PCM, FLAC) are decoded here by the command's decoders, exactly in every browser,
+//! every lossy one by the browser's own decoders (WebCodecs `AudioDecoder`: MP3, Opus, Vorbis). What comes out goes through whisper's [`Mono`] (the same
 //! downmix, checks and 16 kHz resampler as the native command's) into a [`SampleSink`],
 //! [`JsSamples`] for a transcription: so neither the file nor its decoded audio is ever
 //! whole in memory, and a damaged or cut file gives the audio before the damage and a warning.
@@ -16,7 +16,7 @@ mod webcodecs;
 
 use susurrus_whisper::audio::{Mono, SampleSink};
 use symphonia_core::codecs::CodecParameters;
-use symphonia_core::codecs::audio::well_known::{CODEC_ID_FLAC, CODEC_ID_MP3, CODEC_ID_OPUS, CODEC_ID_VORBIS};
+use symphonia_core::codecs::audio::well_known::{CODEC_ID_MP3, CODEC_ID_OPUS, CODEC_ID_VORBIS};
 use symphonia_core::codecs::audio::{AudioCodecParameters, AudioDecoder, AudioDecoderOptions};
 use symphonia_core::codecs::registry::CodecRegistry;
 use symphonia_core::errors::Error as SymphoniaError;
@@ -286,12 +286,18 @@ fn probe() -> Probe {
     probe
 }
 
-/// A decoder for the track and the codec's short name, or why there is none here.
+/// A decoder for the track and the codec's short name, or why there is none here. The
+/// lossless codecs (PCM, FLAC) are decoded here, by the decoders the command uses, so their
+/// samples are exact in every browser (Chromium 148's WebCodecs FLAC was 2e-5 off); WebCodecs
+/// decodes the lossy ones.
 async fn open_codec(params: &AudioCodecParameters) -> Result<Result<(Codec, String), String>, String> {
     let mut here = CodecRegistry::new();
     here.register_audio_decoder::<symphonia_codec_pcm::PcmDecoder>();
+    here.register_audio_decoder::<symphonia_bundle_flac::FlacDecoder>();
     if let Ok(decoder) = here.make_audio_decoder(params, &AudioDecoderOptions::default()) {
-        return Ok(Ok((Codec::Here(decoder), "pcm".into())));
+        // "flac", or "pcm" for every PCM layout ("pcm_s16le", ...).
+        let name = decoder.codec_info().short_name.split('_').next().unwrap_or("pcm").to_string();
+        return Ok(Ok((Codec::Here(decoder), name)));
     }
     let Some(config) = browser_config(params) else {
         return Ok(Err(format!("a codec the streaming decoder does not know ({})", params.codec)));
@@ -314,7 +320,6 @@ fn browser_config(params: &AudioCodecParameters) -> Option<Config> {
         CODEC_ID_MP3 => ("mp3".to_string(), None),
         CODEC_ID_OPUS => ("opus".to_string(), extra.map(<[u8]>::to_vec)),
         CODEC_ID_VORBIS => ("vorbis".to_string(), Some(vorbis_description(extra?)?)),
-        CODEC_ID_FLAC => ("flac".to_string(), Some(flac_description(extra?))),
         _ => return None,
     };
     Some(Config {
@@ -323,16 +328,6 @@ fn browser_config(params: &AudioCodecParameters) -> Option<Config> {
         channels: params.channels.as_ref().map(|c| c.count() as u32)?,
         description,
     })
-}
-
-/// FLAC's description: the stream marker and the STREAMINFO block (symphonia keeps the
-/// block's body), marked as the last metadata block.
-fn flac_description(stream_info: &[u8]) -> Vec<u8> {
-    let len = stream_info.len() as u32;
-    let mut description = b"fLaC".to_vec();
-    description.extend_from_slice(&[0x80, (len >> 16) as u8, (len >> 8) as u8, len as u8]);
-    description.extend_from_slice(stream_info);
-    description
 }
 
 /// Vorbis's description: its three headers, Xiph-laced. symphonia's OGG reader keeps the
@@ -360,13 +355,6 @@ fn vorbis_description(extra: &[u8]) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn flac_description_is_a_last_streaminfo_block() {
-        let d = flac_description(&[7; 34]);
-        assert_eq!(&d[..8], b"fLaC\x80\x00\x00\x22");
-        assert_eq!(d.len(), 8 + 34);
-    }
 
     #[test]
     fn vorbis_headers_are_laced_with_an_empty_comment() {

@@ -44,7 +44,7 @@ fn blob(parts: &[&JsValue]) -> Blob {
 async fn lossless_files_decode_to_their_exact_samples() {
     let pcm = wav_s16_samples(fixture!("speech_16k_s16.wav"));
     assert_eq!(pcm.len(), 44_103);
-    // WAV is decoded here; FLAC by the browser's decoder.
+    // WAV and FLAC are decoded in the module, by the decoders the command uses.
     for (name, bytes, format) in [
         ("speech_16k_s16.wav", fixture!("speech_16k_s16.wav"), "wav"),
         ("speech_16k.flac", fixture!("speech_16k.flac"), "flac"),
