@@ -5,12 +5,12 @@
 //! (`crates/cli/tests/fuzz_inputs.rs`, which includes this file), so both run the same code.
 
 use susurrus_cli::audio::decode_bytes;
-use susurrus_whisper::ct2::{load_ct2, parse_model_bin};
-use susurrus_whisper::ct2_stream::Ct2Stream;
-use susurrus_whisper::files::ModelFormat;
-use susurrus_whisper::hf::{load_hf, load_hf_with_generation, parse_safetensors};
-use susurrus_whisper::hf_stream::SafetensorsStream;
-use susurrus_whisper::tokenizer::{SpecialTokens, Tokenizer};
+use susurrus_whisper::load::ct2::{load_ct2, parse_model_bin};
+use susurrus_whisper::load::ct2_stream::Ct2Stream;
+use susurrus_whisper::load::files::ModelFormat;
+use susurrus_whisper::load::hf::{load_hf, load_hf_with_generation, parse_safetensors};
+use susurrus_whisper::load::hf_stream::SafetensorsStream;
+use susurrus_whisper::text::tokenizer::{SpecialTokens, Tokenizer};
 use susurrus_whisper::vad::VadWeights;
 
 /// A target: its name (its folder under `fuzz/corpus/`), its body, and the longest input it is

@@ -12,7 +12,7 @@ use serde::Serialize;
 use susurrus_whisper::Whisper;
 use susurrus_whisper::live::replay::replay;
 use susurrus_whisper::live::{LiveOptions, LiveTranscriber};
-use susurrus_whisper::wer::word_error_rate;
+use susurrus_whisper::text::wer::word_error_rate;
 
 use crate::backend::RunArgs;
 use crate::error::Result;

@@ -1,14 +1,14 @@
 //! `susurrus convert`: a CTranslate2 Whisper folder to a Hugging Face one (f16 safetensors).
 //!
-//! The conversion itself is the core's ([`susurrus_whisper::convert`]); this module
+//! The conversion itself is the core's ([`susurrus_whisper::load::convert`]); this module
 //! checks both folders before anything is written, converts in memory (so a bad source never
 //! leaves a half-written destination), writes the files and says what it wrote.
 
 use std::path::{Path, PathBuf};
 
 use susurrus_whisper::Error as WhisperError;
-use susurrus_whisper::convert::{WeightFormat, convert_ct2_to_hf};
-use susurrus_whisper::hf::parse_safetensors;
+use susurrus_whisper::load::convert::{WeightFormat, convert_ct2_to_hf};
+use susurrus_whisper::load::hf::parse_safetensors;
 
 use crate::error::{Error, Result};
 

@@ -12,7 +12,7 @@ use susurrus_wgpu::wgpu;
 use susurrus_wgpu::{
     DEFAULT_MAX_BUFFER, DEFAULT_MAX_STORAGE_BINDING, WgpuOptions, buffer_limit, choose_adapter, matrix_units,
 };
-use susurrus_whisper::weights::{WhisperWeights, load_dir};
+use susurrus_whisper::load::weights::{WhisperWeights, load_dir};
 
 use crate::convert::{format_bytes, format_count};
 use crate::error::{Error, Result};

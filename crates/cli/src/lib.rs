@@ -23,7 +23,7 @@ use std::io::Write;
 use clap::{Args, Parser, Subcommand};
 pub use error::{Error, Result};
 use susurrus_core::{passes, plan};
-use susurrus_whisper::demo::{EncoderLayerShape, encoder_layer};
+use susurrus_whisper::graphs::demo::{EncoderLayerShape, encoder_layer};
 
 /// The most positions a Whisper encoder layer sees: one 30 s window of audio.
 const MAX_POSITIONS: i64 = 1500;

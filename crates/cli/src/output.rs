@@ -1,12 +1,12 @@
 //! Transcript output formats: plain text, SubRip (SRT), WebVTT (the core's
-//! [`susurrus_whisper::subtitles`], shared with the browser package) and JSON lines.
+//! [`susurrus_whisper::decode::subtitles`], shared with the browser package) and JSON lines.
 //! Pure functions of a transcript, so every format is tested on hand-written transcripts.
 
 use std::time::Duration;
 
 use serde::Serialize;
 use susurrus_whisper::Transcript;
-pub use susurrus_whisper::subtitles::{CueOptions, srt, srt_with, txt, txt_line, vtt, vtt_with};
+pub use susurrus_whisper::decode::subtitles::{CueOptions, srt, srt_with, txt, txt_line, vtt, vtt_with};
 
 /// The `--format` choices.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -249,8 +249,12 @@ mod tests {
     #[test]
     fn timed_words_follow_the_segment_fields_in_json() {
         let t = timings();
-        let word =
-            |start, end, word: &str| susurrus_whisper::words::Word { start, end, word: word.into(), probability: 0.75 };
+        let word = |start, end, word: &str| susurrus_whisper::decode::words::Word {
+            start,
+            end,
+            word: word.into(),
+            probability: 0.75,
+        };
         let mut s = segment(0.0, 1.0, " Hi you", &[50363, 17250, 345, 50413]);
         s.words = Some(vec![word(0.0, 0.4, " Hi"), word(0.4, 1.0, " you")]);
         let line = render(Format::Json, &transcript(vec![s]), &meta(&t));

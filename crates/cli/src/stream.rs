@@ -11,9 +11,9 @@ use std::sync::mpsc::{Receiver, Sender, channel};
 use std::time::{Duration, Instant};
 
 use susurrus_whisper::audio::{Mono, SampleSink};
+use susurrus_whisper::decode::subtitles::timed_line;
+use susurrus_whisper::decode::words::Word;
 use susurrus_whisper::live::{LiveEvent, LiveOptions, LiveTranscriber, ends_sentence};
-use susurrus_whisper::subtitles::timed_line;
-use susurrus_whisper::words::Word;
 use susurrus_whisper::{Task, TranscribeOptions};
 
 use crate::audio;

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressStyle};
 use susurrus_core::Error as CoreError;
 use susurrus_whisper::Error as WhisperError;
-use susurrus_whisper::options::{MAX_BEAM_SIZE, MAX_BEST_OF};
-use susurrus_whisper::subtitles::CueOptions;
+use susurrus_whisper::decode::options::{MAX_BEAM_SIZE, MAX_BEST_OF};
+use susurrus_whisper::decode::subtitles::CueOptions;
 use susurrus_whisper::vad::{VadOptions, VadPlan, VadWeights};
 use susurrus_whisper::{Audio, Event, Resume, Segment, Task, TranscribeOptions, Whisper};
 
@@ -496,9 +496,9 @@ pub(crate) fn load_model(run: &RunArgs, dir: &Path, vad: Option<&Path>) -> Resul
     let started = Instant::now();
     let (backend, prepared, open, read) = std::thread::scope(|scope| {
         let vad = scope.spawn(move || vad.map(|path| VadWeights::load(path).and_then(VadPlan::new)).transpose());
-        let tokenizing = scope.spawn(|| susurrus_whisper::tokenizer::Tokenizer::from_model_dir(dir));
+        let tokenizing = scope.spawn(|| susurrus_whisper::text::tokenizer::Tokenizer::from_model_dir(dir));
         let preparing = scope.spawn(move || {
-            let weights = susurrus_whisper::weights::load_dir(dir);
+            let weights = susurrus_whisper::load::weights::load_dir(dir);
             let tokenizer = tokenizing.join().unwrap_or_else(|_| Err(panicked("reading the tokenizer")));
             let prepared = weights.and_then(|w| Whisper::prepare(&w, tokenizer?));
             (prepared, started.elapsed())

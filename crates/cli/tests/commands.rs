@@ -9,9 +9,9 @@ use susurrus_core::ir::DType;
 use susurrus_cpu::FastCpuBackend;
 use susurrus_testkit::golden::{self, Set};
 use susurrus_whisper::Whisper;
-use susurrus_whisper::ct2::load_ct2_dir;
-use susurrus_whisper::hf::load_hf_dir;
-use susurrus_whisper::tokenizer::{SpecialTokens, Tokenizer};
+use susurrus_whisper::load::ct2::load_ct2_dir;
+use susurrus_whisper::load::hf::load_hf_dir;
+use susurrus_whisper::text::tokenizer::{SpecialTokens, Tokenizer};
 
 fn susurrus(args: &[&str]) -> Output {
     susurrus_with_home(args, None)
@@ -124,7 +124,7 @@ fn convert_writes_a_hugging_face_folder_with_the_same_weights_in_f16() {
     let original = load_ct2_dir(tiny_en()).unwrap();
     let converted = load_hf_dir(&dst).unwrap();
     assert_eq!(converted.config(), original.config());
-    let names = |w: &susurrus_whisper::weights::WhisperWeights| w.tensors().keys().cloned().collect::<Vec<_>>();
+    let names = |w: &susurrus_whisper::load::weights::WhisperWeights| w.tensors().keys().cloned().collect::<Vec<_>>();
     assert_eq!(names(&converted), names(&original));
     assert_eq!(converted.tensors().len(), 167);
     for (name, tensor) in original.tensors() {

@@ -14,7 +14,7 @@ use susurrus_testkit::golden::{self, Set};
 use susurrus_whisper::Whisper;
 use susurrus_whisper::live::replay::{Replay, replay};
 use susurrus_whisper::live::{LiveEvent, LiveOptions, LiveTranscriber};
-use susurrus_whisper::wer::word_error_rate;
+use susurrus_whisper::text::wer::word_error_rate;
 
 /// The short speech clips (the long ones are streamed by the tests of a slow device and of
 /// what a stream keeps; the silent one on its own).

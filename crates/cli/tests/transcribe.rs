@@ -828,7 +828,7 @@ fn long_window_model() -> &'static Path {
         let dir = scratch("long-window-model");
         let mut config = small_config();
         (config.n_audio_ctx, config.encoder_layers, config.encoder_heads) = (1500, 1, 1);
-        let files = model_files(config, 11, susurrus_whisper::convert::WeightFormat::F16).unwrap();
+        let files = model_files(config, 11, susurrus_whisper::load::convert::WeightFormat::F16).unwrap();
         for (name, bytes) in &files {
             std::fs::write(dir.join(name), bytes).unwrap();
         }

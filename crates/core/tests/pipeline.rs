@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use susurrus_core::ir::evaluate;
 use susurrus_core::passes::optimize;
 use susurrus_testkit::{random_inputs, random_weights};
-use susurrus_whisper::demo::{EncoderLayerShape, encoder_layer};
+use susurrus_whisper::graphs::demo::{EncoderLayerShape, encoder_layer};
 
 #[test]
 fn the_pipeline_fuses_an_encoder_layer() {

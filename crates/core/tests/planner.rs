@@ -18,7 +18,7 @@ use susurrus_core::ir::evaluate;
 use susurrus_core::ops::{BinaryKind, KvWrite, Memory, Op, Reduce, ReduceKind, Reshape, UnaryKind};
 use susurrus_core::plan::{ARENA_ALIGN, Interval, Plan, Storage, plan};
 use susurrus_core::{DType, Graph, NodeId, Shape, Tensor, TensorType, passes};
-use susurrus_whisper::demo::{EncoderLayerShape, encoder_layer};
+use susurrus_whisper::graphs::demo::{EncoderLayerShape, encoder_layer};
 
 fn f32_ty(dims: &[usize]) -> TensorType {
     TensorType::new(DType::F32, dims)

@@ -132,7 +132,7 @@ fn whisper_plans_lower_with_products_on_the_tensor_cores() {
     for precision in PRECISIONS {
         let launches = Rc::new(RefCell::new(Vec::new()));
         let backend = Box::new(Recorder { precision, launches: Rc::clone(&launches) });
-        let (weights, tokenizer) = susurrus_whisper::files::load_files(&files).unwrap();
+        let (weights, tokenizer) = susurrus_whisper::load::files::load_files(&files).unwrap();
         let err = pollster::block_on(susurrus_whisper::Whisper::new(backend, &weights, tokenizer))
             .err()
             .expect("the recorder refuses to run");

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use susurrus_testkit::whisper::{Architecture, released_shape_files};
-use susurrus_whisper::convert::WeightFormat;
+use susurrus_whisper::load::convert::WeightFormat;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();

@@ -6,8 +6,8 @@ use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::sync::mpsc;
 
-use susurrus_whisper::batch::{RemoteModel, Reply, Request, Scheduler};
-use susurrus_whisper::transcribe::transcribe_on;
+use susurrus_whisper::decode::batch::{RemoteModel, Reply, Request, Scheduler};
+use susurrus_whisper::decode::transcribe::transcribe_on;
 use susurrus_whisper::{Error, Pcm, TranscribeOptions, Transcript, Whisper};
 
 struct Call {

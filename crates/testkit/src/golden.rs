@@ -9,8 +9,8 @@ use std::time::Instant;
 
 use serde_json::Value;
 use susurrus_core::exec::Backend;
+pub use susurrus_whisper::text::wer::word_error_rate;
 use susurrus_whisper::vad::{Vad, VadOptions, VadPlan, VadWeights, speech_chunks};
-pub use susurrus_whisper::wer::word_error_rate;
 use susurrus_whisper::{Event, Task, TranscribeOptions, Whisper};
 
 pub fn root() -> PathBuf {
@@ -355,7 +355,7 @@ pub fn check_run(whisper: &mut Whisper, clip: &str, run: &Value, pcm: &[f32]) ->
 
 /// Differences between a segment's words and the reference's: the same words, start and end
 /// within 0.02 s (one alignment frame), probability within 0.01.
-fn word_differences(label: &str, got: &[susurrus_whisper::words::Word], want: &[Value]) -> Vec<String> {
+fn word_differences(label: &str, got: &[susurrus_whisper::decode::words::Word], want: &[Value]) -> Vec<String> {
     let mut problems = Vec::new();
     if got.len() != want.len() {
         let words = |w: Vec<&str>| w.join("|");

@@ -7,10 +7,10 @@ use susurrus_core::exec::Backend;
 use susurrus_core::exec::cpu::CpuBackend;
 use susurrus_core::ir::DType;
 use susurrus_core::tensor::Tensor;
-use susurrus_whisper::config::WhisperConfig;
-use susurrus_whisper::layers::ModelWeights;
+use susurrus_whisper::graphs::layers::ModelWeights;
+use susurrus_whisper::graphs::select::{Rules, Selection};
+use susurrus_whisper::load::config::WhisperConfig;
 use susurrus_whisper::program::{Choice, Program, ProgramSpec, Sampling};
-use susurrus_whisper::select::{Rules, Selection};
 
 use crate::whisper::{Architecture, random_model};
 

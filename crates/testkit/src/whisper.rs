@@ -9,10 +9,10 @@ use rand::rngs::StdRng;
 
 use susurrus_core::ir::DType;
 use susurrus_whisper::Result;
-use susurrus_whisper::config::{GenerationConfig, WhisperConfig};
-use susurrus_whisper::convert::{WeightFormat, hf_config_json, hf_generation_config_json, hf_safetensors};
-use susurrus_whisper::tokenizer::byte_to_char;
-use susurrus_whisper::weights::WhisperWeights;
+use susurrus_whisper::load::config::{GenerationConfig, WhisperConfig};
+use susurrus_whisper::load::convert::{WeightFormat, hf_config_json, hf_generation_config_json, hf_safetensors};
+use susurrus_whisper::load::weights::WhisperWeights;
+use susurrus_whisper::text::tokenizer::byte_to_char;
 
 use crate::random::{Dist, random_tensor_with};
 
@@ -295,8 +295,8 @@ pub fn wav_file(samples: &[f32]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use susurrus_whisper::files::load_files;
-    use susurrus_whisper::tokenizer::{SpecialTokens, Tokenizer};
+    use susurrus_whisper::load::files::load_files;
+    use susurrus_whisper::text::tokenizer::{SpecialTokens, Tokenizer};
 
     #[test]
     fn small_model_loads_with_its_config_and_tokens() {
@@ -308,7 +308,7 @@ mod tests {
         assert_eq!((ids.end_of_text, ids.start_of_transcript, ids.no_timestamps), (260, 261, 268));
         assert_eq!(ids.timestamp_begin, 269);
         assert_eq!(
-            tokenizer.decode(&[256, 257], susurrus_whisper::tokenizer::SpecialTokens::Keep).unwrap(),
+            tokenizer.decode(&[256, 257], susurrus_whisper::text::tokenizer::SpecialTokens::Keep).unwrap(),
             " hello world"
         );
     }

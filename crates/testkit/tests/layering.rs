@@ -98,12 +98,61 @@ fn core_modules_import_only_earlier_ones() {
     assert!(found.is_empty(), "imports against the pipeline order:\n{}", found.join("\n"));
 }
 
+/// The model crate's folders in pipeline order (crates/whisper/src/lib.rs): an import from a
+/// folder to a later one fails here, and so does a circle between two folders. Names the crate
+/// root re-exports (`crate::Segment`) count as imports of the folder that defines them.
+#[test]
+fn whisper_folders_import_only_earlier_ones() {
+    let folder_rank = |module: &str| match module {
+        "error" | "constants" => Some(0),
+        "text" => Some(1),
+        "audio" => Some(2),
+        "load" => Some(3),
+        "graphs" => Some(4),
+        "program" => Some(5),
+        "vad" => Some(6),
+        "decode" => Some(7),
+        "live" => Some(8),
+        "bench" => Some(9),
+        _ => None,
+    };
+    let reexports = root_reexports("crates/whisper");
+    assert!(reexports.iter().any(|(name, module)| name == "Segment" && module == "decode"), "{reexports:?}");
+    let rank = |name: &str| {
+        folder_rank(name).or_else(|| reexports.iter().find(|(n, _)| n == name).and_then(|(_, m)| folder_rank(m)))
+    };
+    let found = upward_imports("crates/whisper", &rank);
+    assert!(found.is_empty(), "imports against the folders' order:\n{}", found.join("\n"));
+}
+
+/// `(name, module)` for every name the crate's lib.rs re-exports with `pub use module::...`.
+fn reexports_of(lib: &str) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    for (_, line) in code_lines(lib) {
+        let Some(path) = line.trim().strip_prefix("pub use ").and_then(|p| p.strip_suffix(';')) else { continue };
+        let module = path.split("::").next().unwrap_or("").to_string();
+        let names = match path.split_once('{') {
+            Some((_, list)) => list.trim_end_matches('}').split(',').map(str::trim).map(str::to_string).collect(),
+            None => vec![path.rsplit("::").next().unwrap_or("").to_string()],
+        };
+        found.extend(names.into_iter().filter(|n| !n.is_empty()).map(|n| (n, module.clone())));
+    }
+    found
+}
+
+fn root_reexports(crate_dir: &str) -> Vec<(String, String)> {
+    reexports_of(&std::fs::read_to_string(root().join(crate_dir).join("src/lib.rs")).unwrap())
+}
+
 #[test]
 fn the_layering_check_finds_an_upward_import() {
     assert_eq!(names_after("use crate::exec::wgpu::{KernelCtx}; x::crate::no", "crate::"), ["exec"]);
     assert_eq!(names_after("let p = crate::plan::plan(g); // crate::exec", "crate::"), ["plan", "exec"]);
     let lines: Vec<_> = code_lines("use crate::ir::Graph; // crate::exec\n/// crate::exec\n").collect();
     assert_eq!(lines, [(1, "use crate::ir::Graph; ")]);
+    let reexports = reexports_of("pub use a::b::{C, D};\npub use e::F; // pub use g::H;\n");
+    let want = [("C", "a"), ("D", "a"), ("F", "e")].map(|(n, m)| (n.to_string(), m.to_string()));
+    assert_eq!(reexports, want);
 }
 
 /// The crates each crate may use, from its manifest's `[dependencies]` (dev-dependencies may

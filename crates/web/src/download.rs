@@ -12,9 +12,9 @@ use std::collections::BTreeMap;
 
 use js_sys::{Array, Function, Uint8Array};
 use serde::Serialize;
-use susurrus_whisper::ct2_stream::Ct2Stream;
-use susurrus_whisper::files::{ModelFormat, ParsedWeights};
-use susurrus_whisper::hf_stream::SafetensorsStream;
+use susurrus_whisper::load::ct2_stream::Ct2Stream;
+use susurrus_whisper::load::files::{ModelFormat, ParsedWeights};
+use susurrus_whisper::load::hf_stream::SafetensorsStream;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{Blob, Cache, File, ReadableStreamDefaultReader, ReadableStreamReadResult, Response};

@@ -21,7 +21,7 @@ pub mod stream;
 pub use live::LiveStream;
 pub use model::Model;
 use susurrus_core::{passes, plan};
-use susurrus_whisper::demo::{EncoderLayerShape, encoder_layer};
+use susurrus_whisper::graphs::demo::{EncoderLayerShape, encoder_layer};
 use wasm_bindgen::prelude::*;
 /// `initThreadPool(n)`, in the threaded build only: starts `n` workers sharing the module's
 /// memory for the CPU backend's pool (call it once, before loading a model).

@@ -3,8 +3,9 @@
 //! files.
 
 use serde::{Deserialize, Serialize};
-use susurrus_whisper::words::Word;
-use susurrus_whisper::{Segment, Transcript, subtitles};
+use susurrus_whisper::decode::subtitles;
+use susurrus_whisper::decode::words::Word;
+use susurrus_whisper::{Segment, Transcript};
 use wasm_bindgen::prelude::*;
 
 use crate::error::js_error;

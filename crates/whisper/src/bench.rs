@@ -4,14 +4,14 @@
 //! replayed on the device alone, beam steps, and whole transcriptions. The caller passes its clock (natively `Instant`, in a
 //! page `performance.now()`), so both measure the same way.
 
+use crate::audio::mel::pad_or_trim;
+use crate::decode::model::Whisper;
 use crate::error::Result;
-use crate::mel::pad_or_trim;
-use crate::model::Whisper;
 use std::ops::ControlFlow;
 
-use crate::options::TranscribeOptions;
+use crate::decode::options::TranscribeOptions;
+use crate::graphs::select::Rules;
 use crate::program::{BeamInput, Sampling};
-use crate::select::Rules;
 
 /// Medians in milliseconds.
 #[derive(Clone, Copy, Debug, PartialEq)]

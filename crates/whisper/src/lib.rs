@@ -1,48 +1,43 @@
-//! Whisper on the Susurrus graph compiler, in pipeline order: config -> weights (loaders) ->
-//! tokenizer -> log-mel -> encoder and decoder graphs -> one linked program -> decoding ->
-//! transcription. Graph builders call the core's IR builder only: nothing here names a
-//! backend.
+//! Whisper on the Susurrus graph compiler. Folders in pipeline order, each importing only the
+//! ones before it (`crates/testkit/tests/layering.rs` checks it):
+//!
+//! `error`, `constants` -> [`text`] (tokenizer) -> [`audio`] (samples, resampling, log-mel) ->
+//! [`load`] (config, weights, the CTranslate2 and Hugging Face readers) -> [`graphs`] (encoder,
+//! decoder step, alignment, selection; the core's IR builder only, no backend named) ->
+//! [`program`] (the graphs compiled and linked on a backend) -> [`vad`] (Silero) ->
+//! [`decode`] ([`Whisper`], a model compiled on a backend, and what it runs: windows, beams, the
+//! seek loop, words, batching) -> [`live`] (streaming) -> [`bench`] on top.
+//!
+//! The facade below is what most callers need: load a [`Whisper`] on a backend, transcribe
+//! [`Pcm`] with [`TranscribeOptions`], receive [`Event`]s and a [`Transcript`] of
+//! [`Segment`]s.
 
-pub mod align;
+pub mod constants;
+mod error;
+
+pub mod text;
+
 pub mod audio;
-pub mod batch;
-pub mod beam;
-pub mod bench;
-pub mod checkpoint;
-pub mod config;
-pub mod convert;
-pub mod ct2;
-pub mod ct2_stream;
-pub mod decode;
-pub mod decoder;
-pub mod demo;
-pub mod encoder;
-pub mod error;
-pub mod file_data;
-pub mod files;
-pub mod groups;
-pub mod hallucination;
-pub mod hf;
-pub mod hf_stream;
-pub mod layers;
-pub mod live;
-pub mod mel;
-pub mod model;
-pub mod options;
+
+pub mod load;
+
+pub mod graphs;
+
 pub mod program;
-pub mod select;
-pub mod subtitles;
-pub mod tokenizer;
-pub mod transcribe;
+
 pub mod vad;
-pub mod weights;
-pub mod wer;
-pub mod windows;
-pub mod words;
+
+pub mod decode;
+
+pub mod live;
+
+pub mod bench;
 
 pub use audio::{Audio, Pcm};
-pub use checkpoint::{Checkpoint, Resume};
+pub use decode::checkpoint::{Checkpoint, Resume};
+pub use decode::model::{PreparedModel, Whisper};
+pub use decode::options::{Task, TranscribeOptions};
+pub use decode::transcribe::{Event, Segment, Transcript};
 pub use error::{Error, Result};
-pub use model::{PreparedModel, Whisper};
-pub use options::{Task, TranscribeOptions};
-pub use transcribe::{Event, Segment, Transcript};
+pub use load::{WhisperConfig, WhisperWeights, load_dir, load_files};
+pub use text::Tokenizer;

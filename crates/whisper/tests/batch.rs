@@ -7,7 +7,7 @@
 use std::ops::ControlFlow;
 
 use susurrus_testkit::batch::{Together, assert_same_transcripts, transcribe_together};
-use susurrus_whisper::files::load_files;
+use susurrus_whisper::load::files::load_files;
 use susurrus_whisper::{TranscribeOptions, Transcript, Whisper};
 
 /// Beam search (5 beams, the groups'), with the temperature fallback, text only (the random

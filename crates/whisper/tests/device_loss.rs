@@ -12,8 +12,8 @@ use std::rc::Rc;
 use susurrus_core::exec::{Backend, BoxFuture, Chain, Executable, Weights};
 use susurrus_core::plan::Plan;
 use susurrus_core::tensor::Tensor;
-use susurrus_whisper::files::load_files;
-use susurrus_whisper::transcribe::MAX_REOPENS;
+use susurrus_whisper::decode::transcribe::MAX_REOPENS;
+use susurrus_whisper::load::files::load_files;
 use susurrus_whisper::{Checkpoint, Error, Event, Pcm, Resume, TranscribeOptions, Transcript, Whisper};
 
 /// The small random model (one-second windows) on `backend`.

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 
 use susurrus_testkit::golden;
 use susurrus_testkit::whisper::small_model_files;
-use susurrus_whisper::ct2::parse_model_bin;
-use susurrus_whisper::files::{ModelFormat, load_files};
+use susurrus_whisper::load::ct2::parse_model_bin;
+use susurrus_whisper::load::files::{ModelFormat, load_files};
 
 #[test]
 fn formats_follow_the_config_and_the_file_names() {

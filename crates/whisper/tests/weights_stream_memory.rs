@@ -10,12 +10,12 @@ use std::io::Read;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 use susurrus_testkit::golden;
-use susurrus_whisper::convert::{WeightFormat, hf_safetensors};
-use susurrus_whisper::ct2::{load_ct2, load_ct2_dir, parse_model_bin};
-use susurrus_whisper::ct2_stream::Ct2Stream;
-use susurrus_whisper::files::{ParsedWeights, load_files_with_parsed};
-use susurrus_whisper::hf::load_hf;
-use susurrus_whisper::hf_stream::SafetensorsStream;
+use susurrus_whisper::load::convert::{WeightFormat, hf_safetensors};
+use susurrus_whisper::load::ct2::{load_ct2, load_ct2_dir, parse_model_bin};
+use susurrus_whisper::load::ct2_stream::Ct2Stream;
+use susurrus_whisper::load::files::{ParsedWeights, load_files_with_parsed};
+use susurrus_whisper::load::hf::load_hf;
+use susurrus_whisper::load::hf_stream::SafetensorsStream;
 
 /// The system allocator, counting the bytes held and their high-water mark.
 struct Counting;

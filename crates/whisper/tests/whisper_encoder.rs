@@ -5,11 +5,11 @@ use susurrus_testkit::golden;
 
 use susurrus_core::exec::Backend;
 use susurrus_core::tensor::Tensor;
-use susurrus_whisper::layers::ModelWeights;
-use susurrus_whisper::mel::LogMel;
+use susurrus_whisper::audio::mel::LogMel;
+use susurrus_whisper::graphs::layers::ModelWeights;
+use susurrus_whisper::graphs::select::Selection;
+use susurrus_whisper::load::weights::load_dir;
 use susurrus_whisper::program::{Program, ProgramSpec};
-use susurrus_whisper::select::Selection;
-use susurrus_whisper::weights::load_dir;
 
 /// CTranslate2 runs the f16 weights widened to f32 in f32; so do we, with another summation
 /// order and our own GELU and softmax, through 4 layers.

@@ -148,9 +148,9 @@ fn progress_reaches_the_end_and_segments_stream_in_order() {
 #[test]
 fn non_finite_scores_are_an_error_naming_the_window() {
     let (weights, tokenizer) =
-        susurrus_whisper::files::load_files(&susurrus_testkit::whisper::small_model_files(1).unwrap()).unwrap();
+        susurrus_whisper::load::files::load_files(&susurrus_testkit::whisper::small_model_files(1).unwrap()).unwrap();
     let mut made = 0;
-    let damaged = susurrus_whisper::weights::WhisperWeights::from_fn(
+    let damaged = susurrus_whisper::load::weights::WhisperWeights::from_fn(
         weights.config().clone(),
         susurrus_core::ir::DType::F32,
         |ty| {

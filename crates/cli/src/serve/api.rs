@@ -32,7 +32,7 @@ use axum::routing::{get, post};
 use http_body::Frame;
 use serde::Serialize;
 use serde_json::json;
-use susurrus_whisper::subtitles::{CueOptions, srt_with, vtt_with};
+use susurrus_whisper::decode::subtitles::{CueOptions, srt_with, vtt_with};
 use susurrus_whisper::{Segment, Task, TranscribeOptions, Transcript};
 use tokio::sync::mpsc;
 

@@ -15,8 +15,8 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use susurrus_core::Error as CoreError;
-use susurrus_whisper::batch::{HostParts, RemoteModel, Reply, Request, Scheduler};
-use susurrus_whisper::transcribe::transcribe_on;
+use susurrus_whisper::decode::batch::{HostParts, RemoteModel, Reply, Request, Scheduler};
+use susurrus_whisper::decode::transcribe::transcribe_on;
 use susurrus_whisper::{Error as WhisperError, Event, Pcm, Segment, TranscribeOptions, Transcript, Whisper};
 use tokio::sync::mpsc;
 

@@ -2,7 +2,7 @@
 //! it and on every word before it (Macháček et al., "Turning Whisper into Real-Time
 //! Transcription System", 2023, with n = 2).
 
-use crate::wer::normalized_word;
+use crate::text::wer::normalized_word;
 
 /// How many words at the start of `previous` and `current` are the same, compared as the word
 /// error rate compares them (case and punctuation aside).

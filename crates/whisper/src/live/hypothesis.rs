@@ -3,15 +3,16 @@
 //! start, so the model goes on after them) with the text committed before it as the prompt,
 //! and the new words timed from the cross-attention.
 
-use crate::Whisper;
 use crate::audio::Pcm;
-use crate::decode::{NoiseRng, WindowDecoder};
+use crate::constants::HOP_LENGTH;
+use crate::constants::SAMPLE_RATE;
+use crate::decode::model::Whisper;
+use crate::decode::options::TranscribeOptions;
+use crate::decode::transcribe::{TAIL_PADDING, WindowText, is_silence, split_segments, time_words};
+use crate::decode::window::{NoiseRng, WindowDecoder};
+use crate::decode::windows::WindowModel;
+use crate::decode::words::{Draft, Word};
 use crate::error::Result;
-use crate::mel::HOP_LENGTH;
-use crate::options::TranscribeOptions;
-use crate::transcribe::{SAMPLE_RATE, TAIL_PADDING, WindowText, is_silence, split_segments, time_words};
-use crate::windows::WindowModel;
-use crate::words::{Draft, Word};
 
 /// A word of a live stream with the tokens it was decoded as (the next window's forced
 /// start, or the prompt once its audio has left the buffer).

@@ -30,14 +30,15 @@ mod speech;
 use serde::{Deserialize, Serialize};
 use susurrus_core::Error as CoreError;
 
-use crate::Whisper;
-use crate::decode::{NoiseRng, noise_rng};
+use crate::constants::SAMPLE_RATE;
+use crate::decode::model::Whisper;
+use crate::decode::options::TranscribeOptions;
+use crate::decode::transcribe::MAX_REOPENS;
+use crate::decode::window::{NoiseRng, noise_rng};
+use crate::decode::windows::WindowModel;
+use crate::decode::words::Word;
 use crate::error::{Error, Result};
-use crate::options::TranscribeOptions;
-use crate::transcribe::{MAX_REOPENS, SAMPLE_RATE};
 use crate::vad::network::WINDOW;
-use crate::windows::WindowModel;
-use crate::words::Word;
 use hypothesis::{Hypothesis, LiveWord, Look};
 use speech::{LIVE_WINDOWS, Speech, SpeechRule, SpeechTracker};
 

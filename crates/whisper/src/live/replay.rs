@@ -7,11 +7,11 @@
 //! `performance.now()` in a browser), so only the looks' own durations are measured and a
 //! 95 s clip replays in the time its looks take.
 
-use crate::Whisper;
+use crate::constants::SAMPLE_RATE;
+use crate::decode::model::Whisper;
+use crate::decode::words::Word;
 use crate::error::Result;
-use crate::transcribe::SAMPLE_RATE;
-use crate::wer::normalized_word;
-use crate::words::Word;
+use crate::text::wer::normalized_word;
 
 use super::{LiveEvent, LiveTranscriber};
 

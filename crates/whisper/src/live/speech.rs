@@ -5,7 +5,7 @@
 
 use std::collections::VecDeque;
 
-use crate::Whisper;
+use crate::decode::model::Whisper;
 use crate::error::Result;
 use crate::vad::Vad;
 use crate::vad::network::{CONTEXT, ROW, WINDOW};

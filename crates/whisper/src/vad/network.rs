@@ -11,7 +11,7 @@
 
 use super::weights::{LSTM_BIAS, LSTM_HIDDEN, LSTM_INPUT, OUT_BIAS, OUT_WEIGHT, STFT, conv};
 use crate::error::{Error, Result};
-use crate::layers::{concat_few_at_a_time, f32_type};
+use crate::graphs::layers::{concat_few_at_a_time, f32_type};
 use susurrus_core::exec::Weights;
 use susurrus_core::ir::{Graph, NodeId};
 use susurrus_core::tensor::Tensor;

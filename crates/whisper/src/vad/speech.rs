@@ -8,8 +8,8 @@ use serde::Deserialize;
 
 use super::network::WINDOW;
 use crate::audio::{Audio, Joined};
+use crate::constants::SAMPLE_RATE;
 use crate::error::{Error, Result};
-use crate::transcribe::SAMPLE_RATE;
 
 /// How speech is told from silence, as faster-whisper's `VadOptions` (its defaults).
 ///

@@ -17,12 +17,14 @@
 //! which the next steps overwrite before any query can see them). Cross-attention reads the
 //! keys and values the encoder graph wrote for the current window.
 
-use crate::encoder::{cross_key, cross_type, cross_value};
 use crate::error::{Error, Result};
-use crate::groups::{group_cross_attention, group_key, group_value};
-use crate::layers::{Builder, MASKED, ModelWeights, SELF_QKV, f32_type};
-use crate::select::{Bans, LATEST, PREVIOUS, SCORES, Selection, beam_candidates, masked_with_lse, select_token};
-use crate::weights::{EMBED_TOKENS, PROJ_OUT, decoder_layer};
+use crate::graphs::encoder::{cross_key, cross_type, cross_value};
+use crate::graphs::groups::{group_cross_attention, group_key, group_value};
+use crate::graphs::layers::{Builder, MASKED, ModelWeights, SELF_QKV, f32_type};
+use crate::graphs::select::{
+    Bans, LATEST, PREVIOUS, SCORES, Selection, beam_candidates, masked_with_lse, select_token,
+};
+use crate::load::weights::{EMBED_TOKENS, PROJ_OUT, decoder_layer};
 use susurrus_core::ir::{DType, Graph, NodeId, TensorType};
 use susurrus_core::ops::CmpKind;
 use susurrus_core::tensor::Tensor;
@@ -38,7 +40,7 @@ pub const SOT: &str = "sot";
 /// Output of prefill graphs: the probability of the no-speech token at the `sot` row, `[1, 1]`.
 pub const NO_SPEECH_PROB: &str = "no_speech_prob";
 /// Output of the step graph: its input token, which is the next step's
-/// [`PREVIOUS`](crate::select::PREVIOUS).
+/// [`PREVIOUS`](crate::graphs::select::PREVIOUS).
 pub const STEP_TOKEN: &str = "step_token";
 
 /// The persistent buffer of decoder layer `layer`'s self-attention keys `[H, n_text_ctx, dh]`.
@@ -165,7 +167,7 @@ pub fn decoder_graph(model: &ModelWeights, spec: &DecoderSpec) -> Result<Graph> 
 /// by [`PARENT_ROWS`] so that each beam continues the cache of the beam it extends. The
 /// cross-attention reads the window's keys once for all beams (the beams are its query
 /// rows). Outputs the best `candidates` continuations over all beams
-/// ([`crate::select::beam_candidates`]).
+/// ([`crate::graphs::select::beam_candidates`]).
 pub fn beam_step_graph(model: &ModelWeights, beams: usize, candidates: usize, selection: &Selection) -> Result<Graph> {
     let c = model.config.clone();
     if beams < 2 || candidates == 0 || candidates > beams * c.n_vocab {
@@ -272,7 +274,7 @@ pub(crate) enum Rows {
     Beams { parent_rows: NodeId },
     /// One token per beam of `groups` windows, each group's beams consecutive: group caches
     /// ([`group_key`]) reordered by `parent_rows`, and each group's own
-    /// cross-attention buffers ([`crate::groups::group_cross_key`]).
+    /// cross-attention buffers ([`crate::graphs::groups::group_cross_key`]).
     Groups { parent_rows: NodeId, groups: usize },
 }
 

@@ -24,13 +24,15 @@
 //! wrap onto its own. A group that has no window runs dead: it sees one slot, scores -inf,
 //! and its candidates are not read.
 
-use crate::decoder::{OFFSET, Rows, decoder_block};
-use crate::decoder::{PARENT_ROWS, TOKENS, beam_cache_type, output_projection, self_cache_type, self_key, self_value};
-use crate::encoder::{MEL, cross_key, cross_key_value, cross_type, cross_value, encoder_stack};
 use crate::error::{Error, Result};
-use crate::layers::{Builder, MASKED, ModelWeights, f32_type};
-use crate::select::{Bans, CANDIDATE_SCORES, CANDIDATES, LATEST, PREVIOUS, SCORES, Selection, masked_with_lse};
-use crate::weights::EMBED_TOKENS;
+use crate::graphs::decoder::{OFFSET, Rows, decoder_block};
+use crate::graphs::decoder::{
+    PARENT_ROWS, TOKENS, beam_cache_type, output_projection, self_cache_type, self_key, self_value,
+};
+use crate::graphs::encoder::{MEL, cross_key, cross_key_value, cross_type, cross_value, encoder_stack};
+use crate::graphs::layers::{Builder, MASKED, ModelWeights, f32_type};
+use crate::graphs::select::{Bans, CANDIDATE_SCORES, CANDIDATES, LATEST, PREVIOUS, SCORES, Selection, masked_with_lse};
+use crate::load::weights::EMBED_TOKENS;
 use susurrus_core::ir::{DType, Graph, NodeId, TensorType};
 use susurrus_core::ops::CmpKind;
 use susurrus_core::tensor::Tensor;

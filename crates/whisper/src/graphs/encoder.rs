@@ -8,8 +8,8 @@
 //! that the decoder graphs of the same program read at every step.
 
 use crate::error::Result;
-use crate::layers::{Builder, ModelWeights, f32_type};
-use crate::weights::{decoder_layer, encoder_layer};
+use crate::graphs::layers::{Builder, ModelWeights, f32_type};
+use crate::load::weights::{decoder_layer, encoder_layer};
 use susurrus_core::ir::{Graph, NodeId, TensorType};
 
 /// The graph's input: the window's log-mel `[n_mels, n_frames]`.

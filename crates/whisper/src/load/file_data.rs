@@ -1,6 +1,6 @@
 //! A tensor's data as a model file's reader hands it over: borrowed from the whole file's
 //! bytes, or owned in the type its tensor keeps, so that loading moves it into the tensor
-//! instead of copying it. The streaming readers ([`crate::ct2_stream`], [`crate::hf_stream`])
+//! instead of copying it. The streaming readers ([`crate::load::ct2_stream`], [`crate::load::hf_stream`])
 //! fill owned buffers as the file arrives, with the helpers here.
 
 use std::collections::TryReserveError;

@@ -1,18 +1,18 @@
 //! What a transcription asks of the device, a window at a time ([`WindowModel`]): the seek
-//! loop ([`crate::transcribe`]) runs on any implementation. [`Whisper`] runs each request on
+//! loop ([`crate::decode::transcribe`]) runs on any implementation. [`Whisper`] runs each request on
 //! its own compiled program; a server hands them to the thread that owns the program, which
-//! batches the windows of many transcriptions into one beam search ([`crate::batch`]).
+//! batches the windows of many transcriptions into one beam search ([`crate::decode::batch`]).
 
 use std::future::Future;
 
-use crate::Whisper;
-use crate::config::WhisperConfig;
-use crate::decode::{Decoded, NoiseRng, WindowDecoder};
+use crate::audio::mel::LogMel;
+use crate::decode::model::Whisper;
+use crate::decode::options::TranscribeOptions;
+use crate::decode::window::{Decoded, NoiseRng, WindowDecoder};
 use crate::error::Result;
-use crate::mel::LogMel;
-use crate::options::TranscribeOptions;
+use crate::load::config::WhisperConfig;
 use crate::program::Alignment;
-use crate::tokenizer::Tokenizer;
+use crate::text::tokenizer::Tokenizer;
 use susurrus_core::tensor::Tensor;
 
 /// The host's share of a model: what the seek loop reads between device calls.

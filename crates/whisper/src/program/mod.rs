@@ -12,19 +12,19 @@
 
 use std::collections::HashMap;
 
-use crate::align::{ALIGNMENT, FRAMES, NEXT_INDEX, TOKEN_PROBS, alignment_graph};
-use crate::decoder::{
+use crate::error::{Error, Result};
+use crate::graphs::align::{ALIGNMENT, FRAMES, NEXT_INDEX, TOKEN_PROBS, alignment_graph};
+use crate::graphs::decoder::{
     DecoderSpec, LAST, NO_SPEECH_PROB, OFFSET, PARENT_ROWS, SOT, STEP_TOKEN, TOKENS, beam_expand_graph,
     beam_step_graph, decoder_graph,
 };
-use crate::encoder::{ENCODER_OUT, MEL, encoder_graph};
-use crate::error::{Error, Result};
-use crate::groups::{
+use crate::graphs::encoder::{ENCODER_OUT, MEL, encoder_graph};
+use crate::graphs::groups::{
     CACHE_ROW, CROSS_ROW, POSITIONS, RING_ROWS, SEEN_FROM, SEEN_SPAN, TAKE_ROWS, group_encoder_graph,
     group_encoder_sizes, group_join_graph, group_step_graph, group_take_graph, window_cross_row,
 };
-use crate::layers::ModelWeights;
-use crate::select::{
+use crate::graphs::layers::ModelWeights;
+use crate::graphs::select::{
     CANDIDATE_SCORES, CANDIDATES, INV_TEMPERATURE, LATEST, LATEST_NEXT, LOGPROB, NOISE, PREVIOUS, REPETITION_PENALTY,
     Rules, SCORES, Selection, TIMESTAMPS, TOKEN, TOKEN_PENALTIES,
 };
@@ -89,7 +89,7 @@ pub struct ProgramSpec {
     /// to half a context of previous text.
     pub long_prompts: bool,
     /// Groups of the group step graph (beam search over this many windows at once, each
-    /// with [`ProgramSpec::beams`] beams; see [`crate::groups`]); below 2, none is built.
+    /// with [`ProgramSpec::beams`] beams; see [`crate::graphs::groups`]); below 2, none is built.
     pub groups: usize,
 }
 
@@ -957,7 +957,7 @@ mod tests {
     use susurrus_core::exec::cpu::CpuBackend;
     use susurrus_core::ir::DType;
 
-    use crate::weights::testing::{multilingual_config, small_config};
+    use crate::load::weights::testing::{multilingual_config, small_config};
 
     fn spec() -> ProgramSpec {
         ProgramSpec {
@@ -981,8 +981,8 @@ mod tests {
         program_of(backend, small_config())
     }
 
-    fn program_of(backend: &dyn Backend, config: crate::config::WhisperConfig) -> Program {
-        let model = crate::weights::testing::random(config, DType::F16, 7);
+    fn program_of(backend: &dyn Backend, config: crate::load::config::WhisperConfig) -> Program {
+        let model = crate::load::weights::testing::random(config, DType::F16, 7);
         let model = ModelWeights::new(&model).unwrap();
         let mut p = pollster::block_on(Program::compile(backend, &model, &spec())).unwrap();
         let c = &model.config;
@@ -1137,7 +1137,7 @@ mod tests {
     /// a free group between them: each group's candidates at every step are those of its
     /// window's beam search run alone.
     fn groups_decode_as_windows_alone(backend: &dyn Backend) {
-        let model = crate::weights::testing::random(small_config(), DType::F16, 7);
+        let model = crate::load::weights::testing::random(small_config(), DType::F16, 7);
         let model = ModelWeights::new(&model).unwrap();
         let spec = ProgramSpec { groups: 3, ..spec() };
         let mut p = pollster::block_on(Program::compile(backend, &model, &spec)).unwrap();
@@ -1209,7 +1209,7 @@ mod tests {
     /// the first) into groups 4, 1 and 2 of 5: each one's prefill, taken from its group,
     /// gives what it gives on the window encoded alone.
     fn windows_encoded_together_prefill_as_alone(backend: &dyn Backend) {
-        let model = crate::weights::testing::random(small_config(), DType::F16, 11);
+        let model = crate::load::weights::testing::random(small_config(), DType::F16, 11);
         let model = ModelWeights::new(&model).unwrap();
         let spec = ProgramSpec { groups: 5, ..spec() };
         let mut p = pollster::block_on(Program::compile(backend, &model, &spec)).unwrap();
@@ -1322,7 +1322,7 @@ mod tests {
     /// compiles and runs on both backends with the same choice.
     #[test]
     fn multilingual_128_mel_models_run() {
-        let weights = crate::weights::testing::random(multilingual_config(), DType::F32, 5);
+        let weights = crate::load::weights::testing::random(multilingual_config(), DType::F32, 5);
         let model = ModelWeights::new(&weights).unwrap();
         let c = &model.config;
         let spec = ProgramSpec {

@@ -1,7 +1,7 @@
 //! Word timestamps from the decoder's cross-attention, as faster-whisper computes them with
 //! CTranslate2's `align` (`word_timestamps=True`).
 //!
-//! The alignment graph ([`crate::align`]) runs the decoder over a window's whole text and
+//! The alignment graph ([`crate::graphs::align`]) runs the decoder over a window's whole text and
 //! returns, for each of the model's alignment heads, the attention of every token over the
 //! window's audio frames. Here, on the host: each head's weights are standardised over the
 //! tokens and median-filtered over time, the heads averaged, and a dynamic time warping path
@@ -12,7 +12,7 @@
 //! are shortened, and segment boundaries move to the first and last word.
 
 use crate::error::Result;
-use crate::tokenizer::{SpecialTokens, Tokenizer};
+use crate::text::tokenizer::{SpecialTokens, Tokenizer};
 
 /// Width of the median filter over each head's weights along time.
 pub const MEDIAN_FILTER_WIDTH: usize = 7;

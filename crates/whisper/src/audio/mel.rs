@@ -24,16 +24,8 @@ use crate::audio::{Audio, Pcm};
 use crate::error::{Error, Result};
 use susurrus_core::tensor::Tensor;
 
-/// Sample rate the model was trained on, in Hz.
-pub const SAMPLE_RATE: usize = 16_000;
-/// FFT length: 25 ms.
-pub const N_FFT: usize = 400;
-/// Step between frames: 10 ms.
-pub const HOP_LENGTH: usize = 160;
-/// Samples in one 30 s encoder window.
-pub const CHUNK_SAMPLES: usize = 30 * SAMPLE_RATE;
-/// Frames in one 30 s encoder window.
-pub const CHUNK_FRAMES: usize = CHUNK_SAMPLES / HOP_LENGTH;
+use crate::constants::{CHUNK_FRAMES, HOP_LENGTH, N_FFT, SAMPLE_RATE};
+
 /// Frequency bins of a real FFT of `N_FFT` points (0 Hz to Nyquist).
 pub const N_BINS: usize = N_FFT / 2 + 1;
 
@@ -391,6 +383,7 @@ pub fn pad_or_trim(mel: &Tensor, frames: usize) -> Result<Tensor> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::constants::CHUNK_SAMPLES;
 
     /// Naive DFT power in f64: the independent reference for the packed real FFT.
     fn dft_power(frame: &[f64]) -> Vec<f64> {
@@ -742,7 +735,7 @@ mod tests {
     #[test]
     fn matches_faster_whisper_reference() {
         // Written by tests/golden/mel_reference.py with faster-whisper's FeatureExtractor.
-        let fixture = include_str!("../../../tests/fixtures/mel_reference.json");
+        let fixture = include_str!("../../../../tests/fixtures/mel_reference.json");
         let cases: Vec<ReferenceCase> = serde_json::from_str(fixture).unwrap();
         assert_eq!(cases.len(), 3);
         for case in &cases {

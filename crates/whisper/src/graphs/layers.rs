@@ -8,9 +8,9 @@
 
 use std::collections::HashMap;
 
-use crate::config::WhisperConfig;
 use crate::error::{Error, Result};
-use crate::weights::{WhisperWeights, decoder_layer};
+use crate::load::config::WhisperConfig;
+use crate::load::weights::{WhisperWeights, decoder_layer};
 use susurrus_core::exec::Weights;
 use susurrus_core::ir::{DType, Graph, NodeId, Shape, TensorType};
 use susurrus_core::tensor::Tensor;

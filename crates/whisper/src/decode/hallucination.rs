@@ -4,7 +4,7 @@
 //! window decoded again from there (or the window ends before it), instead of keeping text
 //! the model invented over a pause.
 
-use crate::words::{Draft, Word};
+use crate::decode::words::{Draft, Word};
 
 /// What the reference does not count as words when scoring a segment: a word whose text is
 /// part of this string (Python's `in` on strings).

@@ -1,5 +1,5 @@
 //! The alignment graph: the decoder over a window's whole decoded sequence at once (as a
-//! prefill), returning what word timestamps are computed from ([`crate::words`]): the
+//! prefill), returning what word timestamps are computed from ([`crate::decode::words`]): the
 //! cross-attention weights of the model's alignment heads (its config's `alignment_heads`)
 //! and each token's probability among the text tokens, as CTranslate2's `align` computes
 //! them.
@@ -10,10 +10,10 @@
 //! Like a prefill, it writes the self-attention caches from position 0: it runs after the
 //! window's decoding, which no longer needs them.
 
-use crate::decoder::{OFFSET, Rows, TOKENS, decoder_block, output_projection, position_mask};
 use crate::error::{Error, Result};
-use crate::layers::{Builder, MASKED, ModelWeights, concat_few_at_a_time};
-use crate::weights::EMBED_TOKENS;
+use crate::graphs::decoder::{OFFSET, Rows, TOKENS, decoder_block, output_projection, position_mask};
+use crate::graphs::layers::{Builder, MASKED, ModelWeights, concat_few_at_a_time};
+use crate::load::weights::EMBED_TOKENS;
 use susurrus_core::ir::{DType, Graph, TensorType};
 use susurrus_core::ops::CmpKind;
 use susurrus_core::tensor::Tensor;

@@ -12,25 +12,21 @@ use std::ops::ControlFlow;
 
 use susurrus_core::Error as CoreError;
 
-use crate::Whisper;
 use crate::audio::{Audio, Pcm, SCAN_BLOCK};
-use crate::checkpoint::{Checkpoint, Resume, rng_position, set_rng_position};
-use crate::decode::{Decoded, NoiseRng, noise_rng};
+use crate::constants::HOP_LENGTH;
+use crate::decode::checkpoint::{Checkpoint, Resume, rng_position, set_rng_position};
+use crate::decode::hallucination::{Guard, WindowTimes, guard};
+use crate::decode::model::Whisper;
+use crate::decode::options::{Task, TranscribeOptions};
+use crate::decode::window::{Decoded, NoiseRng, noise_rng};
+use crate::decode::windows::{DecodeRequest, Host, WindowModel};
+use crate::decode::words::{Draft, Weights, Word, add_word_timestamps, find_alignment};
 use crate::error::{Error, Result};
-use crate::hallucination::{Guard, WindowTimes, guard};
-use crate::mel::HOP_LENGTH;
-use crate::options::{Task, TranscribeOptions};
-use crate::tokenizer::SpecialTokens;
+use crate::text::tokenizer::SpecialTokens;
 use crate::vad::{TimeMap, collect, speech_chunks};
-use crate::windows::{DecodeRequest, Host, WindowModel};
-use crate::words::{Draft, Weights, Word, add_word_timestamps, find_alignment};
 use susurrus_core::tensor::Tensor;
 
-/// Samples per second of the audio Whisper takes.
-pub const SAMPLE_RATE: usize = 16000;
-
-/// Log-mel frames per second of audio.
-pub(crate) const FRAMES_PER_SECOND: f64 = (SAMPLE_RATE / HOP_LENGTH) as f64;
+use crate::constants::{FRAMES_PER_SECOND, SAMPLE_RATE};
 
 /// Zero samples the reference appends before computing the log-mel.
 pub(crate) const TAIL_PADDING: usize = 160;
@@ -181,7 +177,7 @@ impl Whisper {
     }
 }
 
-/// Transcribes 16 kHz mono `audio` on any [`WindowModel`] (a server's [`crate::batch::RemoteModel`]),
+/// Transcribes 16 kHz mono `audio` on any [`WindowModel`] (a server's [`crate::decode::batch::RemoteModel`]),
 /// as [`Whisper::transcribe_audio`] does on its own program; without the VAD, which needs the
 /// model's network.
 pub async fn transcribe_on<M: WindowModel>(
@@ -595,7 +591,7 @@ pub(crate) struct WindowText<'a> {
 
 /// Times the words of one window's segments as the reference's `add_word_timestamps`:
 /// aligns the window's whole text on the device (`window`: its log-mel and whether it is
-/// fresh, as [`WindowModel`] takes them), then places the words ([`crate::words`]).
+/// fresh, as [`WindowModel`] takes them), then places the words ([`crate::decode::words`]).
 pub(crate) async fn time_words<M: WindowModel>(
     model: &mut M,
     (window, fresh): (&Tensor, bool),

@@ -8,19 +8,19 @@
 //! pairs and never decreasing, and text banned when all timestamps together are more likely
 //! than the best text token. The host sets the first step's as id ranges ([`Rules`]); the
 //! step graph derives the later ones from the tokens so far on the device (see
-//! [`crate::select`]), so greedy steps run in chains ([`Program::steps`]).
+//! [`crate::graphs::select`]), so greedy steps run in chains ([`Program::steps`]).
 
 use std::collections::VecDeque;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha12Rng;
 
-use crate::beam::BeamSearch;
+use crate::decode::beam::BeamSearch;
+use crate::decode::options::TranscribeOptions;
 use crate::error::{Error, Result};
-use crate::options::TranscribeOptions;
+use crate::graphs::select::Rules;
 use crate::program::{BeamInput, Choice, Program, Sampling};
-use crate::select::Rules;
-use crate::tokenizer::{SpecialIds, SpecialTokens, Tokenizer};
+use crate::text::tokenizer::{SpecialIds, SpecialTokens, Tokenizer};
 
 /// One decoded window.
 #[derive(Clone, Debug, PartialEq)]
@@ -170,7 +170,7 @@ impl WindowDecoder<'_> {
         })
     }
 
-    /// Beam search over one window, as the reference's (see [`crate::beam`]): one prefill
+    /// Beam search over one window, as the reference's (see [`crate::decode::beam`]): one prefill
     /// starts the beams, then one beam step per token, each reading back only the ranked
     /// candidates.
     async fn decode_beams(&self, program: &mut Program, prompt: &[u32], sot: usize) -> Result<Decoded> {
@@ -315,7 +315,7 @@ pub(crate) fn first_rules(ids: &SpecialIds, options: &TranscribeOptions, vocab: 
     Rules { banned: vec![(0, tb), (after, vocab)], blank }
 }
 
-/// One sequence's row of token penalties ([`crate::select::TOKEN_PENALTIES`]), as
+/// One sequence's row of token penalties ([`crate::graphs::select::TOKEN_PENALTIES`]), as
 /// CTranslate2 finds them in the tokens chosen so far: with `repetition`, 1 at every token
 /// in `seq`; with `ngram` n > 0, 2 at every token that follows an earlier occurrence of the
 /// sequence's last n - 1 tokens (choosing it would repeat an n-gram).

@@ -12,8 +12,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::config::WhisperConfig;
 use crate::error::{Error, Result};
+use crate::load::config::WhisperConfig;
 use susurrus_core::ir::{DType, TensorType};
 use susurrus_core::tensor::{Tensor, TensorData};
 
@@ -362,7 +362,7 @@ pub(crate) mod testing {
     use susurrus_core::tensor::Tensor;
 
     use super::WhisperWeights;
-    use crate::config::{GenerationConfig, WhisperConfig};
+    use crate::load::config::{GenerationConfig, WhisperConfig};
 
     /// A model of `config` with seeded weights of `dtype`, uniform in [-0.5, 0.5), for unit
     /// tests of the loaders at any size.
@@ -464,7 +464,7 @@ mod tests {
 
     #[test]
     fn random_model_resolves_the_tied_projection() {
-        let w = crate::weights::testing::random(small_config(), DType::F16, 1);
+        let w = crate::load::weights::testing::random(small_config(), DType::F16, 1);
         assert_eq!(w.get(PROJ_OUT).unwrap(), w.get(EMBED_TOKENS).unwrap());
         assert_eq!(w.get("model.encoder.layer_norm.bias").unwrap().dtype(), DType::F16);
         let err = w.get("model.encoder.layers.1.fc1.weight").unwrap_err();

@@ -15,10 +15,10 @@ use safetensors::Dtype;
 use safetensors::tensor::{Metadata, TensorInfo};
 use serde::Deserialize;
 
-use crate::config::{GenerationConfig, LAYER_NORM_EPS, WhisperConfig};
 use crate::error::Result;
-use crate::file_data::FileData;
-use crate::weights::{FileBytes, Parts, WhisperWeights, model_error};
+use crate::load::config::{GenerationConfig, LAYER_NORM_EPS, WhisperConfig};
+use crate::load::file_data::FileData;
+use crate::load::weights::{FileBytes, Parts, WhisperWeights, model_error};
 use susurrus_core::ir::{DType, TensorType};
 use susurrus_core::tensor::{Tensor, TensorData};
 
@@ -26,7 +26,7 @@ use susurrus_core::tensor::{Tensor, TensorData};
 const LEN_BYTES: usize = 8;
 
 /// One tensor of a safetensors file: its data borrowed from the whole file
-/// ([`parse_safetensors`]), or owned as its tensor keeps it ([`crate::hf_stream`]: f32 and f16
+/// ([`parse_safetensors`]), or owned as its tensor keeps it ([`crate::load::hf_stream`]: f32 and f16
 /// as they are, bf16 already widened to f32, I8 as bytes).
 #[derive(Clone, Debug)]
 pub struct SafeTensor<'a> {
@@ -356,7 +356,7 @@ fn load_named(
 }
 
 /// Loads a Hugging Face Whisper model from a `model.safetensors` parsed as it arrived
-/// ([`crate::hf_stream`]: its data moves into the tensors), `config.json` and, when given,
+/// ([`crate::load::hf_stream`]: its data moves into the tensors), `config.json` and, when given,
 /// `generation_config.json`.
 pub fn load_hf_parsed(
     tensors: Vec<SafeTensor>,
@@ -454,7 +454,7 @@ fn load_parsed(
 
 #[cfg(test)]
 pub(crate) mod writer {
-    use crate::weights::WhisperWeights;
+    use crate::load::weights::WhisperWeights;
 
     /// Edits the header JSON of a safetensors file and rebuilds the length prefix.
     pub fn with_header(bytes: &[u8], edit: impl FnOnce(&mut serde_json::Value)) -> Vec<u8> {
@@ -519,11 +519,11 @@ pub(crate) mod writer {
 mod tests {
     use super::writer::{config_json, safetensors, with_header};
     use super::*;
-    use crate::weights::testing::{multilingual_config, small_config};
-    use crate::weights::{EMBED_TOKENS, PROJ_OUT};
+    use crate::load::weights::testing::{multilingual_config, small_config};
+    use crate::load::weights::{EMBED_TOKENS, PROJ_OUT};
 
     fn small(dtype: DType) -> WhisperWeights {
-        crate::weights::testing::random(small_config(), dtype, 11)
+        crate::load::weights::testing::random(small_config(), dtype, 11)
     }
 
     fn err(model: &[u8], config: &[u8]) -> String {
@@ -533,7 +533,7 @@ mod tests {
     /// The int8 file of `w` rebuilt from its tensors, `edit` applied to the (name, dtype,
     /// dims, bytes) list first.
     fn int8_edited(w: &WhisperWeights, edit: impl FnOnce(&mut Vec<(String, Dtype, Vec<usize>, Vec<u8>)>)) -> Vec<u8> {
-        let bytes = crate::convert::hf_safetensors(w, crate::convert::WeightFormat::Int8).unwrap();
+        let bytes = crate::load::convert::hf_safetensors(w, crate::load::convert::WeightFormat::Int8).unwrap();
         let mut tensors: Vec<_> = parse_safetensors(&bytes, "model.safetensors")
             .unwrap()
             .into_iter()
@@ -578,7 +578,7 @@ mod tests {
 
     #[test]
     fn written_models_load_back_equal() {
-        let multi = crate::weights::testing::random(multilingual_config(), DType::F16, 5);
+        let multi = crate::load::weights::testing::random(multilingual_config(), DType::F16, 5);
         for w in [small(DType::F16), small(DType::F32), multi] {
             let (bytes, config) = (safetensors(&w), config_json(&w));
             // The languages are only in generation_config.json.

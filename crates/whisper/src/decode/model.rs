@@ -3,17 +3,17 @@
 
 use std::path::Path;
 
-use crate::config::WhisperConfig;
+use crate::audio::mel::LogMel;
+use crate::decode::options::TranscribeOptions;
+use crate::decode::windows::Host;
 use crate::error::{Error, Result};
-use crate::layers::ModelWeights;
-use crate::mel::LogMel;
-use crate::options::TranscribeOptions;
+use crate::graphs::layers::ModelWeights;
+use crate::graphs::select::{Rules, Selection};
+use crate::load::config::WhisperConfig;
+use crate::load::weights::{WhisperWeights, load_dir};
 use crate::program::{Program, ProgramPlans, ProgramSpec, Sampling};
-use crate::select::{Rules, Selection};
-use crate::tokenizer::Tokenizer;
+use crate::text::tokenizer::Tokenizer;
 use crate::vad::{Vad, VadPlan};
-use crate::weights::{WhisperWeights, load_dir};
-use crate::windows::Host;
 use susurrus_core::exec::Backend;
 
 /// A Whisper model on a backend.
@@ -186,7 +186,7 @@ impl Whisper {
     }
 
     /// Compiles the program again with `groups` groups of beam search over as many windows
-    /// at once ([`crate::batch`]), and the graphs `options` need.
+    /// at once ([`crate::decode::batch`]), and the graphs `options` need.
     pub async fn compile_groups(&mut self, groups: usize, options: &TranscribeOptions) -> Result<()> {
         let spec = ProgramSpec { groups, ..self.spec_for(options)? };
         self.program = Program::compile(self.backend.as_ref(), &self.model, &spec).await?;

@@ -2,17 +2,17 @@
 //! and each variable's data goes straight into the buffer its tensor keeps (f16 as `f16`, f32
 //! as `f32`), so a model is never held twice, as it would be when the whole file is read into
 //! memory and then copied into tensors. The records are parsed by the same functions as
-//! [`crate::ct2::parse_model_bin`], so both give the same variables and the same errors.
+//! [`crate::load::ct2::parse_model_bin`], so both give the same variables and the same errors.
 
 use std::collections::TryReserveError;
 
-use crate::ct2::{
+use crate::error::Result;
+use crate::load::ct2::{
     Ct2DType, Ct2File, Ct2Variable, Reader, VarHead, read_alias, read_alias_count, read_head, read_var_head, trailing,
     truncated,
 };
-use crate::error::Result;
-use crate::file_data::FileData;
-use crate::weights::model_error;
+use crate::load::file_data::FileData;
+use crate::load::weights::model_error;
 
 /// What the next bytes are.
 enum Next {
@@ -194,9 +194,9 @@ fn cannot_allocate(file: &str, head: &VarHead, bytes: usize, e: TryReserveError)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ct2::writer::{config_json, model_bin};
-    use crate::ct2::{load_ct2, load_ct2_parsed, parse_model_bin};
-    use crate::weights::testing::{random, small_config, tiny_en_dir};
+    use crate::load::ct2::writer::{config_json, model_bin};
+    use crate::load::ct2::{load_ct2, load_ct2_parsed, parse_model_bin};
+    use crate::load::weights::testing::{random, small_config, tiny_en_dir};
     use susurrus_core::ir::DType;
 
     fn streamed(bytes: &[u8], chunk: usize, length: Option<usize>) -> Result<Ct2File<'static>> {
@@ -311,7 +311,7 @@ mod tests {
             let at = embedding.data.bytes().as_ptr();
             let loaded = load_ct2_parsed(parsed, "model.bin", &config).unwrap();
             assert_eq!(loaded, load_ct2(&bytes, &config).unwrap());
-            let tensor = loaded.get(crate::weights::EMBED_TOKENS).unwrap();
+            let tensor = loaded.get(crate::load::weights::EMBED_TOKENS).unwrap();
             assert_eq!(tensor.as_bytes().as_ptr(), at, "the embedding was copied, not moved");
         }
     }

@@ -8,6 +8,7 @@
 //! Decoders (symphonia's natively, WebCodecs in the browser) turn a file into such samples
 //! through [`Mono`] (downmix, checks, the 16 kHz resampler [`To16k`]) into a [`SampleSink`].
 
+pub mod mel;
 mod mono;
 mod resample;
 mod sink;

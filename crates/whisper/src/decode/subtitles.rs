@@ -5,8 +5,8 @@
 //! Times are rounded to the nearest millisecond once, then split into hours, minutes, seconds
 //! and milliseconds, so a time like 59.9996 s reads `00:01:00,000` and never `00:00:60,000`.
 
-use crate::Segment;
-use crate::words::Word;
+use crate::decode::transcribe::Segment;
+use crate::decode::words::Word;
 
 /// How subtitle cues are cut from timed words, as Whisper's command-line writers cut them
 /// (`--max_line_width`, `--max_line_count`, `--max_words_per_line`, `--highlight_words`).

@@ -1,5 +1,5 @@
 //! A `model.safetensors` read as it arrives (the browser's download): chunks of any size are
-//! pushed in; the header is checked as soon as it is whole (by [`crate::hf::read_header`], as
+//! pushed in; the header is checked as soon as it is whole (by [`crate::load::hf::read_header`], as
 //! the whole file's parse checks it), and each tensor's data then goes straight into the buffer
 //! its tensor keeps (f32 and f16 as they are, bf16 widened to f32 as it comes, I8 as bytes), so
 //! a model is never held twice. A damaged or cut file fails with the whole file's parse's error.
@@ -10,9 +10,9 @@ use safetensors::Dtype;
 use safetensors::tensor::TensorInfo;
 
 use crate::error::{Error, Result};
-use crate::file_data::FileData;
-use crate::hf::{SafeTensor, header_length, past_the_end, read_header, supported, widen_bf16};
-use crate::weights::model_error;
+use crate::load::file_data::FileData;
+use crate::load::hf::{SafeTensor, header_length, past_the_end, read_header, supported, widen_bf16};
+use crate::load::weights::model_error;
 
 /// Bytes of the header-length prefix.
 const LEN_BYTES: usize = 8;
@@ -224,10 +224,10 @@ fn cannot_allocate(file: &str, name: &str, bytes: usize, e: TryReserveError) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::convert::{WeightFormat, hf_safetensors};
-    use crate::hf::writer::{config_json, safetensors, with_header};
-    use crate::hf::{load_hf, load_hf_parsed, parse_safetensors};
-    use crate::weights::testing::{random, small_config};
+    use crate::load::convert::{WeightFormat, hf_safetensors};
+    use crate::load::hf::writer::{config_json, safetensors, with_header};
+    use crate::load::hf::{load_hf, load_hf_parsed, parse_safetensors};
+    use crate::load::weights::testing::{random, small_config};
     use susurrus_core::ir::DType;
 
     fn streamed(bytes: &[u8], chunk: usize, length: Option<usize>) -> Result<Vec<SafeTensor<'static>>> {
@@ -256,7 +256,7 @@ mod tests {
     }
 
     /// A file of `w`'s tensors as bf16 (each f32 value's upper half).
-    fn bf16_file(w: &crate::weights::WhisperWeights) -> Vec<u8> {
+    fn bf16_file(w: &crate::load::weights::WhisperWeights) -> Vec<u8> {
         let stored: Vec<(String, Vec<usize>, Vec<u8>)> = w
             .tensors()
             .iter()
@@ -399,11 +399,11 @@ mod tests {
             let w = random(small_config(), dtype, 7);
             let (bytes, config) = (safetensors(&w), config_json(&w));
             let parsed = streamed(&bytes, 100, Some(bytes.len())).unwrap();
-            let embedding = parsed.iter().find(|t| t.name == crate::weights::EMBED_TOKENS).unwrap();
+            let embedding = parsed.iter().find(|t| t.name == crate::load::weights::EMBED_TOKENS).unwrap();
             let at = embedding.data.bytes().as_ptr();
             let loaded = load_hf_parsed(parsed, &config, None).unwrap();
             assert_eq!(loaded, load_hf(&bytes, &config).unwrap());
-            let tensor = loaded.get(crate::weights::EMBED_TOKENS).unwrap();
+            let tensor = loaded.get(crate::load::weights::EMBED_TOKENS).unwrap();
             assert_eq!(tensor.as_bytes().as_ptr(), at, "the embedding was copied, not moved");
         }
     }

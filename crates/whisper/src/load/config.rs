@@ -8,7 +8,9 @@
 use std::collections::BTreeSet;
 
 use crate::error::Result;
-use crate::weights::{DECODER_LAYERS, EMBED_TOKENS, ENCODER_LAYERS, Parts, decoder_layer, encoder_layer, model_error};
+use crate::load::weights::{
+    DECODER_LAYERS, EMBED_TOKENS, ENCODER_LAYERS, Parts, decoder_layer, encoder_layer, model_error,
+};
 
 /// Whisper's layer-norm epsilon (PyTorch's default, which Whisper uses everywhere).
 pub const LAYER_NORM_EPS: f32 = 1e-5;
@@ -211,7 +213,7 @@ pub(crate) fn parse_index(s: &str) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::weights::testing::{multilingual_config, small_config};
+    use crate::load::weights::testing::{multilingual_config, small_config};
 
     #[test]
     fn validate_reports_each_problem() {

@@ -16,10 +16,10 @@ use std::path::Path;
 use half::bf16;
 use serde::Deserialize;
 
-use crate::config::{GenerationConfig, LAYER_NORM_EPS, WhisperConfig, parse_index};
 use crate::error::Result;
-use crate::file_data::FileData;
-use crate::weights::{FileBytes, Parts, WhisperWeights, model_error, split_rows};
+use crate::load::config::{GenerationConfig, LAYER_NORM_EPS, WhisperConfig, parse_index};
+use crate::load::file_data::FileData;
+use crate::load::weights::{FileBytes, Parts, WhisperWeights, model_error, split_rows};
 use susurrus_core::ir::{DType, TensorType};
 use susurrus_core::tensor::{Tensor, TensorData};
 
@@ -173,7 +173,7 @@ pub struct Ct2File<'a> {
 
 /// A bounds-checked little-endian reader over bytes `base..` of a file; errors name the file
 /// and the byte offset. `short` records that a read ran past the bytes it has: for a whole
-/// file that is a truncation, for [`crate::ct2_stream`] a wait for the next chunk.
+/// file that is a truncation, for [`crate::load::ct2_stream`] a wait for the next chunk.
 pub(crate) struct Reader<'a> {
     pub bytes: &'a [u8],
     /// Position in `bytes`.
@@ -467,7 +467,7 @@ fn load_named(model_bin: &[u8], model_file: &str, config_json: &[u8], config_fil
     load_parsed(parse_model_bin(model_bin, model_file)?, model_file, json, config_file)
 }
 
-/// Loads a CTranslate2 Whisper model from its parsed `model.bin` (here [`crate::ct2_stream`]'s,
+/// Loads a CTranslate2 Whisper model from its parsed `model.bin` (here [`crate::load::ct2_stream`]'s,
 /// whose variables own their data: each weight's moves into its tensor) and `config.json`.
 pub fn load_ct2_parsed(parsed: Ct2File, model_file: &str, config_json: &[u8]) -> Result<WhisperWeights> {
     let json: Ct2Json =
@@ -609,7 +609,7 @@ fn load_parsed(parsed: Ct2File, model_file: &str, json: Ct2Json, config_file: &s
 #[cfg(test)]
 pub(crate) mod writer {
     use super::*;
-    use crate::weights::{EMBED_TOKENS, PROJ_OUT, decoder_layer, encoder_layer};
+    use crate::load::weights::{EMBED_TOKENS, PROJ_OUT, decoder_layer, encoder_layer};
 
     /// A variable to write: name, dims, dtype code, raw data.
     pub type Var = (String, Vec<usize>, u8, Vec<u8>);
@@ -759,11 +759,11 @@ pub(crate) mod writer {
 mod tests {
     use super::writer::{Var, config_json, model_bin, settings, variables, write};
     use super::*;
-    use crate::weights::testing::{multilingual_config, small_config, tiny_en_dir};
-    use crate::weights::{EMBED_TOKENS, PROJ_OUT};
+    use crate::load::weights::testing::{multilingual_config, small_config, tiny_en_dir};
+    use crate::load::weights::{EMBED_TOKENS, PROJ_OUT};
 
     fn small(dtype: DType) -> WhisperWeights {
-        crate::weights::testing::random(small_config(), dtype, 7)
+        crate::load::weights::testing::random(small_config(), dtype, 7)
     }
 
     fn err(model: &[u8], config: &[u8]) -> String {
@@ -781,7 +781,7 @@ mod tests {
         assert_eq!(c.generation.suppress_ids.len(), 90);
         assert_eq!(c.generation.suppress_ids_begin, vec![220, 50256]);
         assert_eq!(c.generation.alignment_heads.len(), 8);
-        assert_eq!(w.tensors().len(), crate::weights::layout(c).len());
+        assert_eq!(w.tensors().len(), crate::load::weights::layout(c).len());
         for (name, dims) in [
             ("model.encoder.conv1.weight", vec![384, 80, 3]),
             ("model.encoder.layers.3.self_attn.k_proj.weight", vec![384, 384]),
@@ -823,7 +823,7 @@ mod tests {
         for w in [
             small(DType::F16),
             small(DType::F32),
-            crate::weights::testing::random(multilingual_config(), DType::F16, 3),
+            crate::load::weights::testing::random(multilingual_config(), DType::F16, 3),
         ] {
             let back = load_ct2(&model_bin(&w), &config_json(&w)).unwrap();
             assert_eq!(back, w);

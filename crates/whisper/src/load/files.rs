@@ -7,11 +7,11 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::ct2::{Ct2File, load_ct2, load_ct2_parsed};
 use crate::error::Result;
-use crate::hf::{SafeTensor, load_hf, load_hf_parsed, load_hf_with_generation};
-use crate::tokenizer::Tokenizer;
-use crate::weights::{WhisperWeights, model_error};
+use crate::load::ct2::{Ct2File, load_ct2, load_ct2_parsed};
+use crate::load::hf::{SafeTensor, load_hf, load_hf_parsed, load_hf_with_generation};
+use crate::load::weights::{WhisperWeights, model_error};
+use crate::text::tokenizer::Tokenizer;
 
 /// The two folder layouts a Whisper model comes in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,8 +92,8 @@ pub fn load_files(files: &BTreeMap<String, Vec<u8>>) -> Result<(WhisperWeights, 
     Ok((weights, tokenizer(files)?))
 }
 
-/// A model's weights file parsed as it arrived ([`crate::ct2_stream`],
-/// [`crate::hf_stream`]): its data is owned as the tensors keep it.
+/// A model's weights file parsed as it arrived ([`crate::load::ct2_stream`],
+/// [`crate::load::hf_stream`]): its data is owned as the tensors keep it.
 pub enum ParsedWeights {
     Ct2(Ct2File<'static>),
     Hf(Vec<SafeTensor<'static>>),

@@ -22,7 +22,7 @@
 use std::collections::HashMap;
 
 use crate::error::{Error, Result};
-use crate::layers::{Builder, MASKED, f32_type};
+use crate::graphs::layers::{Builder, MASKED, f32_type};
 use susurrus_core::ir::NodeId;
 use susurrus_core::ops::CmpKind;
 use susurrus_core::tensor::Tensor;
@@ -386,8 +386,8 @@ mod tests {
     use rand::{Rng, SeedableRng};
 
     use super::*;
-    use crate::layers::ModelWeights;
-    use crate::weights::testing::small_config;
+    use crate::graphs::layers::ModelWeights;
+    use crate::load::weights::testing::small_config;
     use susurrus_core::exec::Backend;
     use susurrus_core::ir::{DType, TensorType};
 

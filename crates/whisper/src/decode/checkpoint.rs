@@ -34,7 +34,7 @@ impl Checkpoint {
     /// Seconds of the recording's content transcribed so far (without the VAD; with it, of
     /// the joined speech).
     pub fn seconds(&self) -> f64 {
-        self.seek as f64 * crate::mel::HOP_LENGTH as f64 / crate::transcribe::SAMPLE_RATE as f64
+        self.seek as f64 * crate::constants::HOP_LENGTH as f64 / crate::constants::SAMPLE_RATE as f64
     }
 }
 
@@ -45,7 +45,7 @@ pub struct Resume {
     /// The last checkpoint reported; `None` starts at the beginning.
     pub checkpoint: Option<Checkpoint>,
     /// Devices lost so far in this transcription (in earlier processes too): the limit of
-    /// [`crate::transcribe::MAX_REOPENS`] counts them.
+    /// [`crate::decode::transcribe::MAX_REOPENS`] counts them.
     pub devices_lost: usize,
 }
 

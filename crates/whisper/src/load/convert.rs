@@ -11,10 +11,10 @@ use std::path::Path;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::config::WhisperConfig;
-use crate::ct2::load_ct2;
 use crate::error::Result;
-use crate::weights::{WhisperWeights, model_error};
+use crate::load::config::WhisperConfig;
+use crate::load::ct2::load_ct2;
+use crate::load::weights::{WhisperWeights, model_error};
 use susurrus_core::ir::DType;
 use susurrus_core::tensor::{Q8Data, Tensor, TensorData};
 
@@ -193,10 +193,10 @@ pub fn convert_ct2_dir_to_hf(src: &Path, dst: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ct2::load_ct2_dir;
-    use crate::ct2::writer::{config_json, model_bin};
-    use crate::hf::{load_hf, load_hf_dir, load_hf_with_generation};
-    use crate::weights::testing::{multilingual_config, small_config, tiny_en_dir};
+    use crate::load::ct2::load_ct2_dir;
+    use crate::load::ct2::writer::{config_json, model_bin};
+    use crate::load::hf::{load_hf, load_hf_dir, load_hf_with_generation};
+    use crate::load::weights::testing::{multilingual_config, small_config, tiny_en_dir};
 
     /// A tokenizer.json with the given added tokens.
     fn tokenizer(tokens: &[(&str, u32)]) -> Vec<u8> {
@@ -225,7 +225,7 @@ mod tests {
 
     #[test]
     fn f16_models_convert_exactly_and_f32_rounds_to_f16() {
-        let multi = crate::weights::testing::random(multilingual_config(), DType::F16, 9);
+        let multi = crate::load::weights::testing::random(multilingual_config(), DType::F16, 9);
         let langs = [("<|en|>", 50259), ("<|zh|>", 50260), ("<|de|>", 50261)];
         let files =
             convert_ct2_to_hf(&model_bin(&multi), &config_json(&multi), &tokenizer(&langs), WeightFormat::F16).unwrap();
@@ -236,7 +236,7 @@ mod tests {
         );
         assert_eq!(back.unwrap(), multi);
 
-        let w = crate::weights::testing::random(small_config(), DType::F32, 9);
+        let w = crate::load::weights::testing::random(small_config(), DType::F32, 9);
         let files = convert_ct2_to_hf(&model_bin(&w), &config_json(&w), &tokenizer(&[]), WeightFormat::F16).unwrap();
         let back = load_hf_with_generation(
             &files.safetensors,
@@ -260,7 +260,7 @@ mod tests {
     /// applied to the original (`Tensor::quantized_q8`), vectors and position tables f16.
     #[test]
     fn int8_conversion_quantizes_the_matrices() {
-        let multi = crate::weights::testing::random(multilingual_config(), DType::F16, 9);
+        let multi = crate::load::weights::testing::random(multilingual_config(), DType::F16, 9);
         let langs = [("<|en|>", 50259), ("<|zh|>", 50260), ("<|de|>", 50261)];
         let files = convert_ct2_to_hf(&model_bin(&multi), &config_json(&multi), &tokenizer(&langs), WeightFormat::Int8)
             .unwrap();
@@ -289,7 +289,7 @@ mod tests {
 
     #[test]
     fn conversion_errors() {
-        let multi = crate::weights::testing::random(multilingual_config(), DType::F16, 9);
+        let multi = crate::load::weights::testing::random(multilingual_config(), DType::F16, 9);
         let e = convert_ct2_to_hf(
             &model_bin(&multi),
             &config_json(&multi),

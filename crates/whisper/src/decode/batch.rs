@@ -1,9 +1,9 @@
 //! Many transcriptions on one model, their windows decoded together: what a server runs.
 //!
-//! Each transcription runs its own seek loop ([`crate::transcribe`]) with a [`RemoteModel`],
+//! Each transcription runs its own seek loop ([`crate::decode::transcribe`]) with a [`RemoteModel`],
 //! whose device calls become [`Request`]s to the one thread that owns the [`Whisper`]. There
 //! a [`Scheduler`] answers them: while two or more windows are to be decoded, each joins a
-//! group of the program's group beam search ([`crate::groups`]) as soon as one is free, and
+//! group of the program's group beam search ([`crate::graphs::groups`]) as soon as one is free, and
 //! every group step advances all the groups' searches at once, so the decoder's weights are
 //! read once per step for all of them, and the windows that join in one round are encoded
 //! together (one encoder run over all of them); a window alone decodes alone (a group step
@@ -18,16 +18,16 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use crate::Whisper;
-use crate::beam::BeamSearch;
-use crate::config::WhisperConfig;
-use crate::decode::{Decoded, NoiseRng, WindowDecoder};
+use crate::audio::mel::LogMel;
+use crate::decode::beam::BeamSearch;
+use crate::decode::model::Whisper;
+use crate::decode::options::TranscribeOptions;
+use crate::decode::window::{Decoded, NoiseRng, WindowDecoder};
+use crate::decode::windows::{DecodeRequest, Host, WindowModel};
 use crate::error::{Error, Result};
-use crate::mel::LogMel;
-use crate::options::TranscribeOptions;
+use crate::load::config::WhisperConfig;
 use crate::program::{Alignment, BeamInput, Candidate, GroupInput};
-use crate::tokenizer::Tokenizer;
-use crate::windows::{DecodeRequest, Host, WindowModel};
+use crate::text::tokenizer::Tokenizer;
 use susurrus_core::Error as CoreError;
 use susurrus_core::tensor::Tensor;
 
