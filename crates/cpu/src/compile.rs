@@ -4,33 +4,11 @@
 //! over steps with no lookups.
 
 use susurrus_core::exec::link::LinkedPlan;
-use susurrus_core::ir::{NodeId, TensorType};
+use susurrus_core::ir::TensorType;
 use susurrus_core::ops::Op;
 
-use super::kernels::{self, Kernel};
-use super::memory::Region;
-
-/// Where a step reads an input.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Operand {
-    At(Region),
-    /// The input is the output's own region (an elementwise op computed in place): the
-    /// kernel reads element `i` through the output before writing it.
-    Output,
-}
-
-/// One node's work.
-#[derive(Debug)]
-pub struct Step {
-    pub node: NodeId,
-    pub kernel: Kernel,
-    pub inputs: Vec<Operand>,
-    /// The input regions as the plan stored them (the reference evaluation reads these).
-    pub input_regions: Vec<Region>,
-    pub input_types: Vec<TensorType>,
-    pub out: Region,
-    pub out_type: TensorType,
-}
+use super::kernels::{self, Kernel, Step};
+use super::memory::{Operand, Region};
 
 /// The steps of a linked plan, in schedule order (leaves need none: inputs are copied in
 /// before the loop, and weights, constants and states are read where they are).

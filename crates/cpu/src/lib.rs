@@ -35,7 +35,7 @@ use susurrus_core::plan::{Plan, PlanOptions};
 use susurrus_core::tensor::Tensor;
 use susurrus_core::{Error, Result};
 
-use compile::Step;
+use kernels::Step;
 use kernels::{Kernel, Scratch};
 use memory::{Bases, Region, tensor_base};
 use pool::Pool;

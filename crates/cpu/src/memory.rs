@@ -5,7 +5,7 @@
 //! the base address of each block once ([`Bases`]) and steps view their regions as slices.
 //! The compile step proves what makes that sound: an output region never overlaps an input
 //! region, except an elementwise output that is exactly one of its inputs, which the kernel
-//! then reads through the output ([`super::compile::Operand::Output`]).
+//! then reads through the output ([`Operand::Output`]).
 
 use susurrus_core::exec::link::{Block, Place};
 use susurrus_core::tensor::Tensor;
@@ -115,4 +115,13 @@ impl Bases {
 pub fn tensor_base(t: &Tensor) -> (*const u8, usize) {
     let bytes = t.as_bytes();
     (bytes.as_ptr(), bytes.len())
+}
+
+/// Where a step reads an input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Operand {
+    At(Region),
+    /// The input is the output's own region (an elementwise op computed in place): the
+    /// kernel reads element `i` through the output before writing it.
+    Output,
 }

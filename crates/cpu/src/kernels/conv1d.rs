@@ -7,8 +7,8 @@ use rayon::prelude::*;
 use susurrus_core::Result;
 use susurrus_core::ir::{DType, TensorType};
 
-use super::super::compile::Operand;
 use super::super::memory::Bases;
+use super::super::memory::Operand;
 use super::linear::{WeightKind, weight_f32};
 use super::product::{View, matmul};
 use super::{Scratch, input};

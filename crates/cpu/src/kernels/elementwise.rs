@@ -7,8 +7,8 @@ use susurrus_core::Result;
 use susurrus_core::ir::{DType, TensorType};
 use susurrus_core::ops::{BinaryKind, Instr, Op, UnaryKind};
 
-use super::super::compile::Operand;
 use super::super::memory::Bases;
+use super::super::memory::Operand;
 use super::super::simd;
 
 /// Elements per block.

@@ -6,8 +6,8 @@ use susurrus_core::Result;
 use susurrus_core::ir::{DType, TensorType};
 use susurrus_core::ops::{BinaryKind, CmpKind, Op};
 
-use super::super::compile::Operand;
 use super::super::memory::Bases;
+use super::super::memory::Operand;
 use super::elementwise::{Broadcast, broadcast, load_broadcast};
 
 #[derive(Clone, Copy, Debug, PartialEq)]

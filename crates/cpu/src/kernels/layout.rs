@@ -6,7 +6,7 @@ use susurrus_core::ir::{DType, TensorType};
 use susurrus_core::ops::{KvWrite as KvWriteOp, Permute as PermuteOp};
 use susurrus_core::{Error, Result};
 
-use super::super::compile::Operand;
+use super::super::memory::Operand;
 use super::super::memory::{Bases, Region};
 use super::super::simd;
 use super::input;

@@ -12,7 +12,7 @@ use susurrus_core::Result;
 use susurrus_core::ir::{DType, TensorType};
 use susurrus_core::ops::Op;
 
-use super::super::compile::Operand;
+use super::super::memory::Operand;
 use super::super::memory::{Bases, SendPtr};
 use super::super::simd;
 use super::product::{View, matmul};

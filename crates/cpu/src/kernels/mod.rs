@@ -16,11 +16,24 @@ mod reduce;
 #[cfg(all(target_family = "wasm", target_feature = "simd128"))]
 mod sgemm_wasm;
 
+use susurrus_core::ir::{NodeId, TensorType};
 use susurrus_core::ops::Op;
 use susurrus_core::{Error, Result};
 
-use super::compile::{Operand, Step};
-use super::memory::{Bases, Region};
+use super::memory::{Bases, Operand, Region};
+
+/// One node's work.
+#[derive(Debug)]
+pub struct Step {
+    pub node: NodeId,
+    pub kernel: Kernel,
+    pub inputs: Vec<Operand>,
+    /// The input regions as the plan stored them (the reference evaluation reads these).
+    pub input_regions: Vec<Region>,
+    pub input_types: Vec<TensorType>,
+    pub out: Region,
+    pub out_type: TensorType,
+}
 
 /// What runs a step.
 #[derive(Debug)]
