@@ -2,10 +2,13 @@
 //! [`susurrus_whisper::decode::subtitles`], shared with the browser package) and JSON lines.
 //! Pure functions of a transcript, so every format is tested on hand-written transcripts.
 
+use std::io::Write;
 use std::time::Duration;
 
 use serde::Serialize;
 use susurrus_whisper::Transcript;
+
+use crate::error::{Error, Result};
 pub use susurrus_whisper::decode::subtitles::{CueOptions, srt, srt_with, txt, txt_line, vtt, vtt_with};
 
 /// The `--format` choices.
@@ -178,6 +181,36 @@ pub fn json(transcript: &Transcript, meta: &Meta) -> String {
     line
 }
 
+/// Writes `text` to standard output.
+pub fn print(text: &str) -> Result<()> {
+    std::io::stdout().lock().write_all(text.as_bytes()).map_err(|e| Error::io(std::path::Path::new("<stdout>"), e))
+}
+
+/// `bytes` in B, kB, MB or GB (powers of 1000, one decimal).
+pub fn format_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["B", "kB", "MB", "GB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1000.0 && unit + 1 < UNITS.len() {
+        value /= 1000.0;
+        unit += 1;
+    }
+    if unit == 0 { format!("{bytes} B") } else { format!("{value:.1} {}", UNITS[unit]) }
+}
+
+/// `n` with thousands separated by spaces: 37 760 640.
+pub fn format_count(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(' ');
+        }
+        out.push(c);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use susurrus_whisper::Segment;
@@ -267,5 +300,19 @@ mod tests {
     fn formats_name_their_extensions() {
         let all = [Format::Txt, Format::Srt, Format::Vtt, Format::Json];
         assert_eq!(all.map(Format::extension), ["txt", "srt", "vtt", "json"]);
+    }
+
+    #[test]
+    fn sizes_and_counts_read_easily() {
+        assert_eq!(format_bytes(0), "0 B");
+        assert_eq!(format_bytes(999), "999 B");
+        assert_eq!(format_bytes(1000), "1.0 kB");
+        assert_eq!(format_bytes(75_537_502), "75.5 MB");
+        assert_eq!(format_bytes(3_200_000_000), "3.2 GB");
+        assert_eq!(format_bytes(5_000_000_000_000), "5000.0 GB");
+        assert_eq!(format_count(0), "0");
+        assert_eq!(format_count(999), "999");
+        assert_eq!(format_count(1000), "1 000");
+        assert_eq!(format_count(37_760_640), "37 760 640");
     }
 }

@@ -125,6 +125,41 @@ fn whisper_folders_import_only_earlier_ones() {
     assert!(found.is_empty(), "imports against the folders' order:\n{}", found.join("\n"));
 }
 
+/// The command's layers (crates/cli/src/lib.rs): the shared pieces, `load`, then the
+/// subcommands, of which none imports another: a subcommand's file names no other file under
+/// `commands/`, and `commands/`, `bench/` and `serve/` do not import one another.
+#[test]
+fn the_command_layers_and_its_subcommands_import_no_other_subcommand() {
+    let rank = |module: &str| match module {
+        "error" => Some(0),
+        "args" | "audio" | "backend" | "destination" | "handover" | "output" => Some(1),
+        "load" => Some(2),
+        "bench" | "commands" | "serve" => Some(3),
+        _ => None,
+    };
+    let mut found = upward_imports("crates/cli", &rank);
+    let src = root().join("crates/cli/src");
+    for file in rust_files(&src) {
+        let relative = file.strip_prefix(&src).unwrap().to_path_buf();
+        let folder =
+            relative.components().next().unwrap().as_os_str().to_string_lossy().trim_end_matches(".rs").to_string();
+        if !["bench", "commands", "serve"].contains(&folder.as_str()) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).unwrap();
+        for (number, line) in code_lines(&text) {
+            for name in names_after(line, "crate::") {
+                let other = ["bench", "commands", "serve"].contains(&name) && name != folder;
+                let sibling = folder == "commands" && name == "commands";
+                if other || sibling {
+                    found.push(format!("crates/cli/src/{}:{number}: {folder} imports {name}", relative.display()));
+                }
+            }
+        }
+    }
+    assert!(found.is_empty(), "imports against the command's layers:\n{}", found.join("\n"));
+}
+
 /// `(name, module)` for every name the crate's lib.rs re-exports with `pub use module::...`.
 fn reexports_of(lib: &str) -> Vec<(String, String)> {
     let mut found = Vec::new();

@@ -23,7 +23,7 @@ use tokio::sync::mpsc;
 use super::metrics::Metrics;
 use crate::backend::RunArgs;
 use crate::error::{Error, Result};
-use crate::transcribe::load_model;
+use crate::load::load_model;
 
 /// One transcription in the queue.
 pub struct Job {

@@ -168,6 +168,22 @@ fn time_op(backend: &dyn Backend, op: &OpBench, budget: Duration) -> Result<f64>
     Ok(samples[samples.len() / 2])
 }
 
+/// Arguments of `susurrus bench-ops`.
+#[derive(Debug, clap::Args)]
+pub struct BenchOpsArgs {
+    /// Backends to measure.
+    #[arg(long, value_enum, default_value = "all")]
+    pub backend: BenchBackend,
+    /// Store weights as f16 (read natively where the GPU has shader-f16).
+    #[arg(long)]
+    pub f16: bool,
+}
+
+/// Runs `susurrus bench-ops`.
+pub fn run(args: &BenchOpsArgs) -> crate::error::Result<()> {
+    crate::output::print(&bench_ops(args.backend, args.f16)?)
+}
+
 /// Runs the benchmark and renders its table.
 pub fn bench_ops(which: BenchBackend, f16_weights: bool) -> Result<String> {
     let mut backends: Vec<Box<dyn Backend>> = Vec::new();

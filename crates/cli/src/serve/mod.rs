@@ -42,7 +42,7 @@ use tokio::time::Sleep;
 
 use crate::backend::{BackendChoice, RunArgs};
 use crate::error::{Error, Result};
-use crate::model_dir;
+use crate::load;
 
 mod api;
 mod device;
@@ -203,7 +203,7 @@ pub fn run(args: &ServeArgs) -> Result<()> {
 /// Loads the API's model (the `--model` folder, or the default one, which must then exist) on
 /// its device thread.
 fn start_api(args: &ServeArgs) -> Result<Arc<api::Api>> {
-    let dir = model_dir::resolve(args.model.as_deref())?;
+    let dir = load::resolve(args.model.as_deref())?;
     let run =
         RunArgs { model: Some(dir.clone()), backend: args.backend, threads: args.threads, temperatures: Vec::new() };
     let metrics = Arc::new(metrics::Metrics::default());
@@ -252,7 +252,7 @@ fn served_root(root: Option<&Path>, api: bool) -> Result<Option<PathBuf>> {
 /// `--model`, canonical: a given folder must hold a model; the default one is left out, with
 /// a note, when it does not.
 fn served_model(dir: Option<&Path>) -> Result<Option<PathBuf>> {
-    match model_dir::resolve(dir) {
+    match load::resolve(dir) {
         Ok(dir) => dir.canonicalize().map(Some).map_err(|e| Error::io(&dir, e)),
         Err(e) if dir.is_none() => {
             log(format_args!("susurrus: serving without /model/: {e}"));
@@ -265,7 +265,7 @@ fn served_model(dir: Option<&Path>) -> Result<Option<PathBuf>> {
 /// `--vad-model`, canonical: a given file must exist; the default one is left out, with a
 /// note, when it does not.
 fn served_vad(file: Option<&Path>) -> Result<Option<PathBuf>> {
-    match model_dir::resolve_vad(file) {
+    match load::resolve_vad(file) {
         Ok(path) => path.canonicalize().map(Some).map_err(|e| Error::io(&path, e)),
         Err(e) if file.is_none() => {
             log(format_args!("susurrus: serving without {VAD_PATH}: {e}"));

@@ -1,9 +1,17 @@
-//! Which model folder a command uses: `--model DIR`, else the folder `./scripts/models/fetch_model.sh`
-//! prepares. A missing folder is an error that names the fetch script, before any work.
+//! Finding and loading the model, for every subcommand that transcribes: which folder
+//! (`--model DIR`, else the folder `./scripts/models/fetch_model.sh` prepares; a missing one is an
+//! error that names the fetch script, before any work), and [`load_model`], which opens the
+//! backend while the folder is read and planned.
 
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
+use susurrus_whisper::Whisper;
+use susurrus_whisper::vad::{VadPlan, VadWeights};
+
+use crate::backend::RunArgs;
 use crate::error::{Error, Result};
+use crate::output::Load;
 
 /// The default model's folder below the home directory (what `scripts/models/fetch_model.sh` prints).
 pub const DEFAULT_RELATIVE: &str = ".cache/susurrus/models/whisper-tiny.en-ct2";
@@ -56,6 +64,43 @@ pub fn resolve_vad(file: Option<&Path>) -> Result<PathBuf> {
         return Err(Error::Usage(format!("{what} {} not found: {hint}", path.display())));
     }
     Ok(path)
+}
+
+/// Opens the backend and, on threads beside it, reads the model folder (weights and
+/// tokenizer side by side) and plans its graphs: each takes a good part of start-up and none
+/// needs another's result until the plans are compiled on the opened backend.
+pub fn load_model(run: &RunArgs, dir: &Path, vad: Option<&Path>) -> Result<(Whisper, Load)> {
+    let started = Instant::now();
+    let (backend, prepared, open, read) = std::thread::scope(|scope| {
+        let vad = scope.spawn(move || vad.map(|path| VadWeights::load(path).and_then(VadPlan::new)).transpose());
+        let tokenizing = scope.spawn(|| susurrus_whisper::text::tokenizer::Tokenizer::from_model_dir(dir));
+        let preparing = scope.spawn(move || {
+            let weights = susurrus_whisper::load::weights::load_dir(dir);
+            let tokenizer = tokenizing.join().unwrap_or_else(|_| Err(panicked("reading the tokenizer")));
+            let prepared = weights.and_then(|w| Whisper::prepare(&w, tokenizer?));
+            (prepared, started.elapsed())
+        });
+        let backend = run.open();
+        let open = started.elapsed();
+        let (prepared, read) =
+            preparing.join().unwrap_or_else(|_| (Err(panicked("reading the model")), Duration::ZERO));
+        let vad = vad.join().unwrap_or_else(|_| Err(panicked("reading the VAD network")));
+        (backend, prepared.and_then(|p| Ok((p, vad?))), open, read)
+    });
+    // A backend that cannot open is the first thing to report, as before any model is read.
+    let backend = backend?;
+    let (prepared, vad) = prepared?;
+    let compiling = Instant::now();
+    let mut whisper = pollster::block_on(Whisper::compile(backend, prepared))?;
+    if let Some(vad) = &vad {
+        pollster::block_on(whisper.load_vad(vad))?;
+    }
+    let load = Load { open, read, compile: compiling.elapsed(), total: started.elapsed() };
+    Ok((whisper, load))
+}
+
+fn panicked(what: &str) -> susurrus_whisper::Error {
+    susurrus_whisper::Error::backend(format!("{what} panicked"))
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ use susurrus_whisper::load::convert::{WeightFormat, convert_ct2_to_hf};
 use susurrus_whisper::load::hf::parse_safetensors;
 
 use crate::error::{Error, Result};
+use crate::output::{format_bytes, format_count};
 
 const AFTER_HELP: &str = "\
 Writes model.safetensors (every tensor f16), config.json, generation_config.json and
@@ -78,7 +79,7 @@ pub fn run(args: &ConvertArgs) -> Result<()> {
         Some(Quantize::Int8) => WeightFormat::Int8,
     };
     let report = convert(&args.src, &args.dst, args.force, format)?;
-    crate::print(&render(&args.src, &args.dst, &report, format))
+    crate::output::print(&render(&args.src, &args.dst, &report, format))
 }
 
 /// What [`run`] prints: the files written with their sizes, then the tensors.
@@ -206,48 +207,4 @@ fn check_destination(src: &Path, dst: &Path, force: bool) -> Result<()> {
         )));
     }
     Ok(())
-}
-
-/// `bytes` in B, kB, MB or GB (powers of 1000, one decimal).
-pub(crate) fn format_bytes(bytes: u64) -> String {
-    const UNITS: [&str; 4] = ["B", "kB", "MB", "GB"];
-    let mut value = bytes as f64;
-    let mut unit = 0;
-    while value >= 1000.0 && unit + 1 < UNITS.len() {
-        value /= 1000.0;
-        unit += 1;
-    }
-    if unit == 0 { format!("{bytes} B") } else { format!("{value:.1} {}", UNITS[unit]) }
-}
-
-/// `n` with thousands separated by spaces: 37 760 640.
-pub(crate) fn format_count(n: usize) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(' ');
-        }
-        out.push(c);
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sizes_and_counts_read_easily() {
-        assert_eq!(format_bytes(0), "0 B");
-        assert_eq!(format_bytes(999), "999 B");
-        assert_eq!(format_bytes(1000), "1.0 kB");
-        assert_eq!(format_bytes(75_537_502), "75.5 MB");
-        assert_eq!(format_bytes(3_200_000_000), "3.2 GB");
-        assert_eq!(format_bytes(5_000_000_000_000), "5000.0 GB");
-        assert_eq!(format_count(0), "0");
-        assert_eq!(format_count(999), "999");
-        assert_eq!(format_count(1000), "1 000");
-        assert_eq!(format_count(37_760_640), "37 760 640");
-    }
 }

@@ -3,6 +3,10 @@
 //! the time per op (CPU: a clock per step; CUDA: events, launching op by op; wgpu: timestamp
 //! queries, a compute pass per dispatch).
 
+pub mod memory;
+pub mod ops;
+pub mod stream;
+
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -18,7 +22,7 @@ use susurrus_wgpu::{WgpuBackend, WgpuOptions};
 
 /// The clip the benchmark transcribes unless `--audio` names another: the project's own
 /// sample (espeak-ng speech, see scripts/make_sample.sh).
-const SAMPLE: &[u8] = include_bytes!("../../../samples/sample.wav");
+const SAMPLE: &[u8] = include_bytes!("../../../../samples/sample.wav");
 
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {
@@ -58,7 +62,7 @@ pub struct BenchArgs {
     #[arg(long, requires = "stream")]
     pub no_vad: bool,
     /// --stream: seconds of new audio between looks (as `susurrus stream --hop`). Default: 1.
-    #[arg(long, value_name = "S", requires = "stream", value_parser = crate::transcribe::parse_positive_time)]
+    #[arg(long, value_name = "S", requires = "stream", value_parser = crate::args::parse_positive_time)]
     pub hop: Option<f64>,
 }
 
@@ -111,24 +115,24 @@ pub struct ProfileRow {
 
 pub fn run(args: &BenchArgs) -> Result<()> {
     if !args.stream.is_empty() {
-        let vad = if args.no_vad { None } else { Some(crate::model_dir::resolve_vad(None)?) };
-        let report = crate::bench_stream::measure(&args.run, &args.stream, vad.as_deref(), args.hop)?;
+        let vad = if args.no_vad { None } else { Some(crate::load::resolve_vad(None)?) };
+        let report = crate::bench::stream::measure(&args.run, &args.stream, vad.as_deref(), args.hop)?;
         let text = if args.json {
             serde_json::to_string_pretty(&report).map_err(|e| Error::Usage(format!("cannot render JSON: {e}")))? + "\n"
         } else {
-            crate::bench_stream::table(&report)
+            crate::bench::stream::table(&report)
         };
-        return crate::print(&text);
+        return crate::output::print(&text);
     }
     if !args.memory.is_empty() {
         let clip = clip(args)?.samples;
-        let report = crate::bench_memory::measure(&args.run, &clip, &args.memory)?;
+        let report = crate::bench::memory::measure(&args.run, &clip, &args.memory)?;
         let text = if args.json {
             serde_json::to_string_pretty(&report).map_err(|e| Error::Usage(format!("cannot render JSON: {e}")))? + "\n"
         } else {
-            crate::bench_memory::table(&report)
+            crate::bench::memory::table(&report)
         };
-        return crate::print(&text);
+        return crate::output::print(&text);
     }
     let report = measure(args)?;
     let text = if args.json {
@@ -136,11 +140,11 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     } else {
         table(&report)
     };
-    crate::print(&text)
+    crate::output::print(&text)
 }
 
 pub fn measure(args: &BenchArgs) -> Result<BenchReport> {
-    let dir = crate::model_dir::resolve(args.run.model.as_deref())?;
+    let dir = crate::load::resolve(args.run.model.as_deref())?;
     let profile = Profile::default();
     let backend: Box<dyn susurrus_core::exec::Backend> = match (args.profile, args.run.backend) {
         (false, _) => args.run.open()?,

@@ -16,11 +16,12 @@ use susurrus_whisper::decode::words::Word;
 use susurrus_whisper::live::{LiveEvent, LiveOptions, LiveTranscriber, ends_sentence};
 use susurrus_whisper::{Task, TranscribeOptions};
 
+use crate::args::{TaskChoice, parse_language, parse_positive_time};
 use crate::audio;
 use crate::backend::RunArgs;
 use crate::error::{Error, Result};
-use crate::model_dir;
-use crate::transcribe::{TaskChoice, load_model, parse_language, parse_positive_time};
+use crate::load;
+use crate::load::load_model;
 
 /// Committed text on one line before it breaks without a sentence end (a terminal line the
 /// partial text still fits after).
@@ -164,8 +165,8 @@ pub fn run(args: &StreamArgs) -> Result<()> {
     if !stdin {
         audio::check_input(&args.input)?;
     }
-    let dir = model_dir::resolve(args.run.model.as_deref())?;
-    let vad = if options.vad { Some(model_dir::resolve_vad(args.vad_model.as_deref())?) } else { None };
+    let dir = load::resolve(args.run.model.as_deref())?;
+    let vad = if options.vad { Some(load::resolve_vad(args.vad_model.as_deref())?) } else { None };
     let (mut whisper, _) = load_model(&args.run, &dir, vad.as_deref())?;
     let mut live = LiveTranscriber::new(&whisper, options)?;
 

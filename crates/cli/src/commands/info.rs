@@ -14,9 +14,9 @@ use susurrus_wgpu::{
 };
 use susurrus_whisper::load::weights::{WhisperWeights, load_dir};
 
-use crate::convert::{format_bytes, format_count};
 use crate::error::{Error, Result};
-use crate::model_dir;
+use crate::load;
+use crate::output::{format_bytes, format_count};
 use susurrus_cuda::{CudaBackend, CudaOptions};
 
 const AFTER_HELP: &str = "\
@@ -146,9 +146,9 @@ pub fn run(args: &InfoArgs) -> Result<()> {
     if args.json {
         let json = serde_json::to_string_pretty(&info)
             .map_err(|e| Error::Usage(format!("cannot write the report as JSON: {e}")))?;
-        crate::print(&format!("{json}\n"))
+        crate::output::print(&format!("{json}\n"))
     } else {
-        crate::print(&render(&info))
+        crate::output::print(&render(&info))
     }
 }
 
@@ -167,8 +167,8 @@ pub fn gather(model: Option<&Path>) -> Result<Info> {
     let auto = auto_choice(cuda.as_ref().ok(), &reports, wgpu_adapter);
     let cpu_threads = std::thread::available_parallelism().map_or(1, usize::from);
     let dir = match model {
-        Some(dir) => Ok(model_dir::resolve(Some(dir))?),
-        None => model_dir::resolve(None).map_err(|e| e.to_string()),
+        Some(dir) => Ok(load::resolve(Some(dir))?),
+        None => load::resolve(None).map_err(|e| e.to_string()),
     };
     let (model, buffers, model_missing) = match dir {
         Ok(dir) => {

@@ -13,14 +13,18 @@ use susurrus_core::Error as CoreError;
 use susurrus_whisper::Error as WhisperError;
 use susurrus_whisper::decode::options::{MAX_BEAM_SIZE, MAX_BEST_OF};
 use susurrus_whisper::decode::subtitles::CueOptions;
-use susurrus_whisper::vad::{VadOptions, VadPlan, VadWeights};
+use susurrus_whisper::vad::VadOptions;
 use susurrus_whisper::{Audio, Event, Resume, Segment, Task, TranscribeOptions, Whisper};
 
+use crate::args::{
+    TaskChoice, parse_finite, parse_language, parse_non_negative, parse_positive, parse_positive_time,
+    parse_probability, parse_time,
+};
 use crate::audio::{self, Samples};
 use crate::backend::RunArgs;
 use crate::error::{Error, Result};
 use crate::output::{self, Format, Load, Meta, Timings};
-use crate::{destination, handover, model_dir};
+use crate::{destination, handover, load};
 
 const AFTER_HELP: &str = "\
 Output:
@@ -207,15 +211,6 @@ pub struct TranscribeArgs {
     pub resume_from: Option<PathBuf>,
 }
 
-/// The `--task` choices.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum TaskChoice {
-    /// Text in the spoken language.
-    Transcribe,
-    /// English text from speech in any language the model knows.
-    Translate,
-}
-
 impl TranscribeArgs {
     /// How SRT/VTT cues are cut from words; an error when asked for without
     /// `--word-timestamps` (there would be no words to cut them from).
@@ -290,48 +285,6 @@ impl TranscribeArgs {
     }
 }
 
-pub(crate) fn parse_language(s: &str) -> std::result::Result<String, String> {
-    let code = s.trim().to_ascii_lowercase();
-    if code.is_empty() || !code.chars().all(|c| c.is_ascii_alphabetic()) {
-        return Err("a language is a code of letters such as en, de or yue".into());
-    }
-    Ok(code)
-}
-
-fn parse_number(s: &str) -> std::result::Result<f32, String> {
-    s.trim().parse::<f32>().map_err(|_| "not a number".to_string())
-}
-
-fn parse_finite(s: &str) -> std::result::Result<f32, String> {
-    Some(parse_number(s)?).filter(|v| v.is_finite()).ok_or_else(|| "not a finite number".into())
-}
-
-fn parse_non_negative(s: &str) -> std::result::Result<f32, String> {
-    Some(parse_number(s)?).filter(|v| v.is_finite() && *v >= 0.0).ok_or_else(|| "not a number >= 0".into())
-}
-
-fn parse_positive(s: &str) -> std::result::Result<f32, String> {
-    Some(parse_number(s)?).filter(|v| v.is_finite() && *v > 0.0).ok_or_else(|| "not a number > 0".into())
-}
-
-fn parse_time(s: &str) -> std::result::Result<f64, String> {
-    match s.trim().parse::<f64>() {
-        Ok(t) if t.is_finite() && t >= 0.0 => Ok(t),
-        _ => Err("a time is a number of seconds >= 0".into()),
-    }
-}
-
-pub(crate) fn parse_positive_time(s: &str) -> std::result::Result<f64, String> {
-    match s.trim().parse::<f64>() {
-        Ok(t) if t.is_finite() && t > 0.0 => Ok(t),
-        _ => Err("a time is a number of seconds > 0".into()),
-    }
-}
-
-pub(crate) fn parse_probability(s: &str) -> std::result::Result<f32, String> {
-    Some(parse_number(s)?).filter(|v| (0.0..=1.0).contains(v)).ok_or_else(|| "not a probability from 0 to 1".into())
-}
-
 /// Runs `susurrus transcribe`: every check that needs no audio comes first, so bad options
 /// fail before any file is read.
 pub fn run(args: &TranscribeArgs) -> Result<()> {
@@ -343,12 +296,12 @@ pub fn run(args: &TranscribeArgs) -> Result<()> {
     check_inputs(args)?;
     // A handed-over batch: the files before the one in work are written already.
     check_outputs(args, start)?;
-    let dir = model_dir::resolve(args.run.model.as_deref())?;
-    let vad = if args.vad { Some(model_dir::resolve_vad(args.vad_model.as_deref())?) } else { None };
+    let dir = load::resolve(args.run.model.as_deref())?;
+    let vad = if args.vad { Some(load::resolve_vad(args.vad_model.as_deref())?) } else { None };
 
     let (whisper, load) = {
         let _spinner = Clear(spinner(format!("loading {}", dir.display())));
-        load_model(&args.run, &dir, vad.as_deref())?
+        load::load_model(&args.run, &dir, vad.as_deref())?
     };
     check_model_options(&whisper, &options, &dir)?;
 
@@ -487,43 +440,6 @@ struct Unfinished {
     samples: Samples,
     segments: Vec<Segment>,
     resume: Resume,
-}
-
-/// Opens the backend and, on threads beside it, reads the model folder (weights and
-/// tokenizer side by side) and plans its graphs: each takes a good part of start-up and none
-/// needs another's result until the plans are compiled on the opened backend.
-pub(crate) fn load_model(run: &RunArgs, dir: &Path, vad: Option<&Path>) -> Result<(Whisper, Load)> {
-    let started = Instant::now();
-    let (backend, prepared, open, read) = std::thread::scope(|scope| {
-        let vad = scope.spawn(move || vad.map(|path| VadWeights::load(path).and_then(VadPlan::new)).transpose());
-        let tokenizing = scope.spawn(|| susurrus_whisper::text::tokenizer::Tokenizer::from_model_dir(dir));
-        let preparing = scope.spawn(move || {
-            let weights = susurrus_whisper::load::weights::load_dir(dir);
-            let tokenizer = tokenizing.join().unwrap_or_else(|_| Err(panicked("reading the tokenizer")));
-            let prepared = weights.and_then(|w| Whisper::prepare(&w, tokenizer?));
-            (prepared, started.elapsed())
-        });
-        let backend = run.open();
-        let open = started.elapsed();
-        let (prepared, read) =
-            preparing.join().unwrap_or_else(|_| (Err(panicked("reading the model")), Duration::ZERO));
-        let vad = vad.join().unwrap_or_else(|_| Err(panicked("reading the VAD network")));
-        (backend, prepared.and_then(|p| Ok((p, vad?))), open, read)
-    });
-    // A backend that cannot open is the first thing to report, as before any model is read.
-    let backend = backend?;
-    let (prepared, vad) = prepared?;
-    let compiling = Instant::now();
-    let mut whisper = pollster::block_on(Whisper::compile(backend, prepared))?;
-    if let Some(vad) = &vad {
-        pollster::block_on(whisper.load_vad(vad))?;
-    }
-    let load = Load { open, read, compile: compiling.elapsed(), total: started.elapsed() };
-    Ok((whisper, load))
-}
-
-fn panicked(what: &str) -> susurrus_whisper::Error {
-    susurrus_whisper::Error::backend(format!("{what} panicked"))
 }
 
 struct Session<'a> {

@@ -53,8 +53,8 @@ pub fn measure(
     let mut options = LiveOptions { vad: vad.is_some(), ..LiveOptions::default() };
     options.hop = hop.unwrap_or(options.hop);
     options.validate()?;
-    let dir = crate::model_dir::resolve(run.model.as_deref())?;
-    let (mut whisper, _) = crate::transcribe::load_model(run, &dir, vad)?;
+    let dir = crate::load::resolve(run.model.as_deref())?;
+    let (mut whisper, _) = crate::load::load_model(run, &dir, vad)?;
     options.transcribe.temperatures = run.temperatures_or(&options.transcribe.temperatures);
     let started = Instant::now();
     let mut clock = move || started.elapsed().as_secs_f64();
