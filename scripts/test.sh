@@ -121,6 +121,9 @@ stage "cargo test --workspace" cargo test --workspace
 # writes a log of its own, printed when both end.
 browser_suites() {
   local logs failed=() name
+  # The browser the suites ran in: Debian's package, whose version follows the machine's
+  # package lists (148 on a fresh Debian 12 machine on 2026-12-07, 156 on others).
+  echo "browser: $(/usr/bin/chromium --version 2>/dev/null | head -n 1); $(/usr/bin/chromedriver --version 2>/dev/null | head -n 1)"
   logs=$(mktemp -d)
   timed() {
     local t0=$SECONDS rc=0

@@ -2,7 +2,7 @@
 // scripts/web/build_web.sh), `npm install` of the tarball into a fresh folder, the README's example
 // run verbatim in headless Chromium against the real model (its text must equal the reference
 // transcript), and `tsc --strict` on a TypeScript file that uses the installed package's API
-// (tests/e2e/consumer-check.ts).
+// (tests/e2e/consumer-check.ts) and on the JavaScript quick starts of README.md and docs/web.md.
 // Run by tests/e2e/run.sh.
 
 import { execFileSync } from "node:child_process";
@@ -74,8 +74,26 @@ async function waitForBody(page, problems, expected) {
   }
 }
 
+/**
+ * The JavaScript quick starts of the repository's README and docs/web.md as TypeScript modules:
+ * the names they take from the page around them (the picked `file`, an abort `signal`) are
+ * declared, the rest is each page's first ```js block verbatim, so tsc checks every call and
+ * option name against the installed package's index.d.ts.
+ */
+function quickStarts(dir) {
+  const names = [];
+  for (const page of ["README.md", "docs/web.md"]) {
+    const example = readmeExample(readFileSync(join(repoRoot, page), "utf8"));
+    const name = `quickstart-${page.replace(/[^a-z]+/gi, "-").toLowerCase()}.ts`;
+    writeFileSync(join(dir, name), `export {};\ndeclare const file: File;\ndeclare const signal: AbortSignal;\n${example}`);
+    names.push(name);
+  }
+  return names;
+}
+
 function typeCheck(dir) {
   copyFileSync(join(repoRoot, "tests/e2e/consumer-check.ts"), join(dir, "check.ts"));
+  const files = ["check.ts", ...quickStarts(dir)];
   const tsc = join(npmTools, "node_modules/.bin/tsc");
   // Both resolutions a TypeScript user may have; skipLibCheck off so index.d.ts itself is checked.
   for (const [module, moduleResolution] of [["esnext", "bundler"], ["nodenext", "nodenext"]]) {
@@ -84,11 +102,11 @@ function typeCheck(dir) {
         strict: true, noEmit: true, skipLibCheck: false, target: "es2022", lib: ["dom", "es2022"],
         module, moduleResolution, types: [],
       },
-      files: ["check.ts"],
+      files,
     };
     writeFileSync(join(dir, "tsconfig.json"), JSON.stringify(config, null, 2));
     run(tsc, ["-p", "tsconfig.json"], dir);
-    console.log(`npm-package: tsc --strict (module ${module}, moduleResolution ${moduleResolution}) accepts check.ts`);
+    console.log(`npm-package: tsc --strict (module ${module}, moduleResolution ${moduleResolution}) accepts ${files.join(", ")}`);
   }
 }
 
