@@ -75,7 +75,7 @@ pub fn load_model(run: &RunArgs, dir: &Path, vad: Option<&Path>) -> Result<(Whis
         let vad = scope.spawn(move || vad.map(|path| VadWeights::load(path).and_then(VadPlan::new)).transpose());
         let tokenizing = scope.spawn(|| susurrus_whisper::text::tokenizer::Tokenizer::from_model_dir(dir));
         let preparing = scope.spawn(move || {
-            let weights = susurrus_whisper::load::weights::load_dir(dir);
+            let weights = susurrus_whisper::load::load_dir(dir);
             let tokenizer = tokenizing.join().unwrap_or_else(|_| Err(panicked("reading the tokenizer")));
             let prepared = weights.and_then(|w| Whisper::prepare(&w, tokenizer?));
             (prepared, started.elapsed())

@@ -49,3 +49,8 @@ impl Error {
         matches!(self, Error::Core(CoreError::Cancelled))
     }
 }
+
+/// An error about a model file.
+pub(crate) fn model_error(file: &str, msg: impl Into<String>) -> Error {
+    Error::Model { file: file.to_string(), msg: msg.into() }
+}

@@ -8,7 +8,7 @@ use susurrus_core::tensor::Tensor;
 use susurrus_whisper::audio::mel::LogMel;
 use susurrus_whisper::graphs::layers::ModelWeights;
 use susurrus_whisper::graphs::select::Selection;
-use susurrus_whisper::load::weights::load_dir;
+use susurrus_whisper::load::load_dir;
 use susurrus_whisper::program::{Program, ProgramSpec};
 
 /// CTranslate2 runs the f16 weights widened to f32 in f32; so do we, with another summation

@@ -12,7 +12,8 @@ use susurrus_wgpu::wgpu;
 use susurrus_wgpu::{
     DEFAULT_MAX_BUFFER, DEFAULT_MAX_STORAGE_BINDING, WgpuOptions, buffer_limit, choose_adapter, matrix_units,
 };
-use susurrus_whisper::load::weights::{WhisperWeights, load_dir};
+use susurrus_whisper::load::load_dir;
+use susurrus_whisper::load::weights::WhisperWeights;
 
 use crate::error::{Error, Result};
 use crate::load;

@@ -13,7 +13,7 @@
 use crate::error::{Error, Result};
 use crate::graphs::decoder::{OFFSET, Rows, TOKENS, decoder_block, output_projection, position_mask};
 use crate::graphs::layers::{Builder, MASKED, ModelWeights, concat_few_at_a_time};
-use crate::load::weights::EMBED_TOKENS;
+use crate::load::names::EMBED_TOKENS;
 use susurrus_core::ir::{DType, Graph, TensorType};
 use susurrus_core::ops::CmpKind;
 use susurrus_core::tensor::Tensor;

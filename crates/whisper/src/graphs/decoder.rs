@@ -24,7 +24,7 @@ use crate::graphs::layers::{Builder, MASKED, ModelWeights, SELF_QKV, f32_type};
 use crate::graphs::select::{
     Bans, LATEST, PREVIOUS, SCORES, Selection, beam_candidates, masked_with_lse, select_token,
 };
-use crate::load::weights::{EMBED_TOKENS, PROJ_OUT, decoder_layer};
+use crate::load::names::{EMBED_TOKENS, PROJ_OUT, decoder_layer};
 use susurrus_core::ir::{DType, Graph, NodeId, TensorType};
 use susurrus_core::ops::CmpKind;
 use susurrus_core::tensor::Tensor;

@@ -9,7 +9,7 @@
 
 use crate::error::Result;
 use crate::graphs::layers::{Builder, ModelWeights, f32_type};
-use crate::load::weights::{decoder_layer, encoder_layer};
+use crate::load::names::{decoder_layer, encoder_layer};
 use susurrus_core::ir::{Graph, NodeId, TensorType};
 
 /// The graph's input: the window's log-mel `[n_mels, n_frames]`.

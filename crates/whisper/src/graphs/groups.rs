@@ -32,7 +32,7 @@ use crate::graphs::decoder::{
 use crate::graphs::encoder::{MEL, cross_key, cross_key_value, cross_type, cross_value, encoder_stack};
 use crate::graphs::layers::{Builder, MASKED, ModelWeights, f32_type};
 use crate::graphs::select::{Bans, CANDIDATE_SCORES, CANDIDATES, LATEST, PREVIOUS, SCORES, Selection, masked_with_lse};
-use crate::load::weights::EMBED_TOKENS;
+use crate::load::names::EMBED_TOKENS;
 use susurrus_core::ir::{DType, Graph, NodeId, TensorType};
 use susurrus_core::ops::CmpKind;
 use susurrus_core::tensor::Tensor;

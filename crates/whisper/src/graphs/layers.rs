@@ -10,7 +10,8 @@ use std::collections::HashMap;
 
 use crate::error::{Error, Result};
 use crate::load::config::WhisperConfig;
-use crate::load::weights::{WhisperWeights, decoder_layer};
+use crate::load::names::decoder_layer;
+use crate::load::weights::WhisperWeights;
 use susurrus_core::exec::Weights;
 use susurrus_core::ir::{DType, Graph, NodeId, Shape, TensorType};
 use susurrus_core::tensor::Tensor;

@@ -5,12 +5,8 @@
 //! a file states about the sizes is checked against the shapes. Nothing is assumed about the
 //! model size, so tiny … large, `.en` and multilingual, 80 and 128 mels all load the same way.
 
-use std::collections::BTreeSet;
-
 use crate::error::Result;
-use crate::load::weights::{
-    DECODER_LAYERS, EMBED_TOKENS, ENCODER_LAYERS, Parts, decoder_layer, encoder_layer, model_error,
-};
+use crate::error::model_error;
 
 /// Whisper's layer-norm epsilon (PyTorch's default, which Whisper uses everywhere).
 pub const LAYER_NORM_EPS: f32 = 1e-5;
@@ -132,76 +128,6 @@ impl WhisperConfig {
         }
         Ok(())
     }
-
-    /// Reads the sizes off the tensor shapes of `parts`; heads and the rest come from the
-    /// format's settings. The result is checked against every tensor by [`Parts::finish`].
-    pub(crate) fn derive(
-        parts: &Parts,
-        encoder_heads: usize,
-        decoder_heads: usize,
-        layer_norm_eps: f32,
-        generation: GenerationConfig,
-    ) -> Result<Self> {
-        let dims = |name: &str, rank: usize| -> Result<Vec<usize>> {
-            let dims = parts.dims(name)?;
-            if dims.len() != rank {
-                return Err(model_error(
-                    &parts.file,
-                    format!("{} has shape {dims:?}, a rank-{rank} tensor was expected", parts.origin(name)),
-                ));
-            }
-            Ok(dims.to_vec())
-        };
-        let conv1 = dims("model.encoder.conv1.weight", 3)?;
-        let encoder_layers = count_layers(parts, ENCODER_LAYERS)?;
-        let decoder_layers = count_layers(parts, DECODER_LAYERS)?;
-        Ok(WhisperConfig {
-            n_mels: conv1[1],
-            n_audio_ctx: dims("model.encoder.embed_positions.weight", 2)?[0],
-            n_text_ctx: dims("model.decoder.embed_positions.weight", 2)?[0],
-            d_model: conv1[0],
-            encoder_layers,
-            decoder_layers,
-            encoder_heads,
-            decoder_heads,
-            encoder_ffn: dims(&encoder_layer(0, "fc1.weight"), 2)?[0],
-            decoder_ffn: dims(&decoder_layer(0, "fc1.weight"), 2)?[0],
-            n_vocab: dims(EMBED_TOKENS, 2)?[0],
-            layer_norm_eps,
-            generation,
-        })
-    }
-}
-
-/// The number of layers under `prefix` (`model.encoder.layers.`): the layer indices found must
-/// be exactly 0..n, so a stray or corrupt index is an error, not a huge layer count.
-fn count_layers(parts: &Parts, prefix: &str) -> Result<usize> {
-    let mut found = BTreeSet::new();
-    for name in parts.names() {
-        let Some(rest) = name.strip_prefix(prefix) else { continue };
-        let index = rest.split('.').next().and_then(parse_index);
-        match index {
-            Some(i) => found.insert(i),
-            None => {
-                return Err(model_error(&parts.file, format!("{}: bad layer index in {name}", parts.origin(name))));
-            }
-        };
-    }
-    let n = found.len();
-    if n == 0 {
-        return Err(model_error(&parts.file, format!("no layers found (no tensor named {prefix}0.*)")));
-    }
-    if found.last() != Some(&(n - 1)) {
-        let missing = (0..n).find(|i| !found.contains(i)).unwrap_or(n);
-        return Err(model_error(
-            &parts.file,
-            format!(
-                "layer {prefix}{missing} is missing (found {n} layers up to {prefix}{})",
-                found.last().copied().unwrap_or(0)
-            ),
-        ));
-    }
-    Ok(n)
 }
 
 /// A layer index in canonical decimal form ("0", "12"; not "012" or "+1").

@@ -12,9 +12,10 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::error::Result;
+use crate::error::model_error;
 use crate::load::config::WhisperConfig;
 use crate::load::ct2::load_ct2;
-use crate::load::weights::{WhisperWeights, model_error};
+use crate::load::weights::WhisperWeights;
 use susurrus_core::ir::DType;
 use susurrus_core::tensor::{Q8Data, Tensor, TensorData};
 

@@ -17,9 +17,10 @@ use half::bf16;
 use serde::Deserialize;
 
 use crate::error::Result;
-use crate::load::config::{GenerationConfig, LAYER_NORM_EPS, WhisperConfig, parse_index};
+use crate::error::model_error;
+use crate::load::config::{GenerationConfig, LAYER_NORM_EPS, parse_index};
 use crate::load::file_data::FileData;
-use crate::load::weights::{FileBytes, Parts, WhisperWeights, model_error, split_rows};
+use crate::load::weights::{FileBytes, Parts, WhisperWeights, split_rows};
 use susurrus_core::ir::{DType, TensorType};
 use susurrus_core::tensor::{Tensor, TensorData};
 
@@ -597,8 +598,7 @@ fn load_parsed(parsed: Ct2File, model_file: &str, json: Ct2Json, config_file: &s
         alignment_heads: json.alignment_heads,
     };
     let eps = json.layer_norm_epsilon.unwrap_or(LAYER_NORM_EPS);
-    let config =
-        WhisperConfig::derive(&parts, heads("encoder/num_heads")?, heads("decoder/num_heads")?, eps, generation)?;
+    let config = parts.derive_config(heads("encoder/num_heads")?, heads("decoder/num_heads")?, eps, generation)?;
     config.validate_generation(config_file)?;
     parts.finish(config)
 }
@@ -609,7 +609,7 @@ fn load_parsed(parsed: Ct2File, model_file: &str, json: Ct2Json, config_file: &s
 #[cfg(test)]
 pub(crate) mod writer {
     use super::*;
-    use crate::load::weights::{EMBED_TOKENS, PROJ_OUT, decoder_layer, encoder_layer};
+    use crate::load::names::{EMBED_TOKENS, PROJ_OUT, decoder_layer, encoder_layer};
 
     /// A variable to write: name, dims, dtype code, raw data.
     pub type Var = (String, Vec<usize>, u8, Vec<u8>);
@@ -759,8 +759,8 @@ pub(crate) mod writer {
 mod tests {
     use super::writer::{Var, config_json, model_bin, settings, variables, write};
     use super::*;
+    use crate::load::names::{EMBED_TOKENS, PROJ_OUT};
     use crate::load::weights::testing::{multilingual_config, small_config, tiny_en_dir};
-    use crate::load::weights::{EMBED_TOKENS, PROJ_OUT};
 
     fn small(dtype: DType) -> WhisperWeights {
         crate::load::weights::testing::random(small_config(), dtype, 7)

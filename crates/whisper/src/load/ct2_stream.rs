@@ -7,12 +7,12 @@
 use std::collections::TryReserveError;
 
 use crate::error::Result;
+use crate::error::model_error;
 use crate::load::ct2::{
     Ct2DType, Ct2File, Ct2Variable, Reader, VarHead, read_alias, read_alias_count, read_head, read_var_head, trailing,
     truncated,
 };
 use crate::load::file_data::FileData;
-use crate::load::weights::model_error;
 
 /// What the next bytes are.
 enum Next {
@@ -311,7 +311,7 @@ mod tests {
             let at = embedding.data.bytes().as_ptr();
             let loaded = load_ct2_parsed(parsed, "model.bin", &config).unwrap();
             assert_eq!(loaded, load_ct2(&bytes, &config).unwrap());
-            let tensor = loaded.get(crate::load::weights::EMBED_TOKENS).unwrap();
+            let tensor = loaded.get(crate::load::names::EMBED_TOKENS).unwrap();
             assert_eq!(tensor.as_bytes().as_ptr(), at, "the embedding was copied, not moved");
         }
     }

@@ -8,9 +8,10 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use crate::error::Result;
+use crate::error::model_error;
 use crate::load::ct2::{Ct2File, load_ct2, load_ct2_parsed};
 use crate::load::hf::{SafeTensor, load_hf, load_hf_parsed, load_hf_with_generation};
-use crate::load::weights::{WhisperWeights, model_error};
+use crate::load::weights::WhisperWeights;
 use crate::text::tokenizer::Tokenizer;
 
 /// The two folder layouts a Whisper model comes in.

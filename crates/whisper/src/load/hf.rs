@@ -16,9 +16,10 @@ use safetensors::tensor::{Metadata, TensorInfo};
 use serde::Deserialize;
 
 use crate::error::Result;
-use crate::load::config::{GenerationConfig, LAYER_NORM_EPS, WhisperConfig};
+use crate::error::model_error;
+use crate::load::config::{GenerationConfig, LAYER_NORM_EPS};
 use crate::load::file_data::FileData;
-use crate::load::weights::{FileBytes, Parts, WhisperWeights, model_error};
+use crate::load::weights::{FileBytes, Parts, WhisperWeights};
 use susurrus_core::ir::{DType, TensorType};
 use susurrus_core::tensor::{Tensor, TensorData};
 
@@ -425,13 +426,8 @@ fn load_parsed(
         };
         parts.insert(name, tensor, described)?;
     }
-    let config = WhisperConfig::derive(
-        &parts,
-        json.encoder_attention_heads,
-        json.decoder_attention_heads,
-        LAYER_NORM_EPS,
-        generation,
-    )?;
+    let config =
+        parts.derive_config(json.encoder_attention_heads, json.decoder_attention_heads, LAYER_NORM_EPS, generation)?;
     let stated = [
         ("d_model", json.d_model, config.d_model),
         ("encoder_layers", json.encoder_layers, config.encoder_layers),
@@ -519,8 +515,8 @@ pub(crate) mod writer {
 mod tests {
     use super::writer::{config_json, safetensors, with_header};
     use super::*;
+    use crate::load::names::{EMBED_TOKENS, PROJ_OUT};
     use crate::load::weights::testing::{multilingual_config, small_config};
-    use crate::load::weights::{EMBED_TOKENS, PROJ_OUT};
 
     fn small(dtype: DType) -> WhisperWeights {
         crate::load::weights::testing::random(small_config(), dtype, 11)

@@ -9,10 +9,10 @@ use std::collections::TryReserveError;
 use safetensors::Dtype;
 use safetensors::tensor::TensorInfo;
 
+use crate::error::model_error;
 use crate::error::{Error, Result};
 use crate::load::file_data::FileData;
 use crate::load::hf::{SafeTensor, header_length, past_the_end, read_header, supported, widen_bf16};
-use crate::load::weights::model_error;
 
 /// Bytes of the header-length prefix.
 const LEN_BYTES: usize = 8;
@@ -399,11 +399,11 @@ mod tests {
             let w = random(small_config(), dtype, 7);
             let (bytes, config) = (safetensors(&w), config_json(&w));
             let parsed = streamed(&bytes, 100, Some(bytes.len())).unwrap();
-            let embedding = parsed.iter().find(|t| t.name == crate::load::weights::EMBED_TOKENS).unwrap();
+            let embedding = parsed.iter().find(|t| t.name == crate::load::names::EMBED_TOKENS).unwrap();
             let at = embedding.data.bytes().as_ptr();
             let loaded = load_hf_parsed(parsed, &config, None).unwrap();
             assert_eq!(loaded, load_hf(&bytes, &config).unwrap());
-            let tensor = loaded.get(crate::load::weights::EMBED_TOKENS).unwrap();
+            let tensor = loaded.get(crate::load::names::EMBED_TOKENS).unwrap();
             assert_eq!(tensor.as_bytes().as_ptr(), at, "the embedding was copied, not moved");
         }
     }

@@ -12,29 +12,12 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::error::{Error, Result};
-use crate::load::config::WhisperConfig;
+use crate::error::{Error, Result, model_error};
+use crate::load::config::{GenerationConfig, WhisperConfig, parse_index};
+use crate::load::names::{DECODER_LAYERS, EMBED_TOKENS, ENCODER_LAYERS, PROJ_OUT, decoder_layer, encoder_layer};
+use std::collections::BTreeSet;
 use susurrus_core::ir::{DType, TensorType};
 use susurrus_core::tensor::{Tensor, TensorData};
-
-/// The output projection (logits = x · proj_outᵀ).
-pub const PROJ_OUT: &str = "proj_out.weight";
-/// The token embedding, which the output projection is tied to.
-pub const EMBED_TOKENS: &str = "model.decoder.embed_tokens.weight";
-/// Prefix of every encoder layer's tensors: `model.encoder.layers.{i}.`.
-pub const ENCODER_LAYERS: &str = "model.encoder.layers.";
-/// Prefix of every decoder layer's tensors: `model.decoder.layers.{i}.`.
-pub const DECODER_LAYERS: &str = "model.decoder.layers.";
-
-/// The name of tensor `suffix` (e.g. `fc1.weight`) of encoder layer `i`.
-pub fn encoder_layer(i: usize, suffix: &str) -> String {
-    format!("{ENCODER_LAYERS}{i}.{suffix}")
-}
-
-/// The name of tensor `suffix` (e.g. `encoder_attn.k_proj.weight`) of decoder layer `i`.
-pub fn decoder_layer(i: usize, suffix: &str) -> String {
-    format!("{DECODER_LAYERS}{i}.{suffix}")
-}
 
 /// A Whisper model: its dimensions and its weights (f16 or f32, as the file stored them).
 #[derive(Clone, Debug, PartialEq)]
@@ -74,21 +57,6 @@ impl WhisperWeights {
             layout(&config).into_iter().map(|(name, dims)| (name, make(&TensorType::new(dtype, dims)))).collect();
         let aliases = BTreeMap::from([(PROJ_OUT.to_string(), EMBED_TOKENS.to_string())]);
         Ok(WhisperWeights { config, tensors, aliases })
-    }
-}
-
-/// Loads a model folder of either format: CTranslate2 (`model.bin`) or Hugging Face
-/// (`model.safetensors`).
-pub fn load_dir(dir: &Path) -> Result<WhisperWeights> {
-    if dir.join("model.bin").is_file() {
-        super::ct2::load_ct2_dir(dir)
-    } else if dir.join("model.safetensors").is_file() {
-        super::hf::load_hf_dir(dir)
-    } else {
-        Err(model_error(
-            &dir.display().to_string(),
-            "no model.bin (CTranslate2) or model.safetensors (Hugging Face) here",
-        ))
     }
 }
 
@@ -142,11 +110,6 @@ pub fn layout(config: &WhisperConfig) -> Vec<(String, Vec<usize>)> {
     }
     norm(&mut add, "model.decoder.layer_norm".into());
     out
-}
-
-/// An error about a model file.
-pub(crate) fn model_error(file: &str, msg: impl Into<String>) -> Error {
-    Error::Model { file: file.to_string(), msg: msg.into() }
 }
 
 /// The bytes of a model's weights file, mapped rather than read where the platform can: the
@@ -203,6 +166,46 @@ pub(crate) struct Parts {
 }
 
 impl Parts {
+    /// Reads the sizes off the tensor shapes of `parts`; heads and the rest come from the
+    /// format's settings. The result is checked against every tensor by [`Parts::finish`]. Here, not in
+    /// `config.rs`, so the config knows nothing of how files are read.
+    pub(crate) fn derive_config(
+        &self,
+        encoder_heads: usize,
+        decoder_heads: usize,
+        layer_norm_eps: f32,
+        generation: GenerationConfig,
+    ) -> Result<WhisperConfig> {
+        let dims = |name: &str, rank: usize| -> Result<Vec<usize>> {
+            let dims = self.dims(name)?;
+            if dims.len() != rank {
+                return Err(model_error(
+                    &self.file,
+                    format!("{} has shape {dims:?}, a rank-{rank} tensor was expected", self.origin(name)),
+                ));
+            }
+            Ok(dims.to_vec())
+        };
+        let conv1 = dims("model.encoder.conv1.weight", 3)?;
+        let encoder_layers = count_layers(self, ENCODER_LAYERS)?;
+        let decoder_layers = count_layers(self, DECODER_LAYERS)?;
+        Ok(WhisperConfig {
+            n_mels: conv1[1],
+            n_audio_ctx: dims("model.encoder.embed_positions.weight", 2)?[0],
+            n_text_ctx: dims("model.decoder.embed_positions.weight", 2)?[0],
+            d_model: conv1[0],
+            encoder_layers,
+            decoder_layers,
+            encoder_heads,
+            decoder_heads,
+            encoder_ffn: dims(&encoder_layer(0, "fc1.weight"), 2)?[0],
+            decoder_ffn: dims(&decoder_layer(0, "fc1.weight"), 2)?[0],
+            n_vocab: dims(EMBED_TOKENS, 2)?[0],
+            layer_norm_eps,
+            generation,
+        })
+    }
+
     pub fn new(file: &str, source_name: fn(&str) -> Option<String>) -> Self {
         Parts {
             file: file.to_string(),
@@ -325,6 +328,37 @@ fn first_non_finite(t: &Tensor) -> Option<(usize, f32, usize)> {
         TensorData::Q8(q) => scan(q.scales(), f32::is_finite, |x| x),
         TensorData::I32(_) | TensorData::U32(_) => None,
     }
+}
+
+/// The number of layers under `prefix` (`model.encoder.layers.`): the layer indices found must
+/// be exactly 0..n, so a stray or corrupt index is an error, not a huge layer count.
+fn count_layers(parts: &Parts, prefix: &str) -> Result<usize> {
+    let mut found = BTreeSet::new();
+    for name in parts.names() {
+        let Some(rest) = name.strip_prefix(prefix) else { continue };
+        let index = rest.split('.').next().and_then(parse_index);
+        match index {
+            Some(i) => found.insert(i),
+            None => {
+                return Err(model_error(&parts.file, format!("{}: bad layer index in {name}", parts.origin(name))));
+            }
+        };
+    }
+    let n = found.len();
+    if n == 0 {
+        return Err(model_error(&parts.file, format!("no layers found (no tensor named {prefix}0.*)")));
+    }
+    if found.last() != Some(&(n - 1)) {
+        let missing = (0..n).find(|i| !found.contains(i)).unwrap_or(n);
+        return Err(model_error(
+            &parts.file,
+            format!(
+                "layer {prefix}{missing} is missing (found {n} layers up to {prefix}{})",
+                found.last().copied().unwrap_or(0)
+            ),
+        ));
+    }
+    Ok(n)
 }
 
 /// Splits `t` into `k` equal parts along its first axis (a fused Q|K|V weight into Q, K and
@@ -471,20 +505,6 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "bad run argument: the Whisper model has no tensor model.encoder.layers.1.fc1.weight"
-        );
-    }
-
-    #[test]
-    fn load_dir_picks_the_format() {
-        let ct2 = load_dir(&testing::tiny_en_dir()).unwrap();
-        assert_eq!(ct2.config().d_model, 384);
-        let empty = std::env::temp_dir().join(format!("susurrus-empty-model-{}", std::process::id()));
-        std::fs::create_dir_all(&empty).unwrap();
-        let err = load_dir(&empty).unwrap_err().to_string();
-        std::fs::remove_dir(&empty).unwrap();
-        assert_eq!(
-            err,
-            format!("{}: no model.bin (CTranslate2) or model.safetensors (Hugging Face) here", empty.display())
         );
     }
 
