@@ -1,5 +1,5 @@
 """Writes tests/fixtures/mel_reference.json: reference log-mel frames from faster-whisper's
-FeatureExtractor for the deterministic test signal that crates/core/src/whisper/mel.rs builds
+FeatureExtractor for the deterministic test signal that crates/whisper/src/audio/mel.rs builds
 the same way (three sines plus a 32-bit LCG's noise, after a stretch of silence).
 
 Run from the repository root:  "$(./scripts/python_venv.sh)" tests/golden/mel_reference.py

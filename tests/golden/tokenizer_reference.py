@@ -2,7 +2,7 @@
 gives for a list of test strings with the real model's tokenizer.json, encoded exactly as
 faster-whisper's Tokenizer.encode does (`encode(text, add_special_tokens=False).ids`; added
 tokens such as <|endoftext|> written in the text are still matched as one token).
-crates/core/src/whisper/tokenizer.rs must give the same ids.
+crates/whisper/src/text/tokenizer.rs must give the same ids.
 
 A second list encodes the same strings with the file's ByteLevel pre-tokenizer switched to
 add_prefix_space=True (the Rust test makes the same edit), so that option is checked too.
