@@ -201,20 +201,6 @@ impl FastCpuExecutable {
         Ok(())
     }
 
-    fn run_once(
-        &mut self,
-        inputs: &HashMap<String, Tensor>,
-        scalars: &HashMap<String, u32>,
-        outputs: &[&str],
-    ) -> Result<HashMap<String, Tensor>> {
-        check_run_args(&self.plan.graph, inputs, outputs)?;
-        let scalar_values = self.plan.graph.scalar_values(scalars)?;
-        self.take_buffers()?;
-        let ran = self.execute(inputs, &scalar_values).and_then(|()| self.read_outputs(outputs));
-        self.return_buffers();
-        ran
-    }
-
     /// Moves the arena and this plan's persistent buffers out of `shared` for a run (an error
     /// when another run holds them; nothing is taken then).
     fn take_buffers(&mut self) -> Result<()> {
@@ -323,7 +309,12 @@ impl BlockingExecutable for FastCpuExecutable {
         scalars: &HashMap<String, u32>,
         outputs: &[&str],
     ) -> Result<HashMap<String, Tensor>> {
-        self.run_once(inputs, scalars, outputs)
+        check_run_args(&self.plan.graph, inputs, outputs)?;
+        let scalar_values = self.plan.graph.scalar_values(scalars)?;
+        self.take_buffers()?;
+        let ran = self.execute(inputs, &scalar_values).and_then(|()| self.read_outputs(outputs));
+        self.return_buffers();
+        ran
     }
 
     fn read_state_now(&mut self, name: &str) -> Result<Tensor> {
@@ -337,18 +328,6 @@ impl BlockingExecutable for FastCpuExecutable {
             .and_then(Option::as_ref)
             .ok_or_else(|| Error::Backend(format!("cpu: persistent buffer '{name}' is missing")))?;
         codec::decode(bytemuck::cast_slice(words), &s.ty, s.f16_words)
-    }
-
-    fn run_repeatedly_now(
-        &mut self,
-        inputs: &HashMap<String, Tensor>,
-        scalars: &HashMap<String, u32>,
-        times: usize,
-    ) -> Result<()> {
-        for _ in 0..times {
-            self.run_once(inputs, scalars, &[])?;
-        }
-        Ok(())
     }
 
     fn run_chain_now(&mut self, chain: Chain) -> Result<Vec<HashMap<String, Tensor>>> {

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 use susurrus_core::exec::link::Link;
-use susurrus_core::exec::{Backend, BoxFuture, Executable, Weights};
+use susurrus_core::exec::{BlockingBackend, Executable, Weights};
 use susurrus_core::plan::{Plan, plan_with};
 use susurrus_core::{Error, Result};
 use susurrus_cuda::layout::{Bases, ProgramLayout};
@@ -106,23 +106,17 @@ struct Recorder {
     launches: Rc<RefCell<Vec<Launch>>>,
 }
 
-impl Backend for Recorder {
+impl BlockingBackend for Recorder {
     fn name(&self) -> &'static str {
         "cuda-lowering"
     }
-    fn compile_linked<'a>(
-        &'a self,
-        plans: Vec<&'a Plan>,
-        weights: &'a Weights,
-    ) -> BoxFuture<'a, Vec<Box<dyn Executable>>> {
-        Box::pin(async move {
-            let replanned: Vec<Plan> =
-                plans.iter().map(|p| plan_with(p.graph.clone(), &plan_options())).collect::<Result<_>>()?;
-            let refs: Vec<&Plan> = replanned.iter().collect();
-            let launches = lower_checked(&refs, weights, self.precision, &module_source())?;
-            self.launches.borrow_mut().extend(launches);
-            Err(Error::Backend("recorded".into()))
-        })
+    fn compile_linked_now(&self, plans: &[&Plan], weights: &Weights) -> Result<Vec<Box<dyn Executable>>> {
+        let replanned: Vec<Plan> =
+            plans.iter().map(|p| plan_with(p.graph.clone(), &plan_options())).collect::<Result<_>>()?;
+        let refs: Vec<&Plan> = replanned.iter().collect();
+        let launches = lower_checked(&refs, weights, self.precision, &module_source())?;
+        self.launches.borrow_mut().extend(launches);
+        Err(Error::Backend("recorded".into()))
     }
 }
 

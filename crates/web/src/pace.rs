@@ -9,13 +9,10 @@
 //! readback is a promise), so there only the signal is checked.
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 use std::rc::Rc;
 
 use susurrus_core::error::{Error, Result};
-use susurrus_core::exec::{Backend, BoxFuture, Chain, Executable, Weights};
-use susurrus_core::plan::Plan;
-use susurrus_core::tensor::Tensor;
+use susurrus_core::exec::{Backend, Call, Wrap, Wrapped};
 use web_sys::AbortSignal;
 
 use crate::global;
@@ -57,95 +54,24 @@ impl Pace {
     }
 }
 
-/// A backend whose executables pass a [`Pace`] checkpoint before every run.
-pub struct Paced {
-    inner: Box<dyn Backend>,
-    pace: Rc<Pace>,
-}
+/// What [`Wrapped`] changes for the browser: every run (and chain of runs) of an executable
+/// passes a [`Pace`] checkpoint first; everything else is the inner backend's, and a device
+/// opened again is paced by the same [`Pace`].
+#[derive(Clone)]
+pub struct Paced(Rc<Pace>);
 
 impl Paced {
-    pub fn new(inner: Box<dyn Backend>, pace: Rc<Pace>) -> Paced {
-        Paced { inner, pace }
+    /// `inner` paced by `pace`.
+    pub fn new(inner: Box<dyn Backend>, pace: Rc<Pace>) -> Wrapped<Paced> {
+        Wrapped::new(inner, Paced(pace))
     }
 }
 
-impl Backend for Paced {
-    fn name(&self) -> &'static str {
-        self.inner.name()
-    }
-
-    fn compile_linked<'a>(
-        &'a self,
-        plans: Vec<&'a Plan>,
-        weights: &'a Weights,
-    ) -> BoxFuture<'a, Vec<Box<dyn Executable>>> {
-        Box::pin(async move {
-            let executables = self.inner.compile_linked(plans, weights).await?;
-            Ok(executables
-                .into_iter()
-                .map(|inner| Box::new(PacedExecutable { inner, pace: self.pace.clone() }) as Box<dyn Executable>)
-                .collect())
-        })
-    }
-
-    /// The inner backend's new device, paced by the same [`Pace`].
-    fn reopen(&self) -> BoxFuture<'_, Box<dyn Backend>> {
-        Box::pin(
-            async move { Ok(Box::new(Paced::new(self.inner.reopen().await?, self.pace.clone())) as Box<dyn Backend>) },
-        )
-    }
-
-    fn lose_device(&self) -> Result<()> {
-        self.inner.lose_device()
-    }
-}
-
-struct PacedExecutable {
-    inner: Box<dyn Executable>,
-    pace: Rc<Pace>,
-}
-
-impl Executable for PacedExecutable {
-    fn launches(&self) -> Option<usize> {
-        self.inner.launches()
-    }
-
-    fn feeds_on_device(&self) -> bool {
-        self.inner.feeds_on_device()
-    }
-
-    fn run<'a>(
-        &'a mut self,
-        inputs: &'a HashMap<String, Tensor>,
-        scalars: &'a HashMap<String, u32>,
-        outputs: &'a [&'a str],
-    ) -> BoxFuture<'a, HashMap<String, Tensor>> {
-        Box::pin(async move {
-            self.pace.checkpoint().await?;
-            self.inner.run(inputs, scalars, outputs).await
-        })
-    }
-
-    fn read_state<'a>(&'a mut self, name: &'a str) -> BoxFuture<'a, Tensor> {
-        self.inner.read_state(name)
-    }
-
-    fn run_repeatedly<'a>(
-        &'a mut self,
-        inputs: &'a HashMap<String, Tensor>,
-        scalars: &'a HashMap<String, u32>,
-        times: usize,
-    ) -> BoxFuture<'a, ()> {
-        Box::pin(async move {
-            self.pace.checkpoint().await?;
-            self.inner.run_repeatedly(inputs, scalars, times).await
-        })
-    }
-
-    fn run_chain<'a>(&'a mut self, chain: Chain<'a>) -> BoxFuture<'a, Vec<HashMap<String, Tensor>>> {
-        Box::pin(async move {
-            self.pace.checkpoint().await?;
-            self.inner.run_chain(chain).await
-        })
+impl Wrap for Paced {
+    async fn before(&self, call: Call) -> Result<()> {
+        match call {
+            Call::Run | Call::RunRepeatedly | Call::RunChain => self.0.checkpoint().await,
+            Call::ReadState => Ok(()),
+        }
     }
 }

@@ -5,13 +5,10 @@
 //! error does) on a backend whose runs fail as a lost device's do when a test says so.
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 use std::ops::ControlFlow;
 use std::rc::Rc;
 
-use susurrus_core::exec::{Backend, BoxFuture, Chain, Executable, Weights};
-use susurrus_core::plan::Plan;
-use susurrus_core::tensor::Tensor;
+use susurrus_core::exec::{Backend, Call, Wrap, Wrapped};
 use susurrus_whisper::decode::transcribe::MAX_REOPENS;
 use susurrus_whisper::load::files::load_files;
 use susurrus_whisper::{Checkpoint, Error, Event, Pcm, Resume, TranscribeOptions, Transcript, Whisper};
@@ -119,85 +116,35 @@ impl Faults {
     }
 }
 
-/// The reference executor, whose runs fail as [`Faults`] say; reopening gives the same.
-struct Losing {
-    inner: Box<dyn Backend>,
-    faults: Rc<Faults>,
-}
+/// What [`Wrapped`] changes for the device-loss tests: the reference executor's runs (a chain
+/// of decoder steps is one) fail as [`Faults`] say; reopening gives the same.
+#[derive(Clone)]
+struct Losing(Rc<Faults>);
 
-struct LosingExecutable {
-    inner: Box<dyn Executable>,
-    faults: Rc<Faults>,
-}
-
-impl Backend for Losing {
-    fn name(&self) -> &'static str {
+impl Wrap for Losing {
+    fn name(&self, _inner: &dyn Backend) -> &'static str {
         "losing"
     }
 
-    fn compile_linked<'a>(
-        &'a self,
-        plans: Vec<&'a Plan>,
-        weights: &'a Weights,
-    ) -> BoxFuture<'a, Vec<Box<dyn Executable>>> {
-        Box::pin(async move {
-            let executables = self.inner.compile_linked(plans, weights).await?;
-            Ok(executables
-                .into_iter()
-                .map(|inner| Box::new(LosingExecutable { inner, faults: self.faults.clone() }) as Box<dyn Executable>)
-                .collect())
-        })
+    async fn reopen(&self, _inner: &dyn Backend) -> susurrus_core::Result<Box<dyn Backend>> {
+        if self.0.reopen_fails.get() {
+            return Err(susurrus_core::Error::Backend("no adapter found".into()));
+        }
+        self.0.reopened.set(self.0.reopened.get() + 1);
+        Ok(susurrus_testkit::backends::reference())
     }
 
-    fn reopen(&self) -> BoxFuture<'_, Box<dyn Backend>> {
-        Box::pin(async move {
-            if self.faults.reopen_fails.get() {
-                return Err(susurrus_core::Error::Backend("no adapter found".into()));
-            }
-            self.faults.reopened.set(self.faults.reopened.get() + 1);
-            Ok(Box::new(Losing { inner: susurrus_testkit::backends::reference(), faults: self.faults.clone() })
-                as Box<dyn Backend>)
-        })
-    }
-}
-
-impl Executable for LosingExecutable {
-    fn run<'a>(
-        &'a mut self,
-        inputs: &'a HashMap<String, Tensor>,
-        scalars: &'a HashMap<String, u32>,
-        outputs: &'a [&'a str],
-    ) -> BoxFuture<'a, HashMap<String, Tensor>> {
-        Box::pin(async move {
-            self.faults.run()?;
-            self.inner.run(inputs, scalars, outputs).await
-        })
-    }
-
-    fn run_chain<'a>(&'a mut self, chain: Chain<'a>) -> BoxFuture<'a, Vec<HashMap<String, Tensor>>> {
-        Box::pin(async move {
-            self.faults.run()?;
-            self.inner.run_chain(chain).await
-        })
-    }
-
-    fn run_repeatedly<'a>(
-        &'a mut self,
-        inputs: &'a HashMap<String, Tensor>,
-        scalars: &'a HashMap<String, u32>,
-        times: usize,
-    ) -> BoxFuture<'a, ()> {
-        self.inner.run_repeatedly(inputs, scalars, times)
-    }
-
-    fn read_state<'a>(&'a mut self, name: &'a str) -> BoxFuture<'a, Tensor> {
-        self.inner.read_state(name)
+    async fn before(&self, call: Call) -> susurrus_core::Result<()> {
+        match call {
+            Call::Run | Call::RunChain => self.0.run(),
+            Call::RunRepeatedly | Call::ReadState => Ok(()),
+        }
     }
 }
 
 fn losing_model() -> (Whisper, Rc<Faults>) {
     let faults = Rc::new(Faults::default());
-    let backend = Losing { inner: susurrus_testkit::backends::reference(), faults: faults.clone() };
+    let backend = Wrapped::new(susurrus_testkit::backends::reference(), Losing(faults.clone()));
     (small_model(Box::new(backend)), faults)
 }
 

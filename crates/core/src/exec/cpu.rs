@@ -14,7 +14,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use super::link::{Block, Leaf, Link, LinkedPlan, Needs, Place, codec};
-use super::{BlockingBackend, BoxFuture, Chain, Executable, Weights, chain_on_host, check_chain, check_run_args};
+use super::{BlockingBackend, BlockingExecutable, Chain, Executable, Weights, check_chain, check_run_args};
 use crate::error::{Error, Result};
 use crate::ir::{DType, NodeId, TensorType};
 use crate::ops::{EvalCtx, Op};
@@ -214,28 +214,6 @@ impl CpuExecutable {
         Ok(())
     }
 
-    async fn run_now(
-        &mut self,
-        inputs: &HashMap<String, Tensor>,
-        scalars: &HashMap<String, u32>,
-        outputs: &[&str],
-    ) -> Result<HashMap<String, Tensor>> {
-        let wanted = check_run_args(&self.plan.graph, inputs, outputs)?;
-        let scalar_values = self.plan.graph.scalar_values(scalars)?;
-        let empty = HashMap::new();
-        let ctx = EvalCtx { inputs: &empty, weights: &empty, states: &empty, scalars: &scalar_values };
-        self.take_states()?;
-        let ran = self.execute(inputs, &ctx).await.and_then(|()| {
-            let mut out = HashMap::new();
-            for (&name, id) in outputs.iter().zip(wanted) {
-                out.insert(name.to_string(), self.read(id)?.into_owned());
-            }
-            Ok(out)
-        });
-        self.return_states();
-        ran
-    }
-
     /// Moves this plan's persistent buffers out of the shared set for a run.
     fn take_states(&mut self) -> Result<()> {
         let mut shared = self.shared.borrow_mut();
@@ -256,9 +234,8 @@ impl CpuExecutable {
         }
     }
 
-    /// Copies the inputs in, then runs every non-leaf node in schedule order, awaiting the
-    /// step hook after each.
-    async fn execute(&mut self, inputs: &HashMap<String, Tensor>, ctx: &EvalCtx<'_>) -> Result<()> {
+    /// Copies the inputs in, then runs every non-leaf node in schedule order.
+    fn execute(&mut self, inputs: &HashMap<String, Tensor>, ctx: &EvalCtx<'_>) -> Result<()> {
         for step in 0..self.plan.schedule.len() {
             let id = self.plan.schedule[step];
             if let Op::Input(i) = &self.plan.graph.node(id).op {
@@ -303,44 +280,39 @@ impl CpuExecutable {
     }
 }
 
-impl Executable for CpuExecutable {
-    fn run<'a>(
-        &'a mut self,
-        inputs: &'a HashMap<String, Tensor>,
-        scalars: &'a HashMap<String, u32>,
-        outputs: &'a [&'a str],
-    ) -> BoxFuture<'a, HashMap<String, Tensor>> {
-        Box::pin(self.run_now(inputs, scalars, outputs))
-    }
-
-    fn read_state<'a>(&'a mut self, name: &'a str) -> BoxFuture<'a, Tensor> {
-        Box::pin(async move {
-            let own = self.own_states.iter().find(|(_, n)| n == name);
-            own.and_then(|(i, _)| self.shared.borrow().get(*i).cloned().flatten()).ok_or_else(|| {
-                Error::BadArgument(format!("graph '{}' has no persistent buffer '{name}'", self.plan.graph.name()))
-            })
-        })
-    }
-
-    fn run_repeatedly<'a>(
-        &'a mut self,
-        inputs: &'a HashMap<String, Tensor>,
-        scalars: &'a HashMap<String, u32>,
-        times: usize,
-    ) -> BoxFuture<'a, ()> {
-        Box::pin(async move {
-            for _ in 0..times {
-                self.run_now(inputs, scalars, &[]).await?;
+impl BlockingExecutable for CpuExecutable {
+    fn run_now(
+        &mut self,
+        inputs: &HashMap<String, Tensor>,
+        scalars: &HashMap<String, u32>,
+        outputs: &[&str],
+    ) -> Result<HashMap<String, Tensor>> {
+        let wanted = check_run_args(&self.plan.graph, inputs, outputs)?;
+        let scalar_values = self.plan.graph.scalar_values(scalars)?;
+        let empty = HashMap::new();
+        let ctx = EvalCtx { inputs: &empty, weights: &empty, states: &empty, scalars: &scalar_values };
+        self.take_states()?;
+        let ran = self.execute(inputs, &ctx).and_then(|()| {
+            let mut out = HashMap::new();
+            for (&name, id) in outputs.iter().zip(wanted) {
+                out.insert(name.to_string(), self.read(id)?.into_owned());
             }
-            Ok(())
+            Ok(out)
+        });
+        self.return_states();
+        ran
+    }
+
+    fn read_state_now(&mut self, name: &str) -> Result<Tensor> {
+        let own = self.own_states.iter().find(|(_, n)| n == name);
+        own.and_then(|(i, _)| self.shared.borrow().get(*i).cloned().flatten()).ok_or_else(|| {
+            Error::BadArgument(format!("graph '{}' has no persistent buffer '{name}'", self.plan.graph.name()))
         })
     }
 
-    fn run_chain<'a>(&'a mut self, chain: Chain<'a>) -> BoxFuture<'a, Vec<HashMap<String, Tensor>>> {
-        Box::pin(async move {
-            check_chain(&self.plan.graph, &chain)?;
-            chain_on_host(self, chain).await
-        })
+    fn run_chain_now(&mut self, chain: Chain) -> Result<Vec<HashMap<String, Tensor>>> {
+        check_chain(&self.plan.graph, &chain)?;
+        self.chain_on_host_now(chain)
     }
 }
 

@@ -1,4 +1,4 @@
-//! Backends: compile a [`Plan`](crate::plan::Plan) once, run it many times.
+//! Backends: compile a [`Plan`] once, run it many times.
 //!
 //! The trait is small on purpose. A backend compiles a plan into an [`Executable`] that holds
 //! the uploaded weights, the arena and the persistent buffers; every backend lowers every op
@@ -9,11 +9,17 @@
 //!
 //! Where every value lives is decided once for all backends by [`link`]; a backend allocates
 //! the blocks it names, uploads the leaves and lowers its ops on the places.
+//!
+//! Two adapters spare implementers the forwarding: a backend whose work finishes before it
+//! returns implements [`BlockingBackend`] / [`BlockingExecutable`] and gets the traits from
+//! blanket impls; a wrapper that changes one thing about another backend (paces its runs,
+//! fails them on purpose) says what in a [`Wrap`] and is a [`Wrapped`] backend.
 
 pub mod cpu;
 pub mod index;
 pub mod link;
 mod profile;
+mod wrap;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -25,6 +31,7 @@ use crate::plan::Plan;
 use crate::tensor::Tensor;
 pub use crate::tensor::Weights;
 pub use profile::Profile;
+pub use wrap::{Call, Wrap, Wrapped, WrappedExecutable};
 
 /// A boxed future returned by executables (not `Send`: browser futures are not).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T>> + 'a>>;
@@ -194,8 +201,9 @@ fn feed_on_host(chain: &Chain, out: &mut HashMap<String, Tensor>, inputs: &mut H
 }
 
 /// [`Executable::run_chain`] run by run, fed through the host: for executables whose runs
-/// finish on the host anyway (the CPU backends) or cannot be recorded together (profiled
-/// runs). The caller has checked the chain with [`check_chain`].
+/// cannot be recorded together (profiled runs); blocking ones (the CPU backends) have
+/// [`BlockingExecutable::chain_on_host_now`]. The caller has checked the chain with
+/// [`check_chain`].
 pub async fn chain_on_host(exe: &mut dyn Executable, chain: Chain<'_>) -> Result<Vec<HashMap<String, Tensor>>> {
     let wanted = chain_outputs(&chain);
     let mut inputs = chain.inputs.clone();
@@ -291,7 +299,7 @@ impl<B: BlockingBackend> Backend for B {
     }
 }
 
-/// An executable whose runs finish before they return (the fast CPU backend, CUDA, which
+/// An executable whose runs finish before they return (the CPU backends, CUDA, which
 /// synchronises with its stream): it implements these and gets [`Executable`] from the
 /// blanket impl.
 pub trait BlockingExecutable {
@@ -304,13 +312,19 @@ pub trait BlockingExecutable {
     ) -> Result<HashMap<String, Tensor>>;
     /// See [`Executable::read_state`].
     fn read_state_now(&mut self, name: &str) -> Result<Tensor>;
-    /// See [`Executable::run_repeatedly`].
+    /// See [`Executable::run_repeatedly`]; by default [`BlockingExecutable::run_now`] `times`
+    /// times, reading no outputs (a backend that can upload the inputs once does better).
     fn run_repeatedly_now(
         &mut self,
         inputs: &HashMap<String, Tensor>,
         scalars: &HashMap<String, u32>,
         times: usize,
-    ) -> Result<()>;
+    ) -> Result<()> {
+        for _ in 0..times {
+            self.run_now(inputs, scalars, &[])?;
+        }
+        Ok(())
+    }
     /// See [`Executable::run_chain`].
     fn run_chain_now(&mut self, chain: Chain) -> Result<Vec<HashMap<String, Tensor>>>;
     /// See [`Executable::feeds_on_device`].

@@ -5,10 +5,10 @@
 use std::collections::{HashMap, HashSet};
 
 use susurrus_core::exec::cpu::CpuBackend;
-use susurrus_core::exec::{Backend, BoxFuture, Chain, Executable, Weights};
+use susurrus_core::exec::{Backend, BlockingBackend, Executable, Weights, Wrap, Wrapped};
 use susurrus_core::ops::{BinaryKind, CmpKind, Op, OpTag, ReduceKind, UnaryKind};
 use susurrus_core::plan::Plan;
-use susurrus_core::{DType, Error, Tensor};
+use susurrus_core::{DType, Error, Result, Tensor};
 use susurrus_testkit::backends;
 use susurrus_testkit::{CaseReport, OpCase, Tolerance, check_backend, op_cases, summary_table};
 use susurrus_wgpu::WgpuOptions;
@@ -106,12 +106,9 @@ enum Corrupt {
     Jitter,
 }
 
-/// A test-only backend: the CPU backend with one element of its results changed.
-struct Corrupting(Corrupt);
-
-struct CorruptingExe {
-    inner: Box<dyn Executable>,
-    what: Corrupt,
+/// A test-only backend: the CPU backend with its results changed as `what` says.
+fn corrupting(what: Corrupt) -> Wrapped<Corrupt> {
+    Wrapped::new(Box::new(CpuBackend::new()), what)
 }
 
 /// `t` with its middle element moved by more than any relative tolerance allows.
@@ -139,72 +136,33 @@ fn jitter(t: &Tensor) -> Tensor {
     Tensor::from_f32(t.dtype(), t.shape().clone(), v).unwrap()
 }
 
-impl Backend for Corrupting {
-    fn name(&self) -> &'static str {
+impl Wrap for Corrupt {
+    fn name(&self, _inner: &dyn Backend) -> &'static str {
         "corrupting-cpu"
     }
-    fn compile_linked<'a>(
-        &'a self,
-        plans: Vec<&'a Plan>,
-        weights: &'a Weights,
-    ) -> BoxFuture<'a, Vec<Box<dyn Executable>>> {
-        Box::pin(async move {
-            let inner = CpuBackend::new().compile_linked(plans, weights).await?;
-            Ok(inner
-                .into_iter()
-                .map(|inner| Box::new(CorruptingExe { inner, what: self.0 }) as Box<dyn Executable>)
-                .collect())
-        })
-    }
-}
-
-impl Executable for CorruptingExe {
-    fn run<'a>(
-        &'a mut self,
-        inputs: &'a HashMap<String, Tensor>,
-        scalars: &'a HashMap<String, u32>,
-        outputs: &'a [&'a str],
-    ) -> BoxFuture<'a, HashMap<String, Tensor>> {
-        Box::pin(async move {
-            let mut out = self.inner.run(inputs, scalars, outputs).await?;
-            match self.what {
-                Corrupt::Output => {
-                    let bad = corrupt(&out[outputs[0]]);
-                    out.insert(outputs[0].to_string(), bad);
-                }
-                Corrupt::Jitter => out.values_mut().for_each(|t| *t = jitter(t)),
-                Corrupt::State => {}
+    fn after_run(&self, outputs: &[&str], got: &mut HashMap<String, Tensor>) {
+        match self {
+            Corrupt::Output => {
+                let bad = corrupt(&got[outputs[0]]);
+                got.insert(outputs[0].to_string(), bad);
             }
-            Ok(out)
-        })
+            Corrupt::Jitter => got.values_mut().for_each(|t| *t = jitter(t)),
+            Corrupt::State => {}
+        }
     }
-    fn read_state<'a>(&'a mut self, name: &'a str) -> BoxFuture<'a, Tensor> {
-        Box::pin(async move {
-            let t = self.inner.read_state(name).await?;
-            Ok(match self.what {
-                Corrupt::State => corrupt(&t),
-                Corrupt::Jitter => jitter(&t),
-                Corrupt::Output => t,
-            })
-        })
-    }
-    fn run_repeatedly<'a>(
-        &'a mut self,
-        inputs: &'a HashMap<String, Tensor>,
-        scalars: &'a HashMap<String, u32>,
-        times: usize,
-    ) -> BoxFuture<'a, ()> {
-        self.inner.run_repeatedly(inputs, scalars, times)
-    }
-    fn run_chain<'a>(&'a mut self, chain: Chain<'a>) -> BoxFuture<'a, Vec<HashMap<String, Tensor>>> {
-        self.inner.run_chain(chain)
+    fn after_read_state(&self, _name: &str, state: &mut Tensor) {
+        match self {
+            Corrupt::State => *state = corrupt(state),
+            Corrupt::Jitter => *state = jitter(state),
+            Corrupt::Output => {}
+        }
     }
 }
 
 #[test]
 fn a_wrong_output_fails_every_case_at_the_wrong_element() {
     for case in op_cases(0).unwrap() {
-        let report = check_backend(&Corrupting(Corrupt::Output), &case);
+        let report = check_backend(&corrupting(Corrupt::Output), &case);
         let first = case.graph.outputs()[0].0.as_str();
         let n = case.graph.ty(case.graph.outputs()[0].1).numel();
         let msg = report.failure.unwrap_or_else(|| panic!("{}: a corrupted output passed", case.name));
@@ -218,7 +176,7 @@ fn a_wrong_output_fails_every_case_at_the_wrong_element() {
 fn a_wrong_state_fails_the_cases_that_write_state() {
     let mut writers = 0;
     for case in op_cases(1).unwrap() {
-        let report = check_backend(&Corrupting(Corrupt::State), &case);
+        let report = check_backend(&corrupting(Corrupt::State), &case);
         if case.op == "kv_write" {
             writers += 1;
             let msg = report.failure.unwrap_or_else(|| panic!("{}: a corrupted state passed", case.name));
@@ -234,7 +192,7 @@ fn a_wrong_state_fails_the_cases_that_write_state() {
 fn rounding_differences_pass_every_inexact_case() {
     let mut checked = 0;
     for case in all_cases().iter().filter(|c| c.tolerance != Tolerance::Exact) {
-        let report = check_backend(&Corrupting(Corrupt::Jitter), case);
+        let report = check_backend(&corrupting(Corrupt::Jitter), case);
         assert!(report.passed(), "{report}");
         checked += 1;
     }
@@ -244,22 +202,17 @@ fn rounding_differences_pass_every_inexact_case() {
 /// A backend without matmul: it must fail the matmul cases, not skip them.
 struct NoMatmul;
 
-impl Backend for NoMatmul {
+impl BlockingBackend for NoMatmul {
     fn name(&self) -> &'static str {
         "no-matmul"
     }
-    fn compile_linked<'a>(
-        &'a self,
-        plans: Vec<&'a Plan>,
-        weights: &'a Weights,
-    ) -> BoxFuture<'a, Vec<Box<dyn Executable>>> {
-        Box::pin(async move {
-            let matmul = plans.iter().flat_map(|p| p.graph.nodes()).find(|n| matches!(n.op, Op::MatMul(_)));
-            if let Some(node) = matmul {
-                return Err(Error::Unsupported { op: node.op.name().to_string(), backend: self.name().to_string() });
-            }
-            CpuBackend::new().compile_linked(plans, weights).await
-        })
+    fn compile_linked_now(&self, plans: &[&Plan], weights: &Weights) -> Result<Vec<Box<dyn Executable>>> {
+        let matmul = plans.iter().flat_map(|p| p.graph.nodes()).find(|n| matches!(n.op, Op::MatMul(_)));
+        if let Some(node) = matmul {
+            let backend = BlockingBackend::name(self).to_string();
+            return Err(Error::Unsupported { op: node.op.name().to_string(), backend });
+        }
+        CpuBackend::new().compile_linked_now(plans, weights)
     }
 }
 
