@@ -17,18 +17,8 @@ cd "$(dirname "$0")/../.."
 mode="${1:-all}"
 suite=target/gpu-suite
 
-# test binary of `cargo test --release -p PACKAGE --test TARGET`, copied to $suite/NAME.
-build_test() {
-  local package=$1 target=$2 name=$3 bin
-  bin=$(cargo test --release -p "$package" --test "$target" --no-run --message-format=json 2>/dev/null \
-    | python3 -c 'import json,sys
-for line in sys.stdin:
-    m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == sys.argv[1] and m.get("executable"):
-        print(m["executable"])' "$target" | tail -n 1)
-  [ -n "$bin" ] || { echo "test_cuda: $target was not built" >&2; exit 1; }
-  cp "$bin" "$suite/$name"
-}
+# shellcheck source=scripts/lib/gpu_suite.sh
+source scripts/lib/gpu_suite.sh
 
 build() {
   mkdir -p "$suite"
