@@ -33,7 +33,9 @@ use http_body::Frame;
 use serde::Serialize;
 use serde_json::json;
 use susurrus_whisper::decode::subtitles::{CueOptions, srt_with, vtt_with};
-use susurrus_whisper::{Segment, Task, TranscribeOptions, Transcript};
+use susurrus_whisper::decode::view::SegmentView;
+use susurrus_whisper::decode::words::Word;
+use susurrus_whisper::{Task, TranscribeOptions, Transcript};
 use tokio::sync::mpsc;
 
 use super::device::{Device, Job, JobError, ModelInfo, Progress};
@@ -435,7 +437,12 @@ fn render(format: Format, task: Task, transcript: &Transcript, duration: f64, wo
 /// numbered segments and, with word timestamps, every word (trimmed) in one list. A
 /// `serde_json::Value`, so its keys come out sorted and its f32 numbers as f64 ones.
 fn verbose_json(task: Task, transcript: &Transcript, duration: f64, words: bool) -> serde_json::Value {
-    let segments: Vec<_> = transcript.segments.iter().enumerate().map(|(id, s)| segment_json(id, s)).collect();
+    let segments: Vec<_> = transcript
+        .segments
+        .iter()
+        .enumerate()
+        .map(|(id, s)| VerboseSegment { id, seek: s.seek, segment: SegmentView::new(s).without_words() })
+        .collect();
     let mut body = json!({
         "task": if task == Task::Translate { "translate" } else { "transcribe" },
         "language": language_name(&transcript.language).unwrap_or(&transcript.language),
@@ -444,30 +451,26 @@ fn verbose_json(task: Task, transcript: &Transcript, duration: f64, words: bool)
         "segments": segments,
     });
     if words {
-        let words: Vec<_> = transcript
+        // OpenAI's words have no leading space.
+        let words: Vec<Word> = transcript
             .segments
             .iter()
             .flat_map(|s| s.words.iter().flatten())
-            .map(|w| json!({"word": w.word.trim(), "start": w.start, "end": w.end, "probability": w.probability}))
+            .map(|w| Word { word: w.word.trim().to_owned(), ..*w })
             .collect();
-        body["words"] = words.into();
+        body["words"] = json!(words);
     }
     body
 }
 
-fn segment_json(id: usize, s: &Segment) -> serde_json::Value {
-    json!({
-        "id": id,
-        "seek": s.seek,
-        "start": s.start,
-        "end": s.end,
-        "text": s.text,
-        "tokens": s.tokens,
-        "temperature": s.temperature,
-        "avg_logprob": s.avg_logprob,
-        "compression_ratio": s.compression_ratio,
-        "no_speech_prob": s.no_speech_prob,
-    })
+/// A segment of `verbose_json`: the segment view every JSON output shows (its words are the
+/// answer's own list), numbered and with its window's `seek`, as OpenAI's are.
+#[derive(Serialize)]
+struct VerboseSegment<'a> {
+    id: usize,
+    seek: usize,
+    #[serde(flatten)]
+    segment: SegmentView<'a>,
 }
 
 /// A streamed answer: server-sent events, one `transcript.text.delta` per segment as it is
@@ -593,7 +596,6 @@ async fn metrics(State(api): State<Arc<Api>>) -> Response {
 #[cfg(test)]
 mod tests {
     use susurrus_whisper::Segment;
-    use susurrus_whisper::decode::words::Word;
 
     use super::*;
 
