@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 use susurrus_whisper::Transcript;
+use susurrus_whisper::decode::view::SegmentView;
 
 use crate::error::{Error, Result};
 pub use susurrus_whisper::decode::subtitles::{CueOptions, srt, srt_with, txt, txt_line, vtt, vtt_with};
@@ -114,61 +115,20 @@ pub fn render(format: Format, transcript: &Transcript, meta: &Meta) -> String {
 struct JsonTranscript<'a> {
     file: &'a str,
     text: &'a str,
-    segments: Vec<JsonSegment<'a>>,
+    segments: Vec<SegmentView<'a>>,
     language: &'a str,
     language_probability: f32,
     backend: &'a str,
     timings: &'a Timings,
 }
 
-#[derive(Serialize)]
-struct JsonSegment<'a> {
-    start: f64,
-    end: f64,
-    text: &'a str,
-    tokens: &'a [u32],
-    avg_logprob: f64,
-    no_speech_prob: f32,
-    temperature: f32,
-    compression_ratio: f64,
-    /// With `--word-timestamps`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    words: Option<Vec<JsonWord<'a>>>,
-}
-
-#[derive(Serialize)]
-struct JsonWord<'a> {
-    start: f64,
-    end: f64,
-    word: &'a str,
-    probability: f64,
-}
-
-/// One JSON object on one line (newline included). Texts are as decoded, leading space kept.
+/// One JSON object on one line (newline included). Texts are as decoded, leading space kept;
+/// segments as [`SegmentView`] shows them (words with `--word-timestamps`).
 pub fn json(transcript: &Transcript, meta: &Meta) -> String {
     let record = JsonTranscript {
         file: meta.file,
         text: &transcript.text,
-        segments: transcript
-            .segments
-            .iter()
-            .map(|s| JsonSegment {
-                start: s.start,
-                end: s.end,
-                text: &s.text,
-                tokens: &s.tokens,
-                avg_logprob: s.avg_logprob,
-                no_speech_prob: s.no_speech_prob,
-                temperature: s.temperature,
-                compression_ratio: s.compression_ratio,
-                words: s.words.as_ref().map(|words| {
-                    words
-                        .iter()
-                        .map(|w| JsonWord { start: w.start, end: w.end, word: &w.word, probability: w.probability })
-                        .collect()
-                }),
-            })
-            .collect(),
+        segments: transcript.segments.iter().map(SegmentView::new).collect(),
         language: &transcript.language,
         language_probability: transcript.language_probability,
         backend: meta.backend,

@@ -23,7 +23,7 @@ use crate::global::now_ms;
 use crate::live::LiveStream;
 use crate::options::{bench_options, load_options, stream_options, transcribe_options};
 use crate::pace::Pace;
-use crate::result::{JsSegment, JsTranscript, to_js};
+use crate::result::{JsTranscript, js_segment, to_js};
 
 /// What `Model.info` reports.
 #[derive(Clone, Debug, Serialize)]
@@ -163,7 +163,7 @@ impl Model {
             let mut callback_error: Option<JsValue> = None;
             let mut on_event = |event: Event| {
                 let called = match event {
-                    Event::Segment(s) => call(&callbacks.on_segment, to_js(&JsSegment::from(s))),
+                    Event::Segment(s) => call(&callbacks.on_segment, to_js(&js_segment(s))),
                     Event::Progress { done, total } => call(&callbacks.on_progress, to_js(&Progress { done, total })),
                     Event::DeviceLost { reason, resume_at } => {
                         call(&callbacks.on_device_lost, to_js(&DeviceLost { reason, resume_at }))

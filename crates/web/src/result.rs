@@ -4,57 +4,17 @@
 
 use serde::{Deserialize, Serialize};
 use susurrus_whisper::decode::subtitles;
+use susurrus_whisper::decode::view::SegmentView;
 use susurrus_whisper::decode::words::Word;
 use susurrus_whisper::{Segment, Transcript};
 use wasm_bindgen::prelude::*;
 
 use crate::error::js_error;
 
-/// A segment as JS sees it.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct JsSegment {
-    pub start: f64,
-    pub end: f64,
-    pub text: String,
-    pub tokens: Vec<u32>,
-    pub avg_logprob: f64,
-    pub no_speech_prob: f32,
-    pub temperature: f32,
-    pub compression_ratio: f64,
-    /// With `wordTimestamps`: the segment's words.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub words: Option<Vec<JsWord>>,
-}
-
-/// A word as JS sees it.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct JsWord {
-    pub start: f64,
-    pub end: f64,
-    pub word: String,
-    pub probability: f64,
-}
-
-impl From<&Segment> for JsSegment {
-    fn from(s: &Segment) -> Self {
-        JsSegment {
-            start: s.start,
-            end: s.end,
-            text: s.text.clone(),
-            tokens: s.tokens.clone(),
-            avg_logprob: s.avg_logprob,
-            no_speech_prob: s.no_speech_prob,
-            temperature: s.temperature,
-            compression_ratio: s.compression_ratio,
-            words: s.words.as_ref().map(|words| {
-                words
-                    .iter()
-                    .map(|w| JsWord { start: w.start, end: w.end, word: w.word.clone(), probability: w.probability })
-                    .collect()
-            }),
-        }
-    }
+/// A segment as JS sees it (`Segment` in the TypeScript types): the view every JSON output
+/// shows, with camelCase names.
+pub fn js_segment(segment: &Segment) -> SegmentView<'_> {
+    SegmentView::new(segment).camel_case()
 }
 
 /// Where the time went, in milliseconds.
@@ -72,9 +32,9 @@ pub struct Timings {
 /// The result of `transcribe`.
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct JsTranscript {
+pub struct JsTranscript<'a> {
     pub text: String,
-    pub segments: Vec<JsSegment>,
+    pub segments: Vec<SegmentView<'a>>,
     pub language: String,
     /// The detected language's probability (1 when the language was given).
     pub language_probability: f32,
@@ -86,9 +46,9 @@ pub struct JsTranscript {
     pub warnings: Vec<String>,
 }
 
-impl JsTranscript {
+impl<'a> JsTranscript<'a> {
     pub fn new(
-        t: &Transcript,
+        t: &'a Transcript,
         backend: &str,
         adapter: &str,
         decode_ms: f64,
@@ -97,7 +57,7 @@ impl JsTranscript {
     ) -> Self {
         JsTranscript {
             text: t.text.clone(),
-            segments: t.segments.iter().map(JsSegment::from).collect(),
+            segments: t.segments.iter().map(js_segment).collect(),
             language: t.language.clone(),
             language_probability: t.language_probability,
             backend: backend.to_string(),
@@ -132,7 +92,7 @@ struct TimedSegment {
     end: f64,
     text: String,
     #[serde(default)]
-    words: Option<Vec<JsWord>>,
+    words: Option<Vec<Word>>,
 }
 
 /// How `srt`/`vtt` cues are cut from words: `{ maxLineWidth, maxLineCount, maxWordsPerLine,
@@ -188,12 +148,7 @@ pub fn format(result: &JsValue, format: &str, options: &JsValue) -> Result<Strin
             temperature: 0.0,
             compression_ratio: 0.0,
             seek: 0,
-            words: s.words.map(|words| {
-                words
-                    .into_iter()
-                    .map(|w| Word { start: w.start, end: w.end, word: w.word, probability: w.probability })
-                    .collect()
-            }),
+            words: s.words,
         })
         .collect();
     match format {

@@ -33,7 +33,9 @@ use http_body::Frame;
 use serde::Serialize;
 use serde_json::json;
 use susurrus_whisper::decode::subtitles::{CueOptions, srt_with, vtt_with};
-use susurrus_whisper::{Segment, Task, TranscribeOptions, Transcript};
+use susurrus_whisper::decode::view::SegmentView;
+use susurrus_whisper::decode::words::Word;
+use susurrus_whisper::{Task, TranscribeOptions, Transcript};
 use tokio::sync::mpsc;
 
 use super::device::{Device, Job, JobError, ModelInfo, Progress};
@@ -427,42 +429,48 @@ fn render(format: Format, task: Task, transcript: &Transcript, duration: f64, wo
             text_response("text/plain; charset=utf-8", srt_with(&transcript.segments, &CueOptions::default()))
         }
         Format::Vtt => text_response("text/vtt; charset=utf-8", vtt_with(&transcript.segments, &CueOptions::default())),
-        Format::VerboseJson => {
-            let segments: Vec<_> = transcript.segments.iter().enumerate().map(|(id, s)| segment_json(id, s)).collect();
-            let mut body = json!({
-                "task": if task == Task::Translate { "translate" } else { "transcribe" },
-                "language": language_name(&transcript.language).unwrap_or(&transcript.language),
-                "duration": duration,
-                "text": text,
-                "segments": segments,
-            });
-            if words {
-                let words: Vec<_> = transcript
-                    .segments
-                    .iter()
-                    .flat_map(|s| s.words.iter().flatten())
-                    .map(|w| json!({"word": w.word.trim(), "start": w.start, "end": w.end, "probability": w.probability}))
-                    .collect();
-                body["words"] = words.into();
-            }
-            json_response(StatusCode::OK, &body)
-        }
+        Format::VerboseJson => json_response(StatusCode::OK, &verbose_json(task, transcript, duration, words)),
     }
 }
 
-fn segment_json(id: usize, s: &Segment) -> serde_json::Value {
-    json!({
-        "id": id,
-        "seek": s.seek,
-        "start": s.start,
-        "end": s.end,
-        "text": s.text,
-        "tokens": s.tokens,
-        "temperature": s.temperature,
-        "avg_logprob": s.avg_logprob,
-        "compression_ratio": s.compression_ratio,
-        "no_speech_prob": s.no_speech_prob,
-    })
+/// OpenAI's `verbose_json`: the task, the language's name, the duration, the trimmed text, the
+/// numbered segments and, with word timestamps, every word (trimmed) in one list. A
+/// `serde_json::Value`, so its keys come out sorted and its f32 numbers as f64 ones.
+fn verbose_json(task: Task, transcript: &Transcript, duration: f64, words: bool) -> serde_json::Value {
+    let segments: Vec<_> = transcript
+        .segments
+        .iter()
+        .enumerate()
+        .map(|(id, s)| VerboseSegment { id, seek: s.seek, segment: SegmentView::new(s).without_words() })
+        .collect();
+    let mut body = json!({
+        "task": if task == Task::Translate { "translate" } else { "transcribe" },
+        "language": language_name(&transcript.language).unwrap_or(&transcript.language),
+        "duration": duration,
+        "text": transcript.text.trim(),
+        "segments": segments,
+    });
+    if words {
+        // OpenAI's words have no leading space.
+        let words: Vec<Word> = transcript
+            .segments
+            .iter()
+            .flat_map(|s| s.words.iter().flatten())
+            .map(|w| Word { word: w.word.trim().to_owned(), ..*w })
+            .collect();
+        body["words"] = json!(words);
+    }
+    body
+}
+
+/// A segment of `verbose_json`: the segment view every JSON output shows (its words are the
+/// answer's own list), numbered and with its window's `seek`, as OpenAI's are.
+#[derive(Serialize)]
+struct VerboseSegment<'a> {
+    id: usize,
+    seek: usize,
+    #[serde(flatten)]
+    segment: SegmentView<'a>,
 }
 
 /// A streamed answer: server-sent events, one `transcript.text.delta` per segment as it is
@@ -583,4 +591,73 @@ async fn metrics(State(api): State<Arc<Api>>) -> Response {
         "text/plain; version=0.0.4; charset=utf-8",
         api.metrics.render(queued, capacity, api.device.working(), api.device.healthy()),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use susurrus_whisper::Segment;
+
+    use super::*;
+
+    fn transcript() -> Transcript {
+        let word = |start, end, word: &str, probability| Word { start, end, word: word.into(), probability };
+        let segment = |start, end, text: &str, tokens: &[u32], scores: (f64, f32, f32, f64), seek, words| Segment {
+            start,
+            end,
+            text: text.into(),
+            tokens: tokens.to_vec(),
+            avg_logprob: scores.0,
+            no_speech_prob: scores.1,
+            temperature: scores.2,
+            compression_ratio: scores.3,
+            seek,
+            words: Some(words),
+        };
+        let segments = vec![
+            segment(
+                0.0,
+                1.5,
+                " Hi you.",
+                &[50363, 17250, 345, 13, 50438],
+                (-0.25, 0.125, 0.2, 1.5),
+                0,
+                vec![word(0.0, 0.4, " Hi", 0.75), word(0.4, 1.5, " you.", 0.5)],
+            ),
+            segment(
+                1.5,
+                2.0,
+                " Bye.",
+                &[50438, 25301, 13, 50463],
+                (-0.5, 0.0625, 0.0, 0.75),
+                150,
+                vec![word(1.5, 2.0, " Bye.", 1.0)],
+            ),
+        ];
+        Transcript {
+            segments,
+            text: " Hi you. Bye.".into(),
+            language: "en".into(),
+            language_probability: 1.0,
+            duration: 2.0,
+        }
+    }
+
+    /// OpenAI's client parses these bytes: keys sorted, segments numbered with their `seek`, an
+    /// f32 written as the f64 it widens to, words trimmed and listed apart from the segments.
+    #[test]
+    fn verbose_json_is_openais_shape() {
+        let segments = r#""segments":[{"avg_logprob":-0.25,"compression_ratio":1.5,"end":1.5,"id":0,"no_speech_prob":0.125,"seek":0,"start":0.0,"temperature":0.20000000298023224,"text":" Hi you.","tokens":[50363,17250,345,13,50438]},{"avg_logprob":-0.5,"compression_ratio":0.75,"end":2.0,"id":1,"no_speech_prob":0.0625,"seek":150,"start":1.5,"temperature":0.0,"text":" Bye.","tokens":[50438,25301,13,50463]}]"#;
+        let with_words = serde_json::to_string(&verbose_json(Task::Transcribe, &transcript(), 2.5, true)).unwrap();
+        assert_eq!(
+            with_words,
+            format!(
+                r#"{{"duration":2.5,"language":"english",{segments},"task":"transcribe","text":"Hi you. Bye.","words":[{{"end":0.4,"probability":0.75,"start":0.0,"word":"Hi"}},{{"end":1.5,"probability":0.5,"start":0.4,"word":"you."}},{{"end":2.0,"probability":1.0,"start":1.5,"word":"Bye."}}]}}"#
+            )
+        );
+        let without = serde_json::to_string(&verbose_json(Task::Translate, &transcript(), 2.5, false)).unwrap();
+        assert_eq!(
+            without,
+            format!(r#"{{"duration":2.5,"language":"english",{segments},"task":"translate","text":"Hi you. Bye."}}"#)
+        );
+    }
 }

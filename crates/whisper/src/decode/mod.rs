@@ -3,7 +3,8 @@
 //! temperature fallback ([`window`]), beam search's bookkeeping ([`beam`]), the seek loop over
 //! a recording's windows ([`transcribe`], on any [`windows::WindowModel`]), checkpoints to
 //! resume from, word timestamps, the hallucination guards, the batch scheduler that decodes
-//! many transcriptions' windows together, and subtitles of the result.
+//! many transcriptions' windows together, subtitles of the result, and a segment as JSON shows it
+//! ([`view`]).
 
 pub mod batch;
 pub mod beam;
@@ -13,6 +14,7 @@ pub mod model;
 pub mod options;
 pub mod subtitles;
 pub mod transcribe;
+pub mod view;
 pub mod window;
 pub mod windows;
 pub mod words;

@@ -33,7 +33,8 @@ pub(crate) const TAIL_PADDING: usize = 160;
 /// Mel frames per encoder position (the encoder's second convolution has stride 2).
 const INPUT_STRIDE: usize = 2;
 
-/// A piece of the transcript between two timestamps.
+/// A piece of the transcript between two timestamps. Its serde (every field) is the state
+/// handed to another process; users see it in JSON as [`crate::decode::view::SegmentView`] shows it.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Segment {
     /// Start and end in seconds from the start of the audio.

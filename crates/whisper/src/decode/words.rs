@@ -27,7 +27,8 @@ const ASCII_PUNCTUATION: &str = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~";
 /// Characters that end a sentence.
 const SENTENCE_END_MARKS: &str = ".\u{3002}!\u{ff01}?\u{ff1f}";
 
-/// A word with its time in the recording.
+/// A word with its time in the recording. Its serde (`start`, `end`, `word`, `probability`, in
+/// this order) is also how every JSON output shows it ([`crate::decode::view`]).
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Word {
     /// Seconds from the start of the audio, rounded to 0.01 s.
