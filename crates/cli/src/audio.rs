@@ -1,53 +1,28 @@
 //! Audio files to 16 kHz mono PCM, the input Whisper takes.
 //!
 //! WAV (8/16/24/32-bit integer and 32-bit float PCM), FLAC, MP3 and OGG Vorbis at any sample rate
-//! and channel count are decoded with symphonia, averaged to one channel and resampled with
-//! rubato. Every failure is an [`Error::Audio`] naming the input (or an [`Error::Io`] naming the
-//! path), never a panic.
-
-mod decode;
-mod store;
+//! and channel count are decoded by the audio front end the browser package shares
+//! (`susurrus-audio`: symphonia's demuxers and decoders, the downmix and the 16 kHz resampler).
+//! This module opens the command's inputs (files, named pipes, standard input, uploads) and
+//! words its refusals. Every failure is an [`Error::Audio`] naming the input (or an
+//! [`Error::Io`] naming the path), never a panic.
 
 use std::fs::File;
 use std::io::{Cursor, Read};
 use std::path::Path;
 use std::time::Duration;
 
-use symphonia::core::formats::probe::Hint;
-use symphonia::core::io::{MediaSource, MediaSourceStream, MediaSourceStreamOptions, ReadOnlySource};
+use susurrus_audio::{Decoding, Symphonia, Unsupported};
+use symphonia_core::codecs::audio::AudioCodecId;
+use symphonia_core::codecs::audio::well_known::{CODEC_ID_AAC, CODEC_ID_ALAC, CODEC_ID_OPUS, CODEC_ID_SPEEX};
+use symphonia_core::formats::probe::Hint;
+use symphonia_core::io::{MediaSource, MediaSourceStreamOptions, ReadOnlySource};
 
 use crate::error::{Error, Result};
-pub use store::Samples;
-pub use susurrus_whisper::audio::{IN_MEMORY, SampleSink};
+pub use susurrus_audio::{Decoded, IN_MEMORY, SAMPLE_RATE, SampleSink, Samples};
 
-/// The sample rate Whisper listens at, and of every [`Decoded::samples`].
-pub const SAMPLE_RATE: u32 = 16_000;
-
-/// 16 kHz mono f32 PCM in [-1, 1] plus what the source was; the samples in memory or, for a
-/// recording of any length, in a [`Samples`] store.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Decoded<S = Vec<f32>> {
-    /// The average of the source's channels at [`SAMPLE_RATE`]: `ceil(frames * 16000 /
-    /// source_rate)` samples for `frames` source frames.
-    pub samples: S,
-    /// The source's sample rate in Hz (0 when a file without samples does not state it).
-    pub source_rate: u32,
-    /// The source's channel count (0 when a file without samples does not state it).
-    pub channels: usize,
-    /// The container and codec: "wav", "flac", "mp3", "ogg/vorbis".
-    pub format: String,
-    /// What was wrong with a file that still gave audio: where a truncated file ends, packets
-    /// skipped as undecodable. The command prints them on stderr; the audio is what could be
-    /// decoded.
-    pub warnings: Vec<String>,
-}
-
-impl<S: SampleSink> Decoded<S> {
-    /// The length of the audio in seconds.
-    pub fn duration(&self) -> f64 {
-        self.samples.count() as f64 / f64::from(SAMPLE_RATE)
-    }
-}
+/// What the decoder reads, for messages.
+const SUPPORTED: &str = "WAV, FLAC, MP3, OGG Vorbis";
 
 /// Decodes the file at `path` into memory: [`decode_file_into`] a vector.
 pub fn decode_file(path: &Path) -> Result<Decoded> {
@@ -147,6 +122,8 @@ fn empty(source_name: &str) -> Error {
     Error::audio(source_name, "empty file")
 }
 
+/// Decodes `source` with the audio front end and symphonia's decoders, packet by packet into
+/// `store`; every failure is an [`Error::Audio`] naming the input.
 fn decode_source<'a, S: SampleSink>(
     source: Box<dyn MediaSource + 'a>,
     name: &str,
@@ -157,11 +134,33 @@ fn decode_source<'a, S: SampleSink>(
     if let Some(extension) = extension {
         hint.with_extension(extension);
     }
-    let (source, read) = decode::Counted::new(source);
-    let mss = MediaSourceStream::new(Box::new(source), MediaSourceStreamOptions::default());
-    decode::decode(mss, &hint, name, &read, store).map_err(|e| match e {
-        // A stream that gave no byte at all is empty, whatever the probe made of it.
-        Error::Audio { .. } if read.furthest() == 0 => empty(name),
-        e => e,
-    })
+    let read_block = MediaSourceStreamOptions::default().buffer_len;
+    // Natively every decoder answers at once: the front end's future is ready when polled.
+    let decoding = pollster::block_on(susurrus_audio::decode(source, &hint, read_block, &mut Symphonia::all(), store));
+    match decoding.map_err(|e| Error::audio(name, e))? {
+        Decoding::Decoded(decoded) => Ok(decoded),
+        Decoding::Unsupported(why) => Err(Error::audio(name, unsupported(why))),
+    }
+}
+
+/// Why a file is refused.
+fn unsupported(why: Unsupported) -> String {
+    match why {
+        Unsupported::Container => format!("not a supported audio format ({SUPPORTED})"),
+        Unsupported::Codec { container, codec } => {
+            format!("{container} file with {} audio, which is not supported ({SUPPORTED})", codec_label(codec))
+        }
+        Unsupported::Decoder(why) => why,
+    }
+}
+
+/// A name for a codec the decoder lacks, for the common ones.
+fn codec_label(codec: AudioCodecId) -> String {
+    match codec {
+        CODEC_ID_OPUS => "Opus".into(),
+        CODEC_ID_AAC => "AAC".into(),
+        CODEC_ID_ALAC => "ALAC".into(),
+        CODEC_ID_SPEEX => "Speex".into(),
+        other => format!("codec {other}"),
+    }
 }

@@ -160,6 +160,21 @@ fn the_command_layers_and_its_subcommands_import_no_other_subcommand() {
     assert!(found.is_empty(), "imports against the command's layers:\n{}", found.join("\n"));
 }
 
+/// The audio front end in pipeline order: what it reads (`formats`, and the byte counter), the
+/// decoders, the packet loop; the sample store stands apart (the loop writes to any
+/// `SampleSink`).
+#[test]
+fn audio_modules_import_only_earlier_ones() {
+    let rank = |module: &str| match module {
+        "formats" | "counted" | "store" => Some(0),
+        "codec" => Some(1),
+        "decode" => Some(2),
+        _ => None,
+    };
+    let found = upward_imports("crates/audio", &rank);
+    assert!(found.is_empty(), "imports against the audio front end's order:\n{}", found.join("\n"));
+}
+
 /// `(name, module)` for every name the crate's lib.rs re-exports with `pub use module::...`.
 fn reexports_of(lib: &str) -> Vec<(String, String)> {
     let mut found = Vec::new();
@@ -192,19 +207,24 @@ fn the_layering_check_finds_an_upward_import() {
 
 /// The crates each crate may use, from its manifest's `[dependencies]` (dev-dependencies may
 /// reach further: tests link the test kit). The compiler at the bottom; the backends and the
-/// model beside each other on it, naming neither each other nor the model; the browser
-/// package, the command and the test kit on top. Every crate under crates/ has a line here.
+/// model beside each other on it, naming neither each other nor the model; the audio front end
+/// on the model (its sample store and resampler); the browser package, the command and the
+/// test kit on top. Every crate under crates/ has a line here.
 #[test]
 fn crates_depend_only_on_crates_below() {
-    let allowed: [(&str, &[&str]); 8] = [
+    let allowed: [(&str, &[&str]); 9] = [
         ("core", &[]),
         ("cpu", &["susurrus-core"]),
         ("wgpu", &["susurrus-core"]),
         ("cuda", &["susurrus-core"]),
         ("whisper", &["susurrus-core"]),
+        ("audio", &["susurrus-whisper"]),
         ("testkit", &["susurrus-core", "susurrus-cpu", "susurrus-wgpu", "susurrus-whisper"]),
-        ("web", &["susurrus-core", "susurrus-cpu", "susurrus-wgpu", "susurrus-whisper"]),
-        ("cli", &["susurrus-core", "susurrus-cpu", "susurrus-wgpu", "susurrus-cuda", "susurrus-whisper"]),
+        ("web", &["susurrus-core", "susurrus-cpu", "susurrus-wgpu", "susurrus-whisper", "susurrus-audio"]),
+        (
+            "cli",
+            &["susurrus-core", "susurrus-cpu", "susurrus-wgpu", "susurrus-cuda", "susurrus-whisper", "susurrus-audio"],
+        ),
     ];
     let mut present: Vec<String> = std::fs::read_dir(root().join("crates"))
         .unwrap()
@@ -233,12 +253,13 @@ fn crates_depend_only_on_crates_below() {
     }
 }
 
-/// The compiler and the model name no backend crate even in their tests: their backend tests
-/// take backends from the test kit (`susurrus_testkit::backends`, `for_each_backend!`) as
-/// `Box<dyn Backend>`, so no test below the backends depends on one backend's type.
+/// The compiler, the model and the audio front end name no backend crate even in their tests:
+/// their backend tests take backends from the test kit (`susurrus_testkit::backends`,
+/// `for_each_backend!`) as `Box<dyn Backend>`, so no test below the backends depends on one
+/// backend's type.
 #[test]
-fn the_compiler_and_the_model_name_no_backend_even_in_tests() {
-    for name in ["core", "whisper"] {
+fn the_compiler_the_model_and_the_audio_name_no_backend_even_in_tests() {
+    for name in ["core", "whisper", "audio"] {
         let path = root().join("crates").join(name).join("Cargo.toml");
         let manifest = std::fs::read_to_string(&path).unwrap();
         for backend in ["susurrus-cpu", "susurrus-wgpu", "susurrus-cuda", "wgpu", "cudarc"] {

@@ -3,7 +3,7 @@
 //! `fetch` reports an aborted request, so callers tell it apart with `e.name`.
 
 use susurrus_whisper::Error;
-use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen::JsValue;
 
 /// Name of the error a cancelled transcription rejects with.
 pub const ABORT_ERROR: &str = "AbortError";
@@ -25,11 +25,5 @@ pub fn from_core(e: impl Into<Error>) -> JsValue {
 }
 
 /// The message of a value a JS API threw: an `Error`'s name and message, a string, or its
-/// printed form.
-pub fn describe(thrown: &JsValue) -> String {
-    if let Some(e) = thrown.dyn_ref::<js_sys::Error>() {
-        let (name, message) = (String::from(e.name()), String::from(e.message()));
-        return if name == "Error" || name.is_empty() { message } else { format!("{name}: {message}") };
-    }
-    thrown.as_string().unwrap_or_else(|| format!("{thrown:?}"))
-}
+/// printed form (worded by the audio front end, whose browser store reports such values too).
+pub use susurrus_audio::describe;

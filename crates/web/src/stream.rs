@@ -1,33 +1,29 @@
-//! Encoded audio decoded as it is read, in the browser: symphonia's demuxers split the file
-//! (WAV, MP3, OGG, FLAC: the containers the native command reads) into packets; the lossless
-//! codecs (PCM, FLAC) are decoded here by the command's decoders, exactly in every browser,
-//! every lossy one by the browser's own decoders (WebCodecs `AudioDecoder`: MP3, Opus, Vorbis). What comes out goes through whisper's [`Mono`] (the same
-//! downmix, checks and 16 kHz resampler as the native command's) into a [`SampleSink`],
-//! [`JsSamples`] for a transcription: so neither the file nor its decoded audio is ever
-//! whole in memory, and a damaged or cut file gives the audio before the damage and a warning.
+//! Encoded audio decoded as it is read, in the browser, by the audio front end the command
+//! uses (`susurrus-audio`): its demuxers split the file (WAV, MP3, OGG, FLAC) into packets and
+//! its decoders decode the lossless codecs (PCM, FLAC), exactly in every browser; every lossy
+//! one is decoded by the browser's own decoders (WebCodecs `AudioDecoder`: MP3, Opus, Vorbis),
+//! brought to the front end here as a [`Codec`]. What comes out goes through the same downmix,
+//! checks and 16 kHz resampler as natively into a [`SampleSink`], [`JsSamples`] for a
+//! transcription: so neither the file nor its decoded audio is ever whole in memory, and a
+//! damaged or cut file gives the audio before the damage and the command's warning.
 //!
 //! A file this decoder cannot read (another container, such as WebM or MP4, whose readers would
-//! grow the module by 150 KB gzipped; a codec the browser lacks; no WebCodecs at all) is [`Decoding::Unsupported`]: the caller decodes it with
-//! WebAudio on the page instead, whole.
+//! grow the module by 150 KB gzipped; a codec the browser lacks; no WebCodecs at all) is
+//! [`Decoding::Unsupported`]: the caller decodes it with WebAudio on the page instead, whole.
 
 mod source;
-mod store;
 mod webcodecs;
 
-use susurrus_whisper::audio::{Mono, SampleSink};
-use symphonia_core::codecs::CodecParameters;
+use susurrus_audio::{Codec, Codecs, Flow, Here, Mono, Opened, SampleSink, Skipped, Symphonia, Unsupported};
+use symphonia_core::codecs::audio::AudioCodecParameters;
 use symphonia_core::codecs::audio::well_known::{CODEC_ID_MP3, CODEC_ID_OPUS, CODEC_ID_VORBIS};
-use symphonia_core::codecs::audio::{AudioCodecParameters, AudioDecoder, AudioDecoderOptions};
-use symphonia_core::codecs::registry::CodecRegistry;
-use symphonia_core::errors::Error as SymphoniaError;
-use symphonia_core::formats::probe::{Hint, Probe};
-use symphonia_core::formats::{FormatOptions, TrackType};
-use symphonia_core::io::{MediaSourceStream, MediaSourceStreamOptions};
-use symphonia_core::meta::MetadataOptions;
+use symphonia_core::formats::Track;
+use symphonia_core::formats::probe::Hint;
+use symphonia_core::packet::Packet;
 
 pub use source::Bytes;
 use source::Source;
-pub use store::JsSamples;
+pub use susurrus_audio::{Decoded, JsSamples};
 use webcodecs::{Config, Decoder};
 
 use crate::global::next_task;
@@ -36,18 +32,9 @@ use crate::global::next_task;
 /// it busy, few enough that little encoded audio waits in memory.
 const MAX_QUEUED: u32 = 32;
 
-/// Bytes symphonia reads from the file at a time.
+/// Bytes symphonia reads from the file at a time (a `Blob` is read a block at a time with
+/// `FileReaderSync`, whose every call costs).
 const READ_BLOCK: usize = 1 << 20;
-
-/// A decoded file.
-pub struct Decoded<S> {
-    pub samples: S,
-    /// The container and codec ("wav", "mp3", "flac", "ogg/vorbis", "ogg/opus").
-    pub format: String,
-    /// What was wrong with a file that still gave audio (where a cut file ends, where the
-    /// decoder stopped on damage).
-    pub warnings: Vec<String>,
-}
 
 /// What [`decode`] made of a file.
 pub enum Decoding<S> {
@@ -56,163 +43,153 @@ pub enum Decoding<S> {
     Unsupported(String),
 }
 
-/// The decoder of one codec: symphonia's (PCM), or the browser's.
-enum Codec {
-    Here(Box<dyn AudioDecoder>),
-    Browser(Decoder),
-}
-
 /// Decodes the file in `bytes` into `store`. Errors say what was wrong with the file.
 pub async fn decode<S: SampleSink>(bytes: Bytes, store: S) -> Result<Decoding<S>, String> {
     if bytes.is_empty() {
         return Err("the audio is empty (0 bytes)".into());
     }
-    let source =
-        MediaSourceStream::new(Box::new(Source::new(bytes)), MediaSourceStreamOptions { buffer_len: READ_BLOCK });
-    let mut reader = match probe().probe(&Hint::new(), source, FormatOptions::default(), MetadataOptions::default()) {
-        Ok(reader) => reader,
-        Err(SymphoniaError::Unsupported(_)) => return Ok(Decoding::Unsupported("an unknown container".into())),
-        Err(SymphoniaError::IoError(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
-            return Err("truncated file: it ends before its first audio packet".into());
+    let source = Box::new(Source::new(bytes));
+    Ok(match susurrus_audio::decode(source, &Hint::new(), READ_BLOCK, &mut BrowserCodecs, store).await? {
+        susurrus_audio::Decoding::Decoded(decoded) => Decoding::Decoded(decoded),
+        susurrus_audio::Decoding::Unsupported(Unsupported::Container) => {
+            Decoding::Unsupported("an unknown container".into())
         }
-        Err(e) => return Err(format!("damaged file: {e}")),
-    };
-    let container = match reader.format_info().short_name {
-        "wave" => "wav",
-        other => other,
-    };
-    let track =
-        reader.default_track(TrackType::Audio).ok_or_else(|| format!("no audio track in this {container} file"))?;
-    let (track_id, expected_frames, time_base) = (track.id, track.num_frames, track.time_base);
-    let Some(params) = track.codec_params.as_ref().and_then(CodecParameters::audio).cloned() else {
-        return Err(format!("the audio track of this {container} file has no codec parameters"));
-    };
-    let (mut codec, codec_name) = match open_codec(&params).await? {
-        Ok(opened) => opened,
-        Err(why) => return Ok(Decoding::Unsupported(why)),
-    };
-    let format = if codec_name == container || (container == "wav" && codec_name == "pcm") {
-        container.to_string()
-    } else {
-        format!("{container}/{codec_name}")
-    };
-    let channels = params.channels.as_ref().map(|c| c.count());
-    let mut mono = Mono::new(params.sample_rate, channels, expected_frames, store);
-    let mut trim = Trim::default();
-    // The browser's Vorbis and Opus decoders drop the start's delay themselves (the first
-    // packet's lapped half, the pre-skip); its MP3 decoder does not know the delay (the LAME
-    // header's), so symphonia's count is cut here. The end's padding
-    // is cut here for every codec: a decoder cannot know where the stream's last packet ends.
-    let starts_untrimmed = params.codec == CODEC_ID_MP3;
-    // Packet durations count frames where the track's time base is one frame.
-    let in_frames =
-        time_base.zip(params.sample_rate).is_some_and(|(base, rate)| base.numer.get() == 1 && base.denom.get() == rate);
-    let mut warnings = Vec::new();
-    let mut interleaved = Vec::new();
-    let mut bad_packets = 0usize;
-    let mut first_bad = None;
-    let mut cut = false;
-    loop {
-        let packet = match reader.next_packet() {
-            Ok(Some(packet)) => packet,
-            Ok(None) => break,
-            Err(SymphoniaError::IoError(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
-                cut = true;
-                break;
-            }
-            Err(SymphoniaError::ResetRequired) => {
-                warnings.push(format!(
-                    "a second stream is chained after {}; only the first is transcribed",
-                    mono.position()
-                ));
-                break;
-            }
-            Err(SymphoniaError::IoError(e)) => return Err(format!("cannot read: {e}")),
-            Err(e) => return Err(format!("damaged {container} stream after {}: {e}", mono.position())),
+        susurrus_audio::Decoding::Unsupported(Unsupported::Codec { codec, .. }) => {
+            Decoding::Unsupported(format!("a codec the streaming decoder does not know ({codec})"))
+        }
+        susurrus_audio::Decoding::Unsupported(Unsupported::Decoder(why)) => Decoding::Unsupported(why),
+    })
+}
+
+/// The browser's choice of decoders: symphonia's for the lossless codecs (PCM, FLAC), so that
+/// their samples are exact in every browser (Chromium 148's WebCodecs FLAC was 2e-5 off);
+/// WebCodecs for the lossy ones.
+struct BrowserCodecs;
+
+/// The decoder of one track.
+enum BrowserCodec {
+    Here(Here),
+    WebCodecs(WebCodecsTrack),
+}
+
+impl Codecs for BrowserCodecs {
+    type Codec = BrowserCodec;
+
+    async fn open(
+        &mut self,
+        track: &Track,
+        params: &AudioCodecParameters,
+        container: &str,
+    ) -> Result<Opened<BrowserCodec>, String> {
+        if let Some(here) = Here::open(&Symphonia::lossless(), params, container)? {
+            return Ok(Opened::Codec(BrowserCodec::Here(here)));
+        }
+        let Some(config) = browser_config(params) else {
+            return Ok(Opened::Unsupported(Unsupported::Codec { container: container.into(), codec: params.codec }));
         };
-        if packet.track_id != track_id {
-            continue;
+        let name = config.codec.clone();
+        if !webcodecs::available() {
+            return Ok(Opened::Unsupported(Unsupported::Decoder(format!(
+                "{name} audio, and this browser has no WebCodecs AudioDecoder"
+            ))));
         }
-        match &mut codec {
-            Codec::Here(decoder) => match decoder.decode(&packet) {
-                Ok(buffer) => {
-                    buffer.copy_to_vec_interleaved(&mut interleaved);
-                    mono.push_interleaved(buffer.spec().rate(), buffer.num_planes(), &interleaved)?;
-                }
-                // One undecodable packet is skipped, as natively.
-                Err(SymphoniaError::DecodeError(msg)) => {
-                    bad_packets += 1;
-                    first_bad.get_or_insert((msg.to_string(), mono.position()));
-                }
-                Err(e) => return Err(format!("cannot decode {format} after {}: {e}", mono.position())),
-            },
-            Codec::Browser(decoder) => {
-                if in_frames {
-                    let start = if starts_untrimmed { packet.trim_start.get() } else { 0 };
-                    trim.packet(start, packet.trim_end.get());
-                }
-                let mut decoded = decoder.decode(&packet.data).and_then(|()| trim.drain(decoder, &mut mono));
-                while decoded.is_ok() && decoder.queued() > MAX_QUEUED {
-                    next_task().await;
-                    decoded = trim.drain(decoder, &mut mono);
-                }
-                if let Err(e) = decoded {
-                    trim.finish(&mut mono)?;
-                    stopped(&mono, &format, &e, &mut warnings)?;
-                    return finish(mono, format, warnings);
-                }
+        let decoder = match Decoder::open(&config).await {
+            Ok(Some(decoder)) => decoder,
+            Ok(None) => {
+                return Ok(Opened::Unsupported(Unsupported::Decoder(format!(
+                    "{name} audio, which this browser's AudioDecoder does not decode"
+                ))));
+            }
+            Err(e) => return Err(format!("cannot start the browser's {name} decoder: {e}")),
+        };
+        // Packet durations count frames where the track's time base is one frame.
+        let in_frames = track
+            .time_base
+            .zip(params.sample_rate)
+            .is_some_and(|(base, rate)| base.numer.get() == 1 && base.denom.get() == rate);
+        Ok(Opened::Codec(BrowserCodec::WebCodecs(WebCodecsTrack {
+            decoder,
+            name,
+            trim: Trim::default(),
+            in_frames,
+            // The browser's Vorbis and Opus decoders drop the start's delay themselves (the
+            // first packet's lapped half, the pre-skip); its MP3 decoder does not know the
+            // delay (the LAME header's), so symphonia's count is cut here. The end's padding is
+            // cut here for every codec: a decoder cannot know where the stream's last packet
+            // ends.
+            starts_untrimmed: params.codec == CODEC_ID_MP3,
+        })))
+    }
+}
+
+impl Codec for BrowserCodec {
+    fn name(&self) -> &str {
+        match self {
+            BrowserCodec::Here(here) => here.name(),
+            BrowserCodec::WebCodecs(track) => &track.name,
+        }
+    }
+
+    async fn decode<S: SampleSink>(
+        &mut self,
+        packet: &Packet,
+        mono: &mut Mono<S>,
+        skipped: &mut Skipped,
+    ) -> Result<Flow, String> {
+        match self {
+            BrowserCodec::Here(here) => here.decode(packet, mono, skipped).await,
+            BrowserCodec::WebCodecs(track) => track.decode(packet, mono).await,
+        }
+    }
+
+    async fn flush<S: SampleSink>(&mut self, mono: &mut Mono<S>) -> Result<Flow, String> {
+        match self {
+            BrowserCodec::Here(here) => here.flush(mono).await,
+            BrowserCodec::WebCodecs(track) => track.flush(mono).await,
+        }
+    }
+}
+
+/// A track the browser's WebCodecs decoder decodes.
+struct WebCodecsTrack {
+    decoder: Decoder,
+    name: String,
+    trim: Trim,
+    /// Whether packets' trims count frames (the track's time base is one frame).
+    in_frames: bool,
+    /// Whether the decoder keeps the encoder's delay at the start, which is cut here.
+    starts_untrimmed: bool,
+}
+
+impl WebCodecsTrack {
+    async fn decode<S: SampleSink>(&mut self, packet: &Packet, mono: &mut Mono<S>) -> Result<Flow, String> {
+        if self.in_frames {
+            let start = if self.starts_untrimmed { packet.trim_start.get() } else { 0 };
+            self.trim.packet(start, packet.trim_end.get());
+        }
+        let mut decoded = self.decoder.decode(&packet.data).and_then(|()| self.trim.drain(&self.decoder, mono));
+        while decoded.is_ok() && self.decoder.queued() > MAX_QUEUED {
+            next_task().await;
+            decoded = self.trim.drain(&self.decoder, mono);
+        }
+        match decoded {
+            Ok(()) => Ok(Flow::Go),
+            // The browser's decoder decodes nothing more after an error.
+            Err(e) => {
+                self.trim.finish(mono)?;
+                Ok(Flow::Stopped(e))
             }
         }
     }
-    if let Codec::Browser(decoder) = &codec {
-        let flushed = decoder.flush().await.and_then(|()| trim.drain(decoder, &mut mono));
-        trim.finish(&mut mono)?;
-        if let Err(e) = flushed {
-            stopped(&mono, &format, &e, &mut warnings)?;
-            return finish(mono, format, warnings);
-        }
-    }
-    if mono.frames_in() == 0 {
-        if let Some((msg, _)) = first_bad {
-            return Err(format!("no decodable audio in {bad_packets} {format} packets (first error: {msg})"));
-        }
-        if let Some(damage) = mono.nothing_decoded() {
-            return Err(damage);
-        }
-    }
-    if let Some((msg, at)) = first_bad {
-        let packets = if bad_packets == 1 { "packet" } else { "packets" };
-        warnings.push(format!("skipped {bad_packets} undecodable {format} {packets} (the first at {at}: {msg})"));
-    }
-    if cut {
-        warnings.push(format!(
-            "the file ends inside a packet, after {} of audio: it looks truncated; the audio before the cut is \
-             transcribed",
-            mono.position()
-        ));
-    } else if let Some(missing) = mono.missing() {
-        warnings.push(missing);
-    }
-    finish(mono, format, warnings)
-}
 
-fn finish<S: SampleSink>(mono: Mono<S>, format: String, warnings: Vec<String>) -> Result<Decoding<S>, String> {
-    let (samples, _, _) = mono.finish()?;
-    Ok(Decoding::Decoded(Decoded { samples, format, warnings }))
-}
-
-/// The browser's decoder failed (it decodes nothing more after an error): with audio before
-/// the failure that audio is kept and a warning says where it stopped; without, it is the
-/// file's error.
-fn stopped<S: SampleSink>(mono: &Mono<S>, format: &str, error: &str, warnings: &mut Vec<String>) -> Result<(), String> {
-    if mono.frames_in() == 0 {
-        return Err(format!("cannot decode this {format} file: {error}"));
+    async fn flush<S: SampleSink>(&mut self, mono: &mut Mono<S>) -> Result<Flow, String> {
+        let flushed = self.decoder.flush().await.and_then(|()| self.trim.drain(&self.decoder, mono));
+        self.trim.finish(mono)?;
+        Ok(match flushed {
+            Ok(()) => Flow::Go,
+            Err(e) => Flow::Stopped(e),
+        })
     }
-    warnings.push(format!(
-        "decoding stopped at {} ({error}): the file looks damaged; the audio before that point is transcribed",
-        mono.position()
-    ));
-    Ok(())
 }
 
 /// The frames symphonia's readers mark for cutting from a browser-decoded stream: the
@@ -272,44 +249,6 @@ impl Trim {
         let keep = frames - (self.end as usize).min(frames);
         let held = std::mem::take(&mut self.held);
         mono.push_interleaved(self.rate, self.channels, &held[..keep * self.channels])
-    }
-}
-
-/// The demuxers: the containers the native command reads.
-fn probe() -> Probe {
-    let mut probe = Probe::default();
-    probe.register_format::<symphonia_format_riff::WavReader<'_>>();
-    probe.register_format::<symphonia_format_ogg::OggReader<'_>>();
-    probe.register_format::<symphonia_bundle_mp3::MpaReader<'_>>();
-    probe.register_format::<symphonia_bundle_flac::FlacReader<'_>>();
-    probe.register_metadata::<symphonia_metadata::id3v2::Id3v2Reader<'_>>();
-    probe
-}
-
-/// A decoder for the track and the codec's short name, or why there is none here. The
-/// lossless codecs (PCM, FLAC) are decoded here, by the decoders the command uses, so their
-/// samples are exact in every browser (Chromium 148's WebCodecs FLAC was 2e-5 off); WebCodecs
-/// decodes the lossy ones.
-async fn open_codec(params: &AudioCodecParameters) -> Result<Result<(Codec, String), String>, String> {
-    let mut here = CodecRegistry::new();
-    here.register_audio_decoder::<symphonia_codec_pcm::PcmDecoder>();
-    here.register_audio_decoder::<symphonia_bundle_flac::FlacDecoder>();
-    if let Ok(decoder) = here.make_audio_decoder(params, &AudioDecoderOptions::default()) {
-        // "flac", or "pcm" for every PCM layout ("pcm_s16le", ...).
-        let name = decoder.codec_info().short_name.split('_').next().unwrap_or("pcm").to_string();
-        return Ok(Ok((Codec::Here(decoder), name)));
-    }
-    let Some(config) = browser_config(params) else {
-        return Ok(Err(format!("a codec the streaming decoder does not know ({})", params.codec)));
-    };
-    let name = config.codec.clone();
-    if !webcodecs::available() {
-        return Ok(Err(format!("{name} audio, and this browser has no WebCodecs AudioDecoder")));
-    }
-    match Decoder::open(&config).await {
-        Ok(Some(decoder)) => Ok(Ok((Codec::Browser(decoder), name))),
-        Ok(None) => Ok(Err(format!("{name} audio, which this browser's AudioDecoder does not decode"))),
-        Err(e) => Err(format!("cannot start the browser's {name} decoder: {e}")),
     }
 }
 

@@ -1,13 +1,10 @@
-//! Where the browser's decoder puts 16 kHz samples: the module's memory for the first two
-//! minutes ([`IN_MEMORY`]), then a file in the origin's private file system, written and read
-//! synchronously (`FileSystemSyncAccessHandle`, which workers have), so that a recording of
-//! any length leaves memory flat, as the native command's temporary file does. Where no such
-//! file can be opened (on a page, or where storage is refused) the rest goes to JavaScript
-//! memory, a block at a time, and never into the module's memory (which does not shrink).
+//! The browser's spill: a file in the origin's private file system, written and read
+//! synchronously (`FileSystemSyncAccessHandle`, which workers have), so that a recording of any
+//! length leaves memory flat, as the native command's temporary file does. Where no such file
+//! can be opened (on a page, or where storage is refused) the samples go to JavaScript memory,
+//! a block at a time, and never into the module's memory (which does not shrink).
 
 use js_sys::{Float32Array, Reflect, Uint8Array};
-use susurrus_whisper::audio::{IN_MEMORY, SampleSink};
-use susurrus_whisper::{Audio, Error as WhisperError};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{
@@ -15,7 +12,7 @@ use web_sys::{
     FileSystemReadWriteOptions, FileSystemSyncAccessHandle, StorageManager,
 };
 
-use crate::error::describe;
+use super::{Spill, Store, from_bytes, to_bytes};
 
 /// The private file system's folder of the package's audio files.
 const FOLDER: &str = "susurrus-audio";
@@ -23,130 +20,68 @@ const FOLDER: &str = "susurrus-audio";
 /// Samples per block of JavaScript memory (4 MB).
 const JS_BLOCK: usize = 1 << 20;
 
-/// The decoded samples of one file.
-pub struct JsSamples {
-    len: usize,
-    store: Store,
-    /// The file opened before decoding (opening one waits on promises; pushing samples
-    /// cannot), used once the samples outgrow memory.
-    spill: Option<Spill>,
-}
-
-enum Store {
-    Memory(Vec<f32>),
-    File(Spill),
-    /// Blocks of [`JS_BLOCK`] samples, the last one filled up to `len`.
-    Js(Vec<Float32Array>),
-}
+/// The browser package's store: the module's memory, then a private file or JavaScript memory.
+pub type JsSamples = Store<BrowserSpill>;
 
 impl JsSamples {
-    /// An empty store, with a private file opened for it where this context can write one.
+    /// An empty store, with a private file opened for it where this context can write one
+    /// (opening one waits on promises; pushing samples cannot).
     pub async fn new() -> JsSamples {
-        JsSamples { len: 0, store: Store::Memory(Vec::new()), spill: Spill::open().await }
+        Store::with(match OpfsFile::open().await {
+            Some(file) => BrowserSpill::File(file),
+            None => BrowserSpill::Js(Vec::new()),
+        })
     }
 
     /// Where the samples are: "memory", "file" or "javascript" (for tests and messages).
     pub fn place(&self) -> &'static str {
-        match self.store {
-            Store::Memory(_) => "memory",
-            Store::File(_) => "file",
-            Store::Js(_) => "javascript",
+        match self.spill() {
+            None => "memory",
+            Some(BrowserSpill::File(_)) => "file",
+            Some(BrowserSpill::Js(_)) => "javascript",
         }
-    }
-
-    /// Moves what memory holds to the file or to JavaScript memory.
-    fn move_out(&mut self) -> Result<(), String> {
-        let memory = match &mut self.store {
-            Store::Memory(memory) => std::mem::take(memory),
-            _ => return Ok(()),
-        };
-        self.store = match self.spill.take() {
-            Some(spill) => {
-                spill.write(0, &memory)?;
-                Store::File(spill)
-            }
-            None => {
-                let mut blocks = Vec::new();
-                write_js(&mut blocks, 0, &memory);
-                Store::Js(blocks)
-            }
-        };
-        Ok(())
     }
 }
 
-impl SampleSink for JsSamples {
-    fn push(&mut self, samples: &[f32]) -> Result<(), String> {
-        if let Store::Memory(memory) = &mut self.store {
-            if memory.len() + samples.len() <= IN_MEMORY {
-                memory.extend_from_slice(samples);
-                self.len += samples.len();
-                return Ok(());
-            }
-            self.move_out()?;
-        }
-        match &mut self.store {
-            Store::File(spill) => spill.write(self.len, samples)?,
-            Store::Js(blocks) => write_js(blocks, self.len, samples),
-            Store::Memory(_) => return Err("the audio store did not move out of memory".into()),
-        }
-        self.len += samples.len();
-        Ok(())
-    }
-
-    fn count(&self) -> usize {
-        self.len
-    }
-
-    /// Only the count shrinks outside memory: reads never go past it.
-    fn truncate(&mut self, len: usize) {
-        self.len = self.len.min(len);
-        if let Store::Memory(memory) = &mut self.store {
-            memory.truncate(len);
-        }
-    }
-
-    fn reserve(&mut self, additional: usize) {
-        if let Store::Memory(memory) = &mut self.store {
-            let _ = memory.try_reserve_exact(additional.min(IN_MEMORY.saturating_sub(memory.len())));
-        }
-    }
-
-    fn finish(mut self) -> Result<Self, String> {
-        match &mut self.store {
-            Store::Memory(memory) => memory.shrink_to_fit(),
-            Store::File(spill) => spill.handle.flush().map_err(|e| spill.failed("write", &e))?,
-            Store::Js(_) => {}
-        }
-        // An unused file goes now rather than when the samples do.
-        self.spill = None;
-        Ok(self)
-    }
+/// Where a browser's samples go past memory.
+pub enum BrowserSpill {
+    File(OpfsFile),
+    /// Blocks of [`JS_BLOCK`] samples, the last one filled up to the store's length.
+    Js(Vec<Float32Array>),
 }
 
-impl Audio for JsSamples {
-    fn len(&self) -> usize {
-        self.len
-    }
-
-    fn read(&self, start: usize, out: &mut [f32]) -> Result<(), WhisperError> {
-        let n = self.len.saturating_sub(start).min(out.len());
-        match &self.store {
-            Store::Memory(memory) => return memory.read(start, out),
-            Store::File(spill) => spill.read(start, &mut out[..n]).map_err(WhisperError::AudioRead)?,
-            Store::Js(blocks) => {
-                let mut at = start;
-                while at < start + n {
-                    let (block, offset) = (at / JS_BLOCK, at % JS_BLOCK);
-                    let take = (JS_BLOCK - offset).min(start + n - at);
-                    blocks[block]
-                        .subarray(offset as u32, (offset + take) as u32)
-                        .copy_to(&mut out[at - start..at - start + take]);
-                    at += take;
-                }
+impl Spill for BrowserSpill {
+    fn write(&mut self, at: usize, samples: &[f32]) -> Result<(), String> {
+        match self {
+            BrowserSpill::File(file) => file.write(at, samples),
+            BrowserSpill::Js(blocks) => {
+                write_js(blocks, at, samples);
+                Ok(())
             }
         }
-        out[n..].fill(0.0);
+    }
+
+    fn finish(&mut self) -> Result<(), String> {
+        match self {
+            BrowserSpill::File(file) => file.handle.flush().map_err(|e| file.failed("write", &e)),
+            BrowserSpill::Js(_) => Ok(()),
+        }
+    }
+
+    fn read(&self, start: usize, out: &mut [f32]) -> Result<(), String> {
+        let blocks = match self {
+            BrowserSpill::File(file) => return file.read(start, out),
+            BrowserSpill::Js(blocks) => blocks,
+        };
+        let (mut at, end) = (start, start + out.len());
+        while at < end {
+            let (block, offset) = (at / JS_BLOCK, at % JS_BLOCK);
+            let take = (JS_BLOCK - offset).min(end - at);
+            blocks[block]
+                .subarray(offset as u32, (offset + take) as u32)
+                .copy_to(&mut out[at - start..at - start + take]);
+            at += take;
+        }
         Ok(())
     }
 }
@@ -166,15 +101,15 @@ fn write_js(blocks: &mut Vec<Float32Array>, mut at: usize, mut samples: &[f32]) 
 
 /// A file of little-endian f32 samples in the origin's private file system, removed when
 /// dropped. Files a closed tab left behind are removed when the next one is opened.
-struct Spill {
+pub struct OpfsFile {
     folder: FileSystemDirectoryHandle,
     name: String,
     handle: FileSystemSyncAccessHandle,
 }
 
-impl Spill {
+impl OpfsFile {
     /// A new file, or `None` where this context cannot write one synchronously.
-    async fn open() -> Option<Spill> {
+    async fn open() -> Option<OpfsFile> {
         // Only dedicated workers have synchronous handles (pages have no such class).
         if !Reflect::has(&js_sys::global(), &"FileSystemSyncAccessHandle".into()).unwrap_or(false) {
             return None;
@@ -194,7 +129,7 @@ impl Spill {
             JsFuture::from(folder.get_file_handle_with_options(&name, &create)).await.ok()?.dyn_into().ok()?;
         // Storage may still refuse the handle.
         match JsFuture::from(file.create_sync_access_handle()).await.and_then(|h| h.dyn_into()) {
-            Ok(handle) => Some(Spill { folder, name, handle }),
+            Ok(handle) => Some(OpfsFile { folder, name, handle }),
             Err(_) => {
                 let _ = JsFuture::from(folder.remove_entry(&name)).await;
                 None
@@ -208,7 +143,7 @@ impl Spill {
 
     /// Writes `samples` from sample `at` on.
     fn write(&self, at: usize, samples: &[f32]) -> Result<(), String> {
-        let bytes: Vec<u8> = samples.iter().flat_map(|s| s.to_le_bytes()).collect();
+        let bytes = to_bytes(samples);
         let options = FileSystemReadWriteOptions::new();
         options.set_at_f64(at as f64 * 4.0);
         let written = self
@@ -241,14 +176,12 @@ impl Spill {
         }
         let mut bytes = vec![0u8; out.len() * 4];
         js.copy_to(&mut bytes);
-        for (out, b) in out.iter_mut().zip(bytes.chunks_exact(4)) {
-            *out = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
-        }
+        from_bytes(&bytes, out);
         Ok(())
     }
 }
 
-impl Drop for Spill {
+impl Drop for OpfsFile {
     fn drop(&mut self) {
         self.handle.close();
         let (folder, name) = (self.folder.clone(), self.name.clone());
@@ -276,4 +209,14 @@ async fn remove_left_behind(folder: &FileSystemDirectoryHandle) {
     for name in found {
         let _ = JsFuture::from(folder.remove_entry(&name)).await;
     }
+}
+
+/// A thrown JavaScript value as a message: its name and message for an `Error`, else its text.
+/// The one wording of the browser's errors, for this store and the package above it.
+pub fn describe(thrown: &JsValue) -> String {
+    if let Some(e) = thrown.dyn_ref::<js_sys::Error>() {
+        let (name, message) = (String::from(e.name()), String::from(e.message()));
+        return if name == "Error" || name.is_empty() { message } else { format!("{name}: {message}") };
+    }
+    thrown.as_string().unwrap_or_else(|| format!("{thrown:?}"))
 }

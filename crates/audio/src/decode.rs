@@ -1,0 +1,216 @@
+//! The packet loop: probe the container, open its first audio track's decoder, feed it every
+//! packet, and turn every failure into a message about the input. Damage a file survives
+//! becomes a warning and the audio before it: a stream cut short (the commonest broken
+//! download), undecodable packets (skipped, as FFmpeg does), a decoder that gives up.
+
+use symphonia_core::codecs::CodecParameters;
+use symphonia_core::errors::Error as SymphoniaError;
+use symphonia_core::formats::probe::Hint;
+use symphonia_core::formats::{FormatOptions, FormatReader, TrackType};
+use symphonia_core::io::{MediaSource, MediaSourceStream, MediaSourceStreamOptions};
+use symphonia_core::meta::MetadataOptions;
+
+use crate::SAMPLE_RATE;
+use crate::codec::{Codec, Codecs, Flow, Opened, Skipped};
+use crate::counted::Counted;
+use crate::formats::{Unsupported, format_name, probe};
+use susurrus_whisper::audio::{Mono, SampleSink};
+
+/// 16 kHz mono f32 PCM in [-1, 1] plus what the source was.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decoded<S = Vec<f32>> {
+    /// The average of the source's channels at [`SAMPLE_RATE`]: `ceil(frames * 16000 /
+    /// source_rate)` samples for `frames` source frames.
+    pub samples: S,
+    /// The source's sample rate in Hz (0 when a file without samples does not state it).
+    pub source_rate: u32,
+    /// The source's channel count (0 when a file without samples does not state it).
+    pub channels: usize,
+    /// The container and codec: "wav", "flac", "mp3", "ogg/vorbis".
+    pub format: String,
+    /// What was wrong with a file that still gave audio: where a truncated file ends, packets
+    /// skipped as undecodable. The audio is what could be decoded.
+    pub warnings: Vec<String>,
+}
+
+impl<S: SampleSink> Decoded<S> {
+    /// The length of the audio in seconds.
+    pub fn duration(&self) -> f64 {
+        self.samples.count() as f64 / f64::from(SAMPLE_RATE)
+    }
+}
+
+/// What [`decode()`] made of a file.
+pub enum Decoding<S> {
+    Decoded(Decoded<S>),
+    /// The front end cannot read the file; the caller words the message (the command refuses
+    /// it, the browser package hands it to WebAudio).
+    Unsupported(Unsupported),
+}
+
+/// Decodes the stream in `source` to 16 kHz mono into `store`, a packet at a time, with the
+/// decoders `codecs` picks; `hint` (a file's extension) helps the probe where the content is
+/// ambiguous; symphonia reads `read_block` bytes at a time. Errors say what is wrong with the
+/// input.
+pub async fn decode<'a, C: Codecs, S: SampleSink>(
+    source: Box<dyn MediaSource + 'a>,
+    hint: &Hint,
+    read_block: usize,
+    codecs: &mut C,
+    store: S,
+) -> Result<Decoding<S>, String> {
+    let (source, read) = Counted::new(source);
+    let mss = MediaSourceStream::new(Box::new(source), MediaSourceStreamOptions { buffer_len: read_block });
+    let reader = match probe().probe(hint, mss, FormatOptions::default(), MetadataOptions::default()) {
+        Ok(reader) => reader,
+        // A stream that gave no byte at all is empty, whatever the probe made of it.
+        Err(_) if read.furthest() == 0 => return Err("empty file".into()),
+        Err(SymphoniaError::Unsupported(_)) => return Ok(Decoding::Unsupported(Unsupported::Container)),
+        Err(SymphoniaError::IoError(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+            // The probe reads the headers and, for OGG, the whole first page of audio, which
+            // FFmpeg fills with up to a second.
+            return Err("truncated file: it ends before its first audio packet".into());
+        }
+        Err(SymphoniaError::IoError(e)) => return Err(format!("cannot read: {e}")),
+        Err(e) => return Err(format!("damaged file: {e}")),
+    };
+    Packets { reader, cut_at: None, read }.run(codecs, store).await
+}
+
+/// An open audio track.
+struct Track<C> {
+    id: u32,
+    /// The frame count, where the container states it.
+    frames: Option<u64>,
+    rate: Option<u32>,
+    channels: Option<usize>,
+    codec: C,
+}
+
+struct Packets<'a> {
+    reader: Box<dyn FormatReader + 'a>,
+    /// The byte where the stream ended inside a packet.
+    cut_at: Option<u64>,
+    read: crate::counted::Furthest,
+}
+
+impl Packets<'_> {
+    /// The short name of the container.
+    fn container(&self) -> &'static str {
+        match self.reader.format_info().short_name {
+            "wave" => "wav",
+            other => other,
+        }
+    }
+
+    /// The first audio track and its decoder.
+    async fn open<C: Codecs>(&self, codecs: &mut C) -> Result<Result<Track<C::Codec>, Unsupported>, String> {
+        let container = self.container();
+        let track = self
+            .reader
+            .default_track(TrackType::Audio)
+            .ok_or_else(|| format!("no audio track in this {container} file"))?;
+        let params = track
+            .codec_params
+            .as_ref()
+            .and_then(CodecParameters::audio)
+            .ok_or_else(|| format!("the audio track of this {container} file has no codec parameters"))?;
+        Ok(match codecs.open(track, params, container).await? {
+            Opened::Codec(codec) => Ok(Track {
+                id: track.id,
+                frames: track.num_frames,
+                rate: params.sample_rate,
+                channels: params.channels.as_ref().map(|c| c.count()),
+                codec,
+            }),
+            Opened::Unsupported(why) => Err(why),
+        })
+    }
+
+    async fn run<C: Codecs, S: SampleSink>(mut self, codecs: &mut C, store: S) -> Result<Decoding<S>, String> {
+        let container = self.container();
+        let Track { id: mut track_id, frames, rate, channels, mut codec } = match self.open(codecs).await? {
+            Ok(track) => track,
+            Err(why) => return Ok(Decoding::Unsupported(why)),
+        };
+        let format = format_name(container, codec.name());
+        let mut mono = Mono::new(rate, channels, frames, store);
+        let mut skipped = Skipped::default();
+        loop {
+            let packet = match self.reader.next_packet() {
+                Ok(Some(packet)) => packet,
+                Ok(None) => break,
+                // A stream cut short (a truncated file): keep everything before the cut, and say so.
+                Err(SymphoniaError::IoError(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                    self.cut_at = Some(self.read.furthest());
+                    break;
+                }
+                // A chained stream started a new logical stream: carry on with its decoder.
+                // Mono rejects a change of rate or channel count.
+                Err(SymphoniaError::ResetRequired) => {
+                    if let Flow::Stopped(e) = codec.flush(&mut mono).await? {
+                        return stopped(mono, format, &e);
+                    }
+                    match self.open(codecs).await? {
+                        Ok(track) => (track_id, codec) = (track.id, track.codec),
+                        Err(why) => return Ok(Decoding::Unsupported(why)),
+                    }
+                    continue;
+                }
+                Err(SymphoniaError::IoError(e)) => return Err(format!("cannot read: {e}")),
+                Err(e) => return Err(format!("damaged {container} stream after {}: {e}", mono.position())),
+            };
+            if packet.track_id != track_id {
+                continue;
+            }
+            if let Flow::Stopped(e) = codec.decode(&packet, &mut mono, &mut skipped).await? {
+                return stopped(mono, format, &e);
+            }
+        }
+        if let Flow::Stopped(e) = codec.flush(&mut mono).await? {
+            return stopped(mono, format, &e);
+        }
+        if mono.frames_in() == 0 {
+            if let Some((msg, _)) = &skipped.first {
+                return Err(format!("no decodable audio in {} {format} packets (first error: {msg})", skipped.count));
+            }
+            if let Some(damage) = mono.nothing_decoded() {
+                return Err(damage);
+            }
+        }
+        let mut warnings = Vec::new();
+        if let Some((msg, at)) = &skipped.first {
+            let packets = if skipped.count == 1 { "packet" } else { "packets" };
+            warnings
+                .push(format!("skipped {} undecodable {format} {packets} (the first at {at}: {msg})", skipped.count));
+        }
+        if let Some(byte) = self.cut_at {
+            warnings.push(format!(
+                "the file ends inside a packet at byte {byte}, after {} of audio: it looks truncated; the audio \
+                 before the cut is transcribed",
+                mono.position()
+            ));
+        } else if let Some(missing) = mono.missing() {
+            warnings.push(missing);
+        }
+        finish(mono, format, warnings)
+    }
+}
+
+fn finish<S: SampleSink>(mono: Mono<S>, format: String, warnings: Vec<String>) -> Result<Decoding<S>, String> {
+    let (samples, source_rate, channels) = mono.finish()?;
+    Ok(Decoding::Decoded(Decoded { samples, source_rate, channels, format, warnings }))
+}
+
+/// The decoder failed and decodes nothing more: with audio before the failure that audio is
+/// kept and a warning says where it stopped; without, it is the file's error.
+fn stopped<S: SampleSink>(mono: Mono<S>, format: String, error: &str) -> Result<Decoding<S>, String> {
+    if mono.frames_in() == 0 {
+        return Err(format!("cannot decode this {format} file: {error}"));
+    }
+    let warning = format!(
+        "decoding stopped at {} ({error}): the file looks damaged; the audio before that point is transcribed",
+        mono.position()
+    );
+    finish(mono, format, vec![warning])
+}

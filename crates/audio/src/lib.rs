@@ -1,0 +1,37 @@
+//! The audio front end of the command and of the browser package: an encoded file in, 16 kHz
+//! mono samples out, read and decoded a packet at a time so that neither the file nor its
+//! decoded audio need ever be whole in memory.
+//!
+//! In pipeline order:
+//! - [`formats`]: symphonia's demuxers (WAV, OGG, MP3, FLAC) and decoder registries;
+//! - [`codec`]: what decodes a track's packets ([`Codec`]), symphonia's own ([`Here`]) or one a
+//!   caller brings (the browser's WebCodecs), chosen per track by a [`Codecs`];
+//! - [`decode()`]: the packet loop, the same for every caller, with every failure turned into a
+//!   message about the input and the damage a file survives (a cut, undecodable packets) into
+//!   warnings; what comes out goes through whisper's [`Mono`] (downmix, checks, the 16 kHz
+//!   resampler);
+//! - [`store`]: where the samples go, memory for the first [`IN_MEMORY`] samples and then a
+//!   [`Spill`]: a temporary file natively, the origin's private file system (or JavaScript
+//!   memory) in the browser.
+//!
+//! One front end means a file gives the same samples, the same warnings and the same errors
+//! in a terminal and in a web page, wherever symphonia decodes it.
+
+pub mod codec;
+mod counted;
+pub mod decode;
+pub mod formats;
+pub mod store;
+
+pub use codec::{Codec, Codecs, Flow, Here, Opened, Skipped};
+pub use decode::{Decoded, Decoding, decode};
+pub use formats::{Symphonia, Unsupported};
+#[cfg(target_arch = "wasm32")]
+pub use store::browser::{BrowserSpill, JsSamples, describe};
+#[cfg(not(target_arch = "wasm32"))]
+pub use store::temp_file::{Samples, TempFile};
+pub use store::{Spill, Store};
+pub use susurrus_whisper::audio::{IN_MEMORY, Mono, SampleSink};
+
+/// The sample rate Whisper listens at, and of every [`Decoded::samples`].
+pub const SAMPLE_RATE: u32 = susurrus_whisper::constants::SAMPLE_RATE as u32;
