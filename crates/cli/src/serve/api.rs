@@ -586,11 +586,16 @@ async fn health(State(api): State<Arc<Api>>) -> Response {
 
 async fn metrics(State(api): State<Arc<Api>>) -> Response {
     let (queued, capacity) = api.device.queue();
-    api.metrics.answered("/metrics", 200, None);
-    text_response(
-        "text/plain; version=0.0.4; charset=utf-8",
-        api.metrics.render(queued, capacity, api.device.working(), api.device.healthy()),
-    )
+    match api.metrics.render(queued, capacity, api.device.working(), api.device.healthy()) {
+        Ok(text) => {
+            api.metrics.answered("/metrics", 200, None);
+            text_response("text/plain; version=0.0.4; charset=utf-8", text)
+        }
+        Err(message) => {
+            api.metrics.answered("/metrics", 500, None);
+            ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "server_error", message).response()
+        }
+    }
 }
 
 #[cfg(test)]

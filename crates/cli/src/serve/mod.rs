@@ -206,7 +206,7 @@ fn start_api(args: &ServeArgs) -> Result<Arc<api::Api>> {
     let dir = load::resolve(args.model.as_deref())?;
     let run =
         RunArgs { model: Some(dir.clone()), backend: args.backend, threads: args.threads, temperatures: Vec::new() };
-    let metrics = Arc::new(metrics::Metrics::default());
+    let metrics = Arc::new(metrics::Metrics::new().map_err(Error::Usage)?);
     let device = device::Device::start(run, dir, args.queue as usize, args.batch.map(|b| b as usize), metrics.clone())?;
     let limits = api::ApiLimits {
         max_upload: (args.max_upload_mb as usize) << 20,
