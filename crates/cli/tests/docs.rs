@@ -2,10 +2,12 @@
 //! `examples/library.rs` word for word (and docs/library.md shows the same program), it
 //! transcribes the bundled sample with the real tiny.en model to what was spoken, and every
 //! `susurrus` command in the README's and docs' quick starts parses with the command's own
-//! argument parser.
+//! argument parser, and the README's command-line quick start runs as written, on files named
+//! as it names them, with the default model.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 use clap::Parser;
 use susurrus_cli::Cli;
@@ -19,11 +21,12 @@ fn read(relative: &str) -> String {
     std::fs::read_to_string(root().join(relative)).unwrap_or_else(|e| panic!("{relative}: {e}"))
 }
 
-/// The code of the fenced block that follows `marker` in `text`.
-fn block_after<'a>(text: &'a str, marker: &str) -> &'a str {
+/// The code of the first fenced block in `language` that follows `marker` in `text`.
+fn block_after<'a>(text: &'a str, marker: &str, language: &str) -> &'a str {
     let at = text.find(marker).unwrap_or_else(|| panic!("no {marker:?}"));
     let rest = &text[at + marker.len()..];
-    let open = rest.find("```rust\n").expect("a ```rust block after the marker") + "```rust\n".len();
+    let fence = format!("```{language}\n");
+    let open = rest.find(&fence).unwrap_or_else(|| panic!("a {fence:?} block after {marker:?}")) + fence.len();
     let close = rest[open..].find("```\n").expect("the block's closing fence");
     &rest[open..open + close]
 }
@@ -32,7 +35,7 @@ fn block_after<'a>(text: &'a str, marker: &str) -> &'a str {
 fn the_readme_library_example_is_the_example_program() {
     let example = read("crates/cli/examples/library.rs");
     let readme = read("README.md");
-    assert_eq!(block_after(&readme, "<!-- library-example -->\n"), example, "README.md's library example");
+    assert_eq!(block_after(&readme, "<!-- library-example -->\n", "rust"), example, "README.md's library example");
     assert!(read("docs/library.md").contains(&format!("```rust\n{example}```\n")), "docs/library.md's example");
 }
 
@@ -180,4 +183,85 @@ fn the_shell_splitter_splits_as_a_shell_does() {
     );
     assert_eq!(shell_words("a '' b"), ["a", "", "b"]);
     assert_eq!(without_process_substitution("x <(ffmpeg -i a.m4a -f wav -) y"), "x /dev/fd/63 y");
+}
+
+/// The espeak-ng sentence of tests/audio/make_audio.py's speech fixtures.
+const FIXTURE_SPEECH: &str = "Please read this short sentence aloud.";
+
+/// The `susurrus` command lines of the README's command-line quick start (the shell block
+/// after "**Command line**"), each with whether it reads audio from a pipe.
+fn readme_quick_start() -> Vec<(String, Vec<String>, bool)> {
+    let readme = read("README.md");
+    let block = block_after(&readme, "**Command line**", "sh");
+    let mut found = Vec::new();
+    for line in block.lines() {
+        let piped = line.contains('|');
+        let part = line.rsplit('|').next().unwrap().split(" #").next().unwrap().trim();
+        let words = shell_words(part);
+        if words.first().map(String::as_str) == Some("susurrus") {
+            found.push((line.to_string(), words, piped));
+        }
+    }
+    found
+}
+
+/// Runs the README's command-line quick start in an empty folder holding the files it names
+/// (the speech fixtures, the bundled sample), with the default model and VAD network that
+/// scripts/models/fetch_model.sh fetched; the microphone of its last line is the speech
+/// fixture's 16 kHz samples, raw, on standard input. Every command succeeds and writes what the
+/// quick start says it does, with the words that were spoken.
+#[test]
+fn the_readme_command_line_quick_start_runs_as_written() {
+    let commands = readme_quick_start();
+    assert_eq!(commands.len(), 4, "{commands:?}");
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = |name: &str| root().join("tests/fixtures/audio").join(name);
+    for (name, from) in [
+        ("talk.mp3", fixture("speech_44k1_stereo.mp3")),
+        ("meeting.mp3", fixture("speech_22k05.mp3")),
+        ("a.wav", root().join("samples/sample.wav")),
+        ("b.flac", fixture("speech_16k.flac")),
+    ] {
+        std::fs::copy(from, dir.path().join(name)).unwrap();
+    }
+    let wav = std::fs::read(fixture("speech_16k_s16.wav")).unwrap();
+    let data = wav.windows(4).position(|w| w == b"data").expect("a data chunk") + 8;
+    let microphone = wav[data..].to_vec();
+    let sample_words = "Speech becomes text on your own computer.";
+    let mut outputs = Vec::new();
+    for (line, words, piped) in &commands {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_susurrus"))
+            .args(&words[1..])
+            .current_dir(dir.path())
+            .stdin(if *piped { Stdio::piped() } else { Stdio::null() })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        if *piped {
+            child.stdin.take().unwrap().write_all(&microphone).unwrap();
+        }
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{line}: exit {:?}\n{stderr}", out.status);
+        outputs.push(String::from_utf8(out.stdout).unwrap());
+    }
+    // `susurrus transcribe talk.mp3`: segment lines with what was said.
+    assert!(outputs[0].contains(FIXTURE_SPEECH), "talk.mp3: {}", outputs[0]);
+    // `--format srt --output-dir subs/ a.wav b.flac`: one subtitle file per input.
+    let srt = |name: &str| std::fs::read_to_string(dir.path().join("subs").join(name)).unwrap();
+    let (a, b) = (srt("a.srt"), srt("b.srt"));
+    assert!(a.starts_with("1\n00:00:00,") && a.contains(sample_words), "a.srt:\n{a}");
+    assert!(b.starts_with("1\n00:00:00,") && b.contains(FIXTURE_SPEECH), "b.srt:\n{b}");
+    // `--word-timestamps --vad --format json meeting.mp3`: JSON whose words are timed.
+    let json: serde_json::Value = serde_json::from_str(&outputs[2]).unwrap_or_else(|e| panic!("{e}: {}", outputs[2]));
+    let text = json["text"].as_str().unwrap_or_default();
+    assert_eq!(text.trim(), FIXTURE_SPEECH, "{json}");
+    let words: Vec<&serde_json::Value> =
+        json["segments"].as_array().unwrap().iter().flat_map(|s| s["words"].as_array().unwrap()).collect();
+    let spoken: String = words.iter().map(|w| w["word"].as_str().unwrap()).collect();
+    assert_eq!(spoken.trim(), FIXTURE_SPEECH);
+    assert!(words.iter().all(|w| w["start"].as_f64().unwrap() <= w["end"].as_f64().unwrap()), "{json}");
+    // `stream --raw s16le -` from the microphone: the live captions.
+    assert!(outputs[3].contains("read this short sentence aloud"), "stream: {}", outputs[3]);
 }

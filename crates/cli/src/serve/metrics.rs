@@ -62,8 +62,10 @@ impl Metrics {
         let metrics = Metrics {
             requests: requests.map_err(refused)?,
             queue_depth: gauge("susurrus_queue_depth", "Transcriptions waiting for the device.").map_err(refused)?,
-            jobs_in_work: gauge("susurrus_jobs_in_work", "Transcriptions the device is working on.").map_err(refused)?,
-            queue_capacity: gauge("susurrus_queue_capacity", "The most transcriptions that may wait.").map_err(refused)?,
+            jobs_in_work: gauge("susurrus_jobs_in_work", "Transcriptions the device is working on.")
+                .map_err(refused)?,
+            queue_capacity: gauge("susurrus_queue_capacity", "The most transcriptions that may wait.")
+                .map_err(refused)?,
             device_healthy: gauge("susurrus_device_healthy", "1 while the device runs jobs.").map_err(refused)?,
             audio_seconds: Counter::new("susurrus_audio_seconds_total", "Seconds of audio transcribed.")
                 .map_err(refused)?,
