@@ -291,6 +291,22 @@ fn missing_files_are_404_with_a_short_text_body() {
     }
 }
 
+/// A named pipe (or any other file that is not a regular one) under the root is 404 at once:
+/// opening a FIFO to read it waits for a writer, which would hold the request, and a thread of
+/// the server's, for as long as none comes (tower-http 0.6.11's `ServeDir` gives no answer in
+/// 5 s there; see ARCHITECTURE.md). Files served after it still are.
+#[cfg(unix)]
+#[test]
+fn a_named_pipe_under_the_root_is_404_at_once() {
+    let site = Site::new("fifo");
+    let fifo = site.path("root/live.wav");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let server = Server::start(&site);
+    let reply = server.request("GET", "/live.wav");
+    assert_eq!((reply.status, &reply.body[..]), (404, &b"not found\n"[..]));
+    assert_eq!(server.request("GET", "/app.js").status, 200);
+}
+
 #[test]
 fn only_get_and_head_are_allowed() {
     let site = Site::new("methods");
