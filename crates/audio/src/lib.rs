@@ -26,7 +26,7 @@ pub mod store;
 pub use codec::{Codec, Codecs, Flow, Here, Opened, Skipped};
 pub use decode::{Decoded, Decoding, decode};
 pub use formats::{Symphonia, Unsupported};
-#[cfg(target_arch = "wasm32")]
+#[cfg(feature = "browser")]
 pub use store::browser::{BrowserSpill, JsSamples, describe};
 #[cfg(not(target_arch = "wasm32"))]
 pub use store::temp_file::{Samples, TempFile};

@@ -8,7 +8,7 @@
 //! the origin's private file system, or JavaScript memory where no such file can be opened
 //! ([`browser`]).
 
-#[cfg(target_arch = "wasm32")]
+#[cfg(feature = "browser")]
 pub mod browser;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod temp_file;
