@@ -28,6 +28,7 @@ pub use decode::{Decoded, Decoding, decode};
 pub use formats::{Symphonia, Unsupported};
 #[cfg(feature = "browser")]
 pub use store::browser::{BrowserSpill, JsSamples, describe};
+pub use store::limit::{Limited, Over};
 #[cfg(not(target_arch = "wasm32"))]
 pub use store::temp_file::{Samples, TempFile};
 pub use store::{Spill, Store};

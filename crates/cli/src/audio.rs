@@ -19,7 +19,7 @@ use symphonia_core::formats::probe::Hint;
 use symphonia_core::io::{MediaSource, MediaSourceStreamOptions, ReadOnlySource};
 
 use crate::error::{Error, Result};
-pub use susurrus_audio::{Decoded, IN_MEMORY, SAMPLE_RATE, SampleSink, Samples};
+pub use susurrus_audio::{Decoded, IN_MEMORY, Limited, SAMPLE_RATE, SampleSink, Samples};
 
 /// What the decoder reads, for messages.
 const SUPPORTED: &str = "WAV, FLAC, MP3, OGG Vorbis";
@@ -109,13 +109,23 @@ pub fn decode_reader_into<'a, S: SampleSink>(
     decode_source(Box::new(ReadOnlySource::new(reader)), source_name, None, store)
 }
 
-/// Decodes an encoded file held in memory. `extension_hint` (like "mp3") helps pick the format
-/// when its content is ambiguous; the content decides.
+/// Decodes an encoded file held in memory into memory: [`decode_bytes_into`] a vector.
 pub fn decode_bytes(bytes: Vec<u8>, source_name: &str, extension_hint: Option<&str>) -> Result<Decoded> {
+    decode_bytes_into(bytes, source_name, extension_hint, Vec::new())
+}
+
+/// Decodes an encoded file held in memory (an upload) into `store`. `extension_hint` (like
+/// "mp3") helps pick the format when its content is ambiguous; the content decides.
+pub fn decode_bytes_into<S: SampleSink>(
+    bytes: Vec<u8>,
+    source_name: &str,
+    extension_hint: Option<&str>,
+    store: S,
+) -> Result<Decoded<S>> {
     if bytes.is_empty() {
         return Err(empty(source_name));
     }
-    decode_source(Box::new(Cursor::new(bytes)), source_name, extension_hint, Vec::new())
+    decode_source(Box::new(Cursor::new(bytes)), source_name, extension_hint, store)
 }
 
 fn empty(source_name: &str) -> Error {

@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 
 use susurrus_cli::Error;
-use susurrus_cli::audio::{Decoded, SAMPLE_RATE, decode_bytes, decode_file, decode_reader};
+use susurrus_cli::audio::{Decoded, Limited, SAMPLE_RATE, decode_bytes, decode_bytes_into, decode_file, decode_reader};
 use susurrus_testkit::signal::{self, correlation, energy, f32_samples, max_abs_diff};
 
 fn fixture(name: &str) -> PathBuf {
@@ -503,4 +503,20 @@ fn mpeg2_layer3_frames(mp3: &[u8]) -> Vec<usize> {
         at += 72_000 * kbps / rate + padding;
     }
     frames
+}
+
+/// The test kit's FLAC of silence (the API's decompression bomb) is a FLAC symphonia reads:
+/// exactly its samples, all zero, with no warning; and decoded into a [`Limited`] store, ten
+/// hours stop at the limit with its message.
+#[test]
+fn a_silent_flac_decodes_to_its_length_and_a_limited_store_stops_it() {
+    let samples = 3 * 65535 + 100;
+    let d = decode_bytes(signal::silent_flac(16_000, samples), "silence.flac", None).unwrap();
+    assert_eq!((d.format.as_str(), d.samples.len()), ("flac", samples as usize));
+    assert!(d.samples.iter().all(|&s| s == 0.0) && d.warnings.is_empty(), "{:?}", d.warnings);
+    let (store, over) = Limited::new(Vec::new(), 60 * SAMPLE_RATE as usize);
+    let ten_hours = signal::silent_flac(16_000, 10 * 3600 * 16_000);
+    let error = decode_bytes_into(ten_hours, "silence.flac", None, store).unwrap_err();
+    assert_eq!(error.to_string(), "silence.flac: the audio is longer than the limit of 60 s");
+    assert!(over.hit());
 }

@@ -4,7 +4,8 @@
 //! exception; 64 concurrent clients each get their own clip's text; and over plain TCP: a full
 //! queue answered 503 with Retry-After before the upload is read, an upload over the limit
 //! 413, a request over its time 504, the key, `/health`, `/metrics`, a transcription in
-//! flight finished on SIGTERM, and the API alone (no demo page) from an empty folder.
+//! flight finished on SIGTERM, the API alone (no demo page) from an empty folder, and a small
+//! upload of hours of audio refused with the server's memory unmoved.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -323,6 +324,38 @@ fn limits_and_bad_requests_get_openai_shaped_errors() {
     assert!(health.body.contains("\"status\":\"ok\""), "{}", health.body);
     // The demo's files are still served beside the API.
     assert_eq!(server.get("/index.html", None).status, 200);
+}
+
+/// The process's peak resident memory (`VmHWM`), in kB.
+fn peak_rss_kb(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).expect("a VmHWM line");
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// The decompression bomb: ten hours of digital silence in 106 KB of FLAC, far under the upload
+/// limit, used to be decoded whole into memory (2.3 GB of samples). It is answered 413 once its
+/// decoding passes `--max-audio-minutes`, the server's peak memory stays where it was, and the
+/// next request is transcribed.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_small_upload_of_hours_of_audio_is_413_and_memory_stays_bounded() {
+    let server = Server::start(&["--api-key", KEY, "--max-audio-minutes", "2"]);
+    let pid = server.child.id();
+    let before = peak_rss_kb(pid);
+    let bomb = susurrus_testkit::signal::silent_flac(16_000, 10 * 3600 * 16_000);
+    assert!(bomb.len() < 128 << 10, "{} bytes", bomb.len());
+    let reply = post(&server, &[], "silence.flac", &bomb);
+    assert_eq!(reply.status, 413, "{}", reply.body);
+    let says = "the audio is longer than the server's limit of 2 minutes (--max-audio-minutes)";
+    assert!(reply.body.contains(says), "{}", reply.body);
+    // Two minutes of samples are 7.7 MB; the upload 0.1 MB.
+    let after = peak_rss_kb(pid);
+    assert!(after < before + (64 << 10), "peak resident memory {before} kB before, {after} kB after");
+    let clip = post(&server, &[], "noisy.wav", &golden("noisy.wav"));
+    assert_eq!(clip.status, 200, "{}", clip.body);
+    let text: serde_json::Value = serde_json::from_str(&clip.body).unwrap();
+    assert_eq!(text["text"].as_str().unwrap().trim(), reference("noisy"));
 }
 
 #[test]

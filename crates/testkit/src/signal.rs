@@ -37,6 +37,83 @@ pub fn energy(x: &[f32]) -> f64 {
     x.iter().map(|s| f64::from(*s).powi(2)).sum()
 }
 
+/// A FLAC file of `samples` samples of digital silence at `rate` Hz, mono, 16-bit: one
+/// CONSTANT subframe per block of 65535 samples, about 12 bytes a block, so ten hours at
+/// 16 kHz are 106 KB. The decompression bomb of an upload limit: its size says nothing of its
+/// length. Written from the FLAC format's specification (RFC 9639); symphonia's decoder reads
+/// it in crates/cli/tests/audio.rs.
+pub fn silent_flac(rate: u32, samples: u64) -> Vec<u8> {
+    const BLOCK: u64 = 65535;
+    let mut out = b"fLaC".to_vec();
+    // The last metadata block (bit 7), STREAMINFO (type 0), 34 bytes.
+    out.extend_from_slice(&[0x80, 0, 0, 34]);
+    out.extend_from_slice(&(BLOCK as u16).to_be_bytes()); // minimum block size
+    out.extend_from_slice(&(BLOCK as u16).to_be_bytes()); // maximum block size
+    out.extend_from_slice(&[0; 6]); // frame sizes: unknown
+    // Sample rate (20 bits), channels - 1 (3 bits), bits per sample - 1 (5 bits), total
+    // samples (36 bits).
+    let packed = (u64::from(rate) << 44) | (15 << 36) | (samples & ((1 << 36) - 1));
+    out.extend_from_slice(&packed.to_be_bytes());
+    out.extend_from_slice(&[0; 16]); // MD5: not computed
+    let mut left = samples;
+    let mut frame_number = 0u32;
+    while left > 0 {
+        let block = left.min(BLOCK);
+        // Sync code and fixed block size; block size as 16 bits at the header's end (0b0111),
+        // rate from STREAMINFO (0b0000); mono (0b0000), 16 bits (0b100).
+        let mut frame = vec![0xFF, 0xF8, 0x70, 0x08];
+        frame.extend_from_slice(&utf8_number(frame_number));
+        frame.extend_from_slice(&((block - 1) as u16).to_be_bytes());
+        frame.push(crc8(&frame));
+        // A CONSTANT subframe (type 0, no wasted bits) of the value 0.
+        frame.extend_from_slice(&[0x00, 0x00, 0x00]);
+        frame.extend_from_slice(&crc16(&frame).to_be_bytes());
+        out.extend_from_slice(&frame);
+        left -= block;
+        frame_number += 1;
+    }
+    out
+}
+
+/// A frame number as FLAC codes it: UTF-8's scheme for code points.
+fn utf8_number(n: u32) -> Vec<u8> {
+    match n {
+        0..0x80 => vec![n as u8],
+        0x80..0x800 => vec![0xC0 | (n >> 6) as u8, 0x80 | (n & 0x3F) as u8],
+        0x800..0x10000 => vec![0xE0 | (n >> 12) as u8, 0x80 | ((n >> 6) & 0x3F) as u8, 0x80 | (n & 0x3F) as u8],
+        _ => vec![
+            0xF0 | (n >> 18) as u8,
+            0x80 | ((n >> 12) & 0x3F) as u8,
+            0x80 | ((n >> 6) & 0x3F) as u8,
+            0x80 | (n & 0x3F) as u8,
+        ],
+    }
+}
+
+/// FLAC's frame header check: CRC-8, polynomial x^8 + x^2 + x + 1, initial 0.
+fn crc8(bytes: &[u8]) -> u8 {
+    let mut crc = 0u8;
+    for &byte in bytes {
+        crc ^= byte;
+        for _ in 0..8 {
+            crc = if crc & 0x80 != 0 { (crc << 1) ^ 0x07 } else { crc << 1 };
+        }
+    }
+    crc
+}
+
+/// FLAC's frame check: CRC-16, polynomial x^16 + x^15 + x^2 + 1, initial 0.
+fn crc16(bytes: &[u8]) -> u16 {
+    let mut crc = 0u16;
+    for &byte in bytes {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 { (crc << 1) ^ 0x8005 } else { crc << 1 };
+        }
+    }
+    crc
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

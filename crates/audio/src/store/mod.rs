@@ -10,6 +10,7 @@
 
 #[cfg(feature = "browser")]
 pub mod browser;
+pub mod limit;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod temp_file;
 

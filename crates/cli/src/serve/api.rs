@@ -10,7 +10,9 @@
 //! - `GET /v1/models` (and `/v1/models/{id}`), `GET /health`, `GET /metrics`.
 //!
 //! A request reserves its place in the device's queue before its upload is read (a full queue
-//! is answered 503 with `Retry-After` at once), the upload is bounded (413), and a request
+//! is answered 503 with `Retry-After` at once), the upload is bounded (413) and so is the audio
+//! it decodes to (413 the moment it passes `--max-audio-minutes`; the decoded samples move to a
+//! temporary file past two minutes, as the command's do), and a request
 //! takes at most `--request-timeout` from its arrival (504). With `--api-key`, the `/v1`
 //! routes want `Authorization: Bearer KEY` (401). Errors are OpenAI's shape:
 //! `{"error": {"message", "type", "param", "code"}}`.
@@ -41,7 +43,7 @@ use tokio::sync::mpsc;
 use super::device::{Device, Job, JobError, ModelInfo, Progress};
 use super::languages::language_name;
 use super::metrics::Metrics;
-use crate::audio;
+use crate::audio::{self, Limited, SAMPLE_RATE, Samples};
 
 /// The model name OpenAI's clients send by default, taken as the served model.
 const OPENAI_MODEL: &str = "whisper-1";
@@ -54,6 +56,9 @@ const FORM_OVERHEAD: usize = 64 << 10;
 pub struct ApiLimits {
     /// The most bytes an uploaded file may have.
     pub max_upload: usize,
+    /// The longest audio an upload may decode to (its bytes do not bound it: silence
+    /// compresses a thousandfold).
+    pub max_audio: Duration,
     /// The longest a transcription request may take, from its arrival to its answer's end.
     pub timeout: Duration,
     /// The key `/v1` wants as `Authorization: Bearer KEY`, if any.
@@ -241,14 +246,23 @@ async fn transcribe(
     let (options, format, stream) = options(&form, task, &api.device.info)?;
     let (bytes, name) = form.file.ok_or_else(|| ApiError::invalid("file", "the form has no file"))?;
     let extension = std::path::Path::new(&name).extension().and_then(|e| e.to_str()).map(str::to_owned);
-    let decoded = tokio::task::spawn_blocking(move || audio::decode_bytes(bytes.to_vec(), &name, extension.as_deref()))
-        .await
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "server_error", format!("decoding failed: {e}")))?
-        .map_err(|e| ApiError::invalid("file", e.to_string()))?;
+    let max_audio = api.limits.max_audio;
+    let (decoded, over) = tokio::task::spawn_blocking(move || {
+        let (store, over) = Limited::new(Samples::new(), max_audio.as_secs() as usize * SAMPLE_RATE as usize);
+        (audio::decode_bytes_into(bytes.to_vec(), &name, extension.as_deref(), store), over)
+    })
+    .await
+    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "server_error", format!("decoding failed: {e}")))?;
+    let decoded = match decoded {
+        Ok(decoded) => decoded,
+        // Refused the moment the decoded audio passes the limit, before any more is decoded.
+        Err(_) if over.hit() => return Err(too_long(max_audio)),
+        Err(e) => return Err(ApiError::invalid("file", e.to_string())),
+    };
     let (events, mut progress) = mpsc::unbounded_channel();
     let duration = decoded.duration();
     let word_timestamps = options.word_timestamps;
-    permit.send(Job { samples: decoded.samples, options, deadline, events });
+    permit.send(Job { samples: decoded.samples.into_inner(), options, deadline, events });
     if stream {
         return Ok(sse(progress, deadline));
     }
@@ -320,6 +334,21 @@ async fn read_form(mut multipart: Multipart, max_upload: usize) -> Result<Form, 
         *slot = Some(value);
     }
     Ok(form)
+}
+
+/// The 413 for audio longer than `--max-audio-minutes`.
+fn too_long(max_audio: Duration) -> ApiError {
+    ApiError {
+        param: Some("file"),
+        ..ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "invalid_request_error",
+            format!(
+                "the audio is longer than the server's limit of {} minutes (--max-audio-minutes)",
+                max_audio.as_secs() / 60
+            ),
+        )
+    }
 }
 
 fn broken_size(max_upload: usize) -> ApiError {

@@ -17,18 +17,19 @@ use std::time::Instant;
 use susurrus_core::Error as CoreError;
 use susurrus_whisper::decode::batch::{HostParts, RemoteModel, Reply, Request, Scheduler};
 use susurrus_whisper::decode::transcribe::transcribe_on;
-use susurrus_whisper::{Error as WhisperError, Event, Pcm, Segment, TranscribeOptions, Transcript, Whisper};
+use susurrus_whisper::{Audio, Error as WhisperError, Event, Segment, TranscribeOptions, Transcript, Whisper};
 use tokio::sync::mpsc;
 
 use super::metrics::Metrics;
+use crate::audio::Samples;
 use crate::backend::RunArgs;
 use crate::error::{Error, Result};
 use crate::load::load_model;
 
 /// One transcription in the queue.
 pub struct Job {
-    /// 16 kHz mono.
-    pub samples: Vec<f32>,
+    /// 16 kHz mono, in memory for two minutes, then in a temporary file.
+    pub samples: Samples,
     pub options: TranscribeOptions,
     /// When the request's time is up: a job still queued then is not started, one in work
     /// stops after the window in work.
@@ -257,7 +258,7 @@ impl Dispatch {
             );
             let thread = std::thread::Builder::new().name(format!("susurrus-job-{client}")).spawn(move || {
                 let started = Instant::now();
-                let seconds = job.samples.len() as f64 / f64::from(crate::audio::SAMPLE_RATE);
+                let seconds = Audio::len(&job.samples) as f64 / f64::from(crate::audio::SAMPLE_RATE);
                 let outcome = run_job(host, calls, client, &job);
                 if let Err(JobError::Lost(_)) = &outcome {
                     usable.store(false, Ordering::Relaxed);
@@ -314,7 +315,7 @@ fn run_job(
         answered.recv().map_err(|_| gone())?
     };
     let mut model = RemoteModel::new(host, call);
-    match pollster::block_on(transcribe_on(&mut model, &Pcm(&job.samples), &job.options, &mut on_event)) {
+    match pollster::block_on(transcribe_on(&mut model, &job.samples, &job.options, &mut on_event)) {
         Ok(transcript) => Ok(transcript),
         Err(e) if e == WhisperError::CANCELLED => Err(JobError::TimedOut),
         Err(e @ (WhisperError::Core(CoreError::BadOption(_)) | WhisperError::BadAudio(_))) => {

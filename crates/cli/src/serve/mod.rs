@@ -131,6 +131,10 @@ pub struct ServeArgs {
     /// The largest audio file the API takes, in MB (OpenAI's limit: 25); larger is answered 413.
     #[arg(long, value_name = "MB", default_value_t = 25, value_parser = clap::value_parser!(u32).range(1..=2048), requires = "api")]
     pub max_upload_mb: u32,
+    /// The longest audio the API transcribes, in minutes: an upload that decodes to more is
+    /// answered 413 as soon as its decoding passes it (a small compressed file can hold hours).
+    #[arg(long, value_name = "MIN", default_value_t = 180, value_parser = clap::value_parser!(u32).range(1..=1440), requires = "api")]
+    pub max_audio_minutes: u32,
     /// Seconds a transcription request may take from its arrival to its answer (queueing
     /// included); longer is answered 504.
     #[arg(long, value_name = "S", default_value_t = 600, value_parser = clap::value_parser!(u32).range(1..), requires = "api")]
@@ -210,6 +214,7 @@ fn start_api(args: &ServeArgs) -> Result<Arc<api::Api>> {
     let device = device::Device::start(run, dir, args.queue as usize, args.batch.map(|b| b as usize), metrics.clone())?;
     let limits = api::ApiLimits {
         max_upload: (args.max_upload_mb as usize) << 20,
+        max_audio: Duration::from_secs(u64::from(args.max_audio_minutes) * 60),
         timeout: Duration::from_secs(args.request_timeout.into()),
         key: args.api_key.clone(),
     };
