@@ -187,3 +187,46 @@ fn bench_stream_streams_at_the_hop_asked_for_and_refuses_a_bad_one() {
     assert!(row["wer_vs_offline"].as_f64().unwrap() <= 0.15, "{report}");
     assert!(row["first_seen_median"].as_f64().unwrap() <= row["committed_median"].as_f64().unwrap(), "{report}");
 }
+
+/// The process's peak resident memory (`VmHWM`) in kB, while it runs.
+#[cfg(target_os = "linux")]
+fn peak_rss_kb(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status.lines().find(|l| l.starts_with("VmHWM:"))?.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// `seconds` of 16 kHz raw silence fed to `stream --raw s16le -` as fast as it is taken; the
+/// stream's peak resident memory, last read before it ended, in kB.
+#[cfg(target_os = "linux")]
+fn peak_streaming_silence(seconds: usize) -> u64 {
+    let mut child = stream_command(&["--raw", "s16le", "-"]).stdin(Stdio::piped()).spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let feeding = std::thread::spawn(move || {
+        let second = vec![0u8; 32_000];
+        for _ in 0..seconds {
+            stdin.write_all(&second).unwrap();
+        }
+    });
+    let pid = child.id();
+    let mut peak = 0;
+    while child.try_wait().unwrap().is_none() {
+        peak = peak_rss_kb(pid).unwrap_or(peak).max(peak);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    feeding.join().unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    peak
+}
+
+/// Input faster than the transcription (a pipe at disk speed) waits in its pipe, not in
+/// memory: an hour of audio peaks where two minutes do. The reader used to send into an
+/// unbounded channel, +80 MB/s from `/dev/zero`.
+#[cfg(target_os = "linux")]
+#[test]
+fn an_hour_at_disk_speed_keeps_memory_flat() {
+    let minutes = peak_streaming_silence(120);
+    let hour = peak_streaming_silence(3600);
+    // An hour of samples is 230 MB; the bound is a tenth of it.
+    assert!(hour < minutes + (23 << 10), "peak resident memory: two minutes {minutes} kB, an hour {hour} kB");
+}

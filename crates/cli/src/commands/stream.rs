@@ -7,7 +7,7 @@
 
 use std::io::{IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::time::{Duration, Instant};
 
 use susurrus_whisper::audio::{Mono, SampleSink};
@@ -144,6 +144,11 @@ impl StreamArgs {
 
 /// What the decoding thread sends: samples at 16 kHz, then the end (with the decoder's
 /// warnings) or what went wrong.
+/// Decoded buffers the reader may have sent ahead of the transcriber: then it waits, so that an
+/// input faster than the transcription (a file, a pipe from `/dev/zero`) waits in its pipe or
+/// on disk, not in memory. A buffer is at most a few thousand samples.
+const QUEUED_BUFFERS: usize = 64;
+
 enum Message {
     Samples(Vec<f32>),
     End(std::result::Result<Vec<String>, Error>),
@@ -170,7 +175,7 @@ pub fn run(args: &StreamArgs) -> Result<()> {
     let (mut whisper, _) = load_model(&args.run, &dir, vad.as_deref())?;
     let mut live = LiveTranscriber::new(&whisper, options)?;
 
-    let (tx, rx) = channel();
+    let (tx, rx) = sync_channel(QUEUED_BUFFERS);
     let input = args.input.clone();
     let (raw, rate, channels, realtime) =
         (args.raw, args.rate.unwrap_or(16000), usize::from(args.channels.unwrap_or(1)), args.realtime);
@@ -288,7 +293,7 @@ fn decode_raw(
 /// Where decoded samples go: the channel to the main thread, paced at speech speed with
 /// `--realtime`.
 struct Channel {
-    tx: Sender<Message>,
+    tx: SyncSender<Message>,
     sent: usize,
     /// When the first sample was sent, with `--realtime`.
     pace: Option<Instant>,
