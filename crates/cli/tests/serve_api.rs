@@ -2,7 +2,8 @@
 //! library (`./scripts/setup.sh api` makes its venv) transcribes the golden clips with
 //! faster-whisper's text, in every answer format, streamed, and gets each error as its own
 //! exception; 64 concurrent clients each get their own clip's text; and over plain TCP: a full
-//! queue answered 503 with Retry-After before the upload is read, an upload over the limit
+//! queue answered 503 with Retry-After while uploads in progress hold no place, silent and
+//! trickling connections that starve no real request, full upload places, an upload over the limit
 //! 413, a request over its time 504, the key, `/health`, `/metrics`, a transcription in
 //! flight finished on SIGTERM, the API alone (no demo page) from an empty folder, and a small
 //! upload of hours of audio refused with the server's memory unmoved.
@@ -245,31 +246,132 @@ fn sixty_four_concurrent_clients_each_get_their_own_transcript() {
     assert!(encoded >= 2, "{}", metrics.body);
 }
 
+/// The device's queue holds only audio ready to transcribe: an upload in progress takes no
+/// place in it (one that did let 64 silent connections make every request 503 for ten
+/// minutes). Full, it is answered 503 with `Retry-After` from the jobs that hold it.
 #[test]
-fn a_full_queue_is_answered_503_with_retry_after_before_the_upload_is_read() {
+fn a_full_queue_is_503_with_retry_after_and_an_upload_in_progress_holds_no_place() {
     let server = Server::start(&["--api-key", KEY, "--queue", "1"]);
     let audio = golden("short_2.wav");
     let (content_type, body) = form(&[], "short_2.wav", &audio);
-    // The first request holds the queue's one place while its upload is half sent.
-    let mut first = post_start(&server, &content_type, &body, body.len() / 2);
+    // Half an upload: it holds no place, and a whole request beside it is transcribed.
+    let mut half = post_start(&server, &content_type, &body, body.len() / 2);
+    let beside = post(&server, &[], "short_2.wav", &audio);
+    assert_eq!(beside.status, 200, "{}", beside.body);
+    assert!(server.get("/health", None).body.contains("\"queued\":0"));
+    half.write_all(&body[body.len() / 2..]).unwrap();
+    let done = read_reply(&mut half);
+    assert_eq!(done.status, 200, "{}", done.body);
+    let text: serde_json::Value = serde_json::from_str(&done.body).unwrap();
+    assert_eq!(text["text"], reference("short_2"));
+    // Long transcriptions fill the device (two in work on the CPU, a third taken from the
+    // queue to wait for them) and its one place; the next request is refused. They are sent
+    // one at a time until one waits in the queue: two that come together may race for the
+    // place while the third is still in it.
+    let long = golden("long.wav");
+    let (long_type, long_body) = form(&[], "long.wav", &long);
+    let mut holders = Vec::new();
     let waited = Instant::now();
-    let busy = loop {
-        let reply = server.get("/health", None);
-        if reply.body.contains("\"queued\":1") {
-            break post(&server, &[], "short_2.wav", &audio[..4096]);
+    'filling: loop {
+        assert!(holders.len() < 8, "the queue never filled");
+        holders.push(post_start(&server, &long_type, &long_body, long_body.len()));
+        let sent = Instant::now();
+        while sent.elapsed() < Duration::from_secs(3) {
+            // Twice, 200 ms apart: the third job sits in the queue a moment before the device
+            // takes it; the fourth stays.
+            let queued = || server.get("/health", None).body.contains("\"queued\":1");
+            if queued() {
+                std::thread::sleep(Duration::from_millis(200));
+                if queued() {
+                    break 'filling;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
         }
-        assert!(waited.elapsed() < Duration::from_secs(10), "the first request never took its place: {}", reply.body);
-        std::thread::sleep(Duration::from_millis(20));
-    };
+        assert!(waited.elapsed() < Duration::from_secs(120), "the queue never filled");
+    }
+    let busy = post(&server, &[], "short_2.wav", &audio);
     assert_eq!(busy.status, 503, "{}", busy.body);
     assert!(busy.body.contains("the server is busy: 1 of 1 places in its queue are taken"), "{}", busy.body);
     let retry: u64 = busy.header("Retry-After").expect("a Retry-After").parse().unwrap();
     assert!(retry >= 1);
-    first.write_all(&body[body.len() / 2..]).unwrap();
-    let done = read_reply(&mut first);
-    assert_eq!(done.status, 200, "{}", done.body);
-    let text: serde_json::Value = serde_json::from_str(&done.body).unwrap();
+    drop(holders);
+}
+
+/// Connections that send headers and nothing more, and bodies that trickle, hold no place a
+/// real request needs: 200 of the first and as many of the second as there are upload places
+/// less one, and a real request beside them is transcribed. The silent ones are answered 408
+/// once nothing has come for 10 s.
+#[test]
+fn header_only_connections_and_slow_bodies_do_not_starve_real_requests() {
+    let server = Server::start(&["--api-key", KEY, "--queue", "2", "--max-uploads", "4"]);
+    let audio = golden("short_2.wav");
+    let (content_type, body) = form(&[], "short_2.wav", &audio);
+    let silent: Vec<TcpStream> = (0..200).map(|_| post_start(&server, &content_type, &body, 0)).collect();
+    let trickling: Vec<_> = (0..3)
+        .map(|_| {
+            let mut stream = post_start(&server, &content_type, &body, 512);
+            let rest = body[512..].to_vec();
+            std::thread::spawn(move || {
+                for byte in rest.iter().take(20) {
+                    std::thread::sleep(Duration::from_secs(1));
+                    if stream.write_all(std::slice::from_ref(byte)).is_err() {
+                        break;
+                    }
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(2));
+    let real = post(&server, &[], "short_2.wav", &audio);
+    assert_eq!(real.status, 200, "{}", real.body);
+    let text: serde_json::Value = serde_json::from_str(&real.body).unwrap();
     assert_eq!(text["text"], reference("short_2"));
+    let mut first = silent.into_iter().next().unwrap();
+    let stalled = read_reply(&mut first);
+    assert_eq!(stalled.status, 408, "{}", stalled.body);
+    assert!(stalled.body.contains("the upload stalled: nothing arrived for 10 s"), "{}", stalled.body);
+    for thread in trickling {
+        thread.join().unwrap();
+    }
+}
+
+/// Every upload place taken (by a body that trickles): the next upload waits 10 s for one, then
+/// is 503 with a `Retry-After`, its body read so the client gets the answer; a declared length over the limit is 413 before a byte of it is asked for
+/// (`Expect: 100-continue` gets no `100 Continue`).
+#[test]
+fn full_upload_places_are_503_and_an_oversized_declared_length_is_413_before_100_continue() {
+    let server = Server::start(&["--api-key", KEY, "--max-uploads", "1"]);
+    let audio = golden("short_2.wav");
+    let (content_type, body) = form(&[], "short_2.wav", &audio);
+    // The holder sends a byte a second: never idle long enough to lose its place.
+    let mut holder = post_start(&server, &content_type, &body, 512);
+    let mut trickle = holder.try_clone().unwrap();
+    let rest = body[512..].to_vec();
+    let trickling = std::thread::spawn(move || {
+        for byte in &rest[..14] {
+            std::thread::sleep(Duration::from_secs(1));
+            trickle.write_all(std::slice::from_ref(byte)).unwrap();
+        }
+        trickle.write_all(&rest[14..]).unwrap();
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let busy = post(&server, &[], "short_2.wav", &audio);
+    assert_eq!(busy.status, 503, "{}", busy.body);
+    assert!(busy.body.contains("every upload place is taken (--max-uploads)"), "{}", busy.body);
+    assert_eq!(busy.header("Retry-After"), Some("2"));
+    trickling.join().unwrap();
+    assert_eq!(read_reply(&mut holder).status, 200);
+    let mut stream = server.connect();
+    write!(
+        stream,
+        "POST /v1/audio/transcriptions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\nContent-Type: \
+         {content_type}\r\nContent-Length: 100000000000\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let reply = read_reply(&mut stream);
+    assert_eq!(reply.status, 413, "{}\n{}", reply.head, reply.body);
+    assert!(reply.body.contains("larger than the server's limit of 25 MB"), "{}", reply.body);
 }
 
 #[test]

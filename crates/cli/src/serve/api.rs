@@ -9,10 +9,13 @@
 //!   `transcript.text.done`);
 //! - `GET /v1/models` (and `/v1/models/{id}`), `GET /health`, `GET /metrics`.
 //!
-//! A request reserves its place in the device's queue before its upload is read (a full queue
-//! is answered 503 with `Retry-After` at once), the upload is bounded (413) and so is the audio
-//! it decodes to (413 the moment it passes `--max-audio-minutes`; the decoded samples move to a
-//! temporary file past two minutes, as the command's do), and a request
+//! An upload is bounded before it is read (a declared length over the limit is 413 before
+//! `100 Continue`), while it is read (413 past the limit; 408 when nothing arrives for
+//! [`UPLOAD_IDLE`]; at most `--max-uploads` read at once, more answered 503) and while it is
+//! decoded (413 the moment its audio passes `--max-audio-minutes`; the samples move from memory
+//! to a temporary file past two minutes). Only then does it take a place in the device's queue
+//! (a full queue is 503 with `Retry-After` from the jobs that hold it), so a connection that
+//! sends headers alone, or trickles its body, holds nothing a real request needs. A request
 //! takes at most `--request-timeout` from its arrival (504). With `--api-key`, the `/v1`
 //! routes want `Authorization: Bearer KEY` (401). Errors are OpenAI's shape:
 //! `{"error": {"message", "type", "param", "code"}}`.
@@ -26,8 +29,8 @@ use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::multipart::{Multipart, MultipartRejection};
 use axum::extract::{DefaultBodyLimit, Path as UrlPath, Request, State};
-use axum::http::header::{AUTHORIZATION, CACHE_CONTROL, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE};
-use axum::http::{HeaderValue, StatusCode};
+use axum::http::header::{AUTHORIZATION, CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::Response;
 use axum::routing::{get, post};
@@ -38,7 +41,7 @@ use susurrus_whisper::decode::subtitles::{CueOptions, srt_with, vtt_with};
 use susurrus_whisper::decode::view::SegmentView;
 use susurrus_whisper::decode::words::Word;
 use susurrus_whisper::{Task, TranscribeOptions, Transcript};
-use tokio::sync::mpsc;
+use tokio::sync::{Semaphore, mpsc};
 
 use super::device::{Device, Job, JobError, ModelInfo, Progress};
 use super::languages::language_name;
@@ -51,6 +54,14 @@ const OPENAI_MODEL: &str = "whisper-1";
 /// Bytes a multipart form may take beyond its file (field names, boundaries, small fields).
 const FORM_OVERHEAD: usize = 64 << 10;
 
+/// The longest an upload may send nothing before it is answered 408: a body that stalls holds
+/// an upload's place and its bytes, so it may not stall for long.
+pub const UPLOAD_IDLE: Duration = Duration::from_secs(10);
+
+/// Seconds a request refused because every upload place stayed taken for [`UPLOAD_IDLE`] is
+/// told to wait: an upload ends, or stalls out, within [`UPLOAD_IDLE`] of its last bytes.
+const UPLOADS_RETRY_AFTER: u64 = 2;
+
 /// How the API is bounded.
 #[derive(Clone, Debug)]
 pub struct ApiLimits {
@@ -59,6 +70,9 @@ pub struct ApiLimits {
     /// The longest audio an upload may decode to (its bytes do not bound it: silence
     /// compresses a thousandfold).
     pub max_audio: Duration,
+    /// Uploads that may be in flight at once (read and decoded), each holding up to
+    /// `max_upload` bytes: what bounds the memory uploads take.
+    pub uploads: Arc<Semaphore>,
     /// The longest a transcription request may take, from its arrival to its answer's end.
     pub timeout: Duration,
     /// The key `/v1` wants as `Authorization: Bearer KEY`, if any.
@@ -172,17 +186,31 @@ async fn authorize(State(api): State<Arc<Api>>, request: Request, next: Next) ->
     error.response()
 }
 
-async fn transcriptions(State(api): State<Arc<Api>>, form: Result<Multipart, MultipartRejection>) -> Response {
-    answer(&api, Task::Transcribe, "/v1/audio/transcriptions", form).await
+async fn transcriptions(
+    State(api): State<Arc<Api>>,
+    headers: HeaderMap,
+    form: Result<Multipart, MultipartRejection>,
+) -> Response {
+    answer(&api, Task::Transcribe, "/v1/audio/transcriptions", &headers, form).await
 }
 
-async fn translations(State(api): State<Arc<Api>>, form: Result<Multipart, MultipartRejection>) -> Response {
-    answer(&api, Task::Translate, "/v1/audio/translations", form).await
+async fn translations(
+    State(api): State<Arc<Api>>,
+    headers: HeaderMap,
+    form: Result<Multipart, MultipartRejection>,
+) -> Response {
+    answer(&api, Task::Translate, "/v1/audio/translations", &headers, form).await
 }
 
-async fn answer(api: &Api, task: Task, route: &'static str, form: Result<Multipart, MultipartRejection>) -> Response {
+async fn answer(
+    api: &Api,
+    task: Task,
+    route: &'static str,
+    headers: &HeaderMap,
+    form: Result<Multipart, MultipartRejection>,
+) -> Response {
     let arrived = Instant::now();
-    let response = match transcribe(api, task, form, arrived).await {
+    let response = match transcribe(api, task, headers, form, arrived).await {
         Ok(response) => response,
         Err(error) => error.response(),
     };
@@ -201,6 +229,8 @@ struct Form {
     temperature: Option<String>,
     granularities: Vec<String>,
     stream: Option<String>,
+    /// The upload's place among those in flight, held until the audio is decoded.
+    upload: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 /// The fields a form may have.
@@ -219,11 +249,41 @@ enum Format {
 async fn transcribe(
     api: &Api,
     task: Task,
+    headers: &HeaderMap,
     form: Result<Multipart, MultipartRejection>,
     arrived: Instant,
 ) -> Result<Response, ApiError> {
+    // A declared length over the limit is refused before a byte of the body is read (so before
+    // `100 Continue` is sent to a client that waits for it).
+    let declared = headers.get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|len| len > (api.limits.max_upload + FORM_OVERHEAD) as u64) {
+        return Err(broken_size(api.limits.max_upload));
+    }
     let form = form.map_err(|e| ApiError::invalid("file", format!("the body must be a multipart form: {e}")))?;
     let deadline = arrived + api.limits.timeout;
+    let form = tokio::time::timeout_at(deadline.into(), read_form(form, &api.limits)).await.map_err(|_| {
+        ApiError::new(StatusCode::REQUEST_TIMEOUT, "invalid_request_error", "the upload took too long")
+    })??;
+    let (options, format, stream) = options(&form, task, &api.device.info)?;
+    let mut form = form;
+    let (bytes, name) = form.file.take().ok_or_else(|| ApiError::invalid("file", "the form has no file"))?;
+    let extension = std::path::Path::new(&name).extension().and_then(|e| e.to_str()).map(str::to_owned);
+    let max_audio = api.limits.max_audio;
+    let (decoded, over) = tokio::task::spawn_blocking(move || {
+        let (store, over) = Limited::new(Samples::new(), max_audio.as_secs() as usize * SAMPLE_RATE as usize);
+        (audio::decode_bytes_into(bytes.to_vec(), &name, extension.as_deref(), store), over)
+    })
+    .await
+    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "server_error", format!("decoding failed: {e}")))?;
+    let decoded = match decoded {
+        Ok(decoded) => decoded,
+        // Refused the moment the decoded audio passes the limit, before any more is decoded.
+        Err(_) if over.hit() => return Err(too_long(max_audio)),
+        Err(e) => return Err(ApiError::invalid("file", e.to_string())),
+    };
+    // The upload's place and bytes go now; a place in the device's queue is taken only by
+    // audio ready to transcribe, so an upload, however slow, holds none.
+    drop(form.upload);
     let Some(permit) = api.device.reserve() else {
         let (queued, capacity) = api.device.queue();
         let mut error = ApiError::new(
@@ -238,26 +298,6 @@ async fn transcribe(
         .with_code("server_busy");
         error.retry_after = Some(api.metrics.retry_after(queued, api.device.concurrency));
         return Err(error);
-    };
-    let form =
-        tokio::time::timeout_at(deadline.into(), read_form(form, api.limits.max_upload)).await.map_err(|_| {
-            ApiError::new(StatusCode::REQUEST_TIMEOUT, "invalid_request_error", "the upload took too long")
-        })??;
-    let (options, format, stream) = options(&form, task, &api.device.info)?;
-    let (bytes, name) = form.file.ok_or_else(|| ApiError::invalid("file", "the form has no file"))?;
-    let extension = std::path::Path::new(&name).extension().and_then(|e| e.to_str()).map(str::to_owned);
-    let max_audio = api.limits.max_audio;
-    let (decoded, over) = tokio::task::spawn_blocking(move || {
-        let (store, over) = Limited::new(Samples::new(), max_audio.as_secs() as usize * SAMPLE_RATE as usize);
-        (audio::decode_bytes_into(bytes.to_vec(), &name, extension.as_deref(), store), over)
-    })
-    .await
-    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "server_error", format!("decoding failed: {e}")))?;
-    let decoded = match decoded {
-        Ok(decoded) => decoded,
-        // Refused the moment the decoded audio passes the limit, before any more is decoded.
-        Err(_) if over.hit() => return Err(too_long(max_audio)),
-        Err(e) => return Err(ApiError::invalid("file", e.to_string())),
     };
     let (events, mut progress) = mpsc::unbounded_channel();
     let duration = decoded.duration();
@@ -291,9 +331,13 @@ fn job_error(error: JobError) -> ApiError {
     }
 }
 
-/// Reads the form's fields; an unknown field, a repeated one or a file over `max_upload` bytes
-/// is an error naming it.
-async fn read_form(mut multipart: Multipart, max_upload: usize) -> Result<Form, ApiError> {
+/// Reads the form's fields; an unknown field, a repeated one or a file over the upload limit
+/// is an error naming it. The form takes an upload's place once its first field arrives (a
+/// connection that sends headers and nothing more holds none), waiting up to [`UPLOAD_IDLE`]
+/// for one (503 after), and gives it back with [`Form::upload`]; a body that sends nothing for
+/// [`UPLOAD_IDLE`] is 408.
+async fn read_form(mut multipart: Multipart, limits: &ApiLimits) -> Result<Form, ApiError> {
+    let max_upload = limits.max_upload;
     let mut form = Form::default();
     let broken = |e: axum::extract::multipart::MultipartError| {
         let status = e.status();
@@ -304,18 +348,35 @@ async fn read_form(mut multipart: Multipart, max_upload: usize) -> Result<Form, 
         };
         ApiError { param: Some("file"), ..ApiError::new(status, "invalid_request_error", message) }
     };
-    while let Some(field) = multipart.next_field().await.map_err(broken)? {
+    while let Some(mut field) = idle(multipart.next_field()).await?.map_err(broken)? {
+        if form.upload.is_none() {
+            match tokio::time::timeout(UPLOAD_IDLE, limits.uploads.clone().acquire_owned()).await {
+                Ok(Ok(place)) => form.upload = Some(place),
+                // Read to its end (and dropped), so that the client, still sending, reads the
+                // answer rather than a connection cut under it.
+                _ => {
+                    discard(field).await;
+                    while let Ok(Ok(Some(field))) = tokio::time::timeout(UPLOAD_IDLE, multipart.next_field()).await {
+                        discard(field).await;
+                    }
+                    return Err(uploads_busy());
+                }
+            }
+        }
         let name = field.name().unwrap_or_default().to_owned();
         if name == "file" {
             let file_name = field.file_name().unwrap_or("upload").to_owned();
-            let bytes = field.bytes().await.map_err(broken)?;
-            if bytes.len() > max_upload {
-                return Err(broken_size(max_upload));
+            let mut bytes = Vec::new();
+            while let Some(chunk) = idle(field.chunk()).await?.map_err(broken)? {
+                if bytes.len() + chunk.len() > max_upload {
+                    return Err(broken_size(max_upload));
+                }
+                bytes.extend_from_slice(&chunk);
             }
-            form.file = Some((bytes, file_name));
+            form.file = Some((Bytes::from(bytes), file_name));
             continue;
         }
-        let value = field.text().await.map_err(broken)?;
+        let value = idle(field.text()).await?.map_err(broken)?;
         let slot = match name.as_str() {
             "model" => &mut form.model,
             "language" => &mut form.language,
@@ -334,6 +395,34 @@ async fn read_form(mut multipart: Multipart, max_upload: usize) -> Result<Form, 
         *slot = Some(value);
     }
     Ok(form)
+}
+
+/// Reads what is left of a field and drops it, until it ends, stalls or breaks.
+async fn discard(mut field: axum::extract::multipart::Field<'_>) {
+    while let Ok(Ok(Some(_))) = tokio::time::timeout(UPLOAD_IDLE, field.chunk()).await {}
+}
+
+/// `read`, or a 408 when the body sends nothing for [`UPLOAD_IDLE`].
+async fn idle<T>(read: impl std::future::Future<Output = T>) -> Result<T, ApiError> {
+    tokio::time::timeout(UPLOAD_IDLE, read).await.map_err(|_| {
+        ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "invalid_request_error",
+            format!("the upload stalled: nothing arrived for {} s", UPLOAD_IDLE.as_secs()),
+        )
+    })
+}
+
+/// The 503 when every upload's place is taken.
+fn uploads_busy() -> ApiError {
+    let mut error = ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "server_error",
+        "the server is busy: every upload place is taken (--max-uploads); try again later",
+    )
+    .with_code("server_busy");
+    error.retry_after = Some(UPLOADS_RETRY_AFTER);
+    error
 }
 
 /// The 413 for audio longer than `--max-audio-minutes`.

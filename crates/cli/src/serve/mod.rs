@@ -135,6 +135,12 @@ pub struct ServeArgs {
     /// answered 413 as soon as its decoding passes it (a small compressed file can hold hours).
     #[arg(long, value_name = "MIN", default_value_t = 180, value_parser = clap::value_parser!(u32).range(1..=1440), requires = "api")]
     pub max_audio_minutes: u32,
+    /// Uploads the API reads and decodes at once, each up to --max-upload-mb in memory; one
+    /// more waits up to 10 s for a place, then is answered 503 with Retry-After. A connection takes a place when its form's first
+    /// field arrives, so one that sends headers alone takes none, and a body that sends nothing
+    /// for 10 s is answered 408.
+    #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1024), requires = "api")]
+    pub max_uploads: u32,
     /// Seconds a transcription request may take from its arrival to its answer (queueing
     /// included); longer is answered 504.
     #[arg(long, value_name = "S", default_value_t = 600, value_parser = clap::value_parser!(u32).range(1..), requires = "api")]
@@ -215,6 +221,7 @@ fn start_api(args: &ServeArgs) -> Result<Arc<api::Api>> {
     let limits = api::ApiLimits {
         max_upload: (args.max_upload_mb as usize) << 20,
         max_audio: Duration::from_secs(u64::from(args.max_audio_minutes) * 60),
+        uploads: Arc::new(tokio::sync::Semaphore::new(args.max_uploads as usize)),
         timeout: Duration::from_secs(args.request_timeout.into()),
         key: args.api_key.clone(),
     };
