@@ -526,6 +526,46 @@ fn sigterm_lets_the_transcription_in_flight_finish() {
     assert_eq!(code, Some(0), "{}", server.stderr.lock().unwrap());
 }
 
+/// A second SIGTERM stops the server at once, the transcription in work abandoned (it used to
+/// wait for it: 35 s with a 3-minute clip), with a line that says so and exit status 1.
+#[cfg(unix)]
+#[test]
+fn a_second_sigterm_exits_at_once() {
+    let mut server = Server::start(&["--api-key", KEY]);
+    let (content_type, body) = form(&[("stream", "true")], "long.wav", &golden("long.wav"));
+    let mut request = post_start(&server, &content_type, &body, body.len());
+    let mut seen = Vec::new();
+    while !String::from_utf8_lossy(&seen).contains("transcript.text.delta") {
+        let mut buf = [0; 1024];
+        let n = request.read(&mut buf).unwrap();
+        assert!(n > 0, "the stream ended before its first segment: {}", String::from_utf8_lossy(&seen));
+        seen.extend_from_slice(&buf[..n]);
+    }
+    for _ in 0..2 {
+        let status = Command::new("kill").arg("-TERM").arg(server.child.id().to_string()).status().unwrap();
+        assert!(status.success());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let waited = Instant::now();
+    let code = loop {
+        if let Some(status) = server.child.try_wait().unwrap() {
+            break status.code();
+        }
+        // The clip's 133 s take far longer than this to transcribe on the CPU.
+        assert!(waited.elapsed() < Duration::from_secs(5), "still running:\n{}", server.stderr.lock().unwrap());
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(code, Some(1));
+    let _ = request.read_to_end(&mut seen);
+    assert!(!String::from_utf8_lossy(&seen).contains("transcript.text.done"));
+    std::thread::sleep(Duration::from_millis(200));
+    let stderr = server.stderr.lock().unwrap().clone();
+    assert!(
+        stderr.contains("susurrus: stopped at a second signal, abandoning the transcriptions in work: 1\n"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn a_missing_model_folder_is_an_error_before_listening() {
     let out = Command::new(env!("CARGO_BIN_EXE_susurrus"))

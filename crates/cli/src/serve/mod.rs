@@ -205,9 +205,25 @@ pub fn run(args: &ServeArgs) -> Result<()> {
                 }
             }
         });
-        serve(listener, router(mounts, api), Limits::SERVE, stops).await;
+        let api_in_flight = api.clone();
+        if serve(listener, router(mounts, api), Limits::SERVE, stops).await == Stop::Forced {
+            // Dropping the device would wait for the jobs in work, and the runtime for the
+            // uploads being decoded: a second signal means now.
+            let working = api_in_flight.map_or(0, |api| api.device.working());
+            log(format_args!("susurrus: stopped at a second signal, abandoning the transcriptions in work: {working}"));
+            std::process::exit(1);
+        }
         Ok(())
     })
+}
+
+/// How the server stopped.
+#[derive(Debug, PartialEq)]
+enum Stop {
+    /// At the first stop request, once the responses in flight were sent.
+    Finished,
+    /// At a second stop request, with responses still in flight.
+    Forced,
 }
 
 /// Loads the API's model (the `--model` folder, or the default one, which must then exist) on
@@ -402,7 +418,7 @@ fn router(mounts: Arc<Mounts>, api: Option<Arc<api::Api>>) -> Router {
 /// until no one can send one); then stops accepting, asks every connection to close once its
 /// response in flight is sent (idle ones close at once) and returns when they all have, or at a
 /// second stop request.
-async fn serve(listener: TcpListener, app: Router, limits: Limits, mut stops: mpsc::UnboundedReceiver<()>) {
+async fn serve(listener: TcpListener, app: Router, limits: Limits, mut stops: mpsc::UnboundedReceiver<()>) -> Stop {
     let (stopping, stop_seen) = watch::channel(false);
     let mut connections = JoinSet::new();
     loop {
@@ -420,8 +436,8 @@ async fn serve(listener: TcpListener, app: Router, limits: Limits, mut stops: mp
     drop(listener);
     let _ = stopping.send(true);
     tokio::select! {
-        () = async { while connections.join_next().await.is_some() {} } => {}
-        Some(()) = stops.recv() => {}
+        () = async { while connections.join_next().await.is_some() {} } => Stop::Finished,
+        Some(()) = stops.recv() => Stop::Forced,
     }
 }
 
