@@ -460,3 +460,63 @@ fn convert_quantize_int8_matches_ctranslate2s_quantization() {
     assert!(size * 100 < f16_size * 55, "{size} bytes of int8 against {f16_size} of f16");
     std::fs::remove_dir_all(dst.parent().unwrap()).unwrap();
 }
+
+/// Runs the binary with at most a minute to finish: a command that hangs is killed and fails
+/// the test rather than the suite.
+#[cfg(unix)]
+fn susurrus_within_a_minute(args: &[&str]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_susurrus"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > std::time::Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("susurrus {args:?} still ran after a minute");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// A model folder whose config.json is a named pipe (which `transcribe`, `info` and `serve
+/// --api` used to wait on forever) or a link to /dev/zero (which grew memory without bound) is
+/// refused before any work by every command that reads it, naming the file and what it is.
+#[cfg(unix)]
+#[test]
+fn model_files_that_are_not_regular_files_are_refused_at_once() {
+    let dir = temp_dir("not-regular");
+    let model = dir.join("model");
+    std::fs::create_dir_all(&model).unwrap();
+    for name in ["model.bin", "tokenizer.json", "vocabulary.txt"] {
+        if tiny_en().join(name).exists() {
+            std::os::unix::fs::symlink(tiny_en().join(name), model.join(name)).unwrap();
+        }
+    }
+    let config = model.join("config.json");
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../samples/sample.wav");
+    for (make, what) in [
+        (
+            Box::new(|| assert!(Command::new("mkfifo").arg(&config).status().unwrap().success())) as Box<dyn Fn()>,
+            "a named pipe",
+        ),
+        (Box::new(|| std::os::unix::fs::symlink("/dev/zero", &config).unwrap()), "a character device"),
+    ] {
+        let _ = std::fs::remove_file(&config);
+        make();
+        let says = format!("{}: not a regular file: {what}", config.display());
+        for args in [
+            vec!["info", "--model", s(&model)],
+            vec!["transcribe", "--backend", "cpu", "--model", s(&model), s(&sample)],
+            vec!["convert", s(&model), s(&dir.join("converted"))],
+            vec!["serve", "--api", "--backend", "cpu", "--port", "0", "--model", s(&model)],
+        ] {
+            let out = susurrus_within_a_minute(&args);
+            assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stderr(&out));
+            assert!(stderr(&out).contains(&says), "{args:?}: {}", stderr(&out));
+        }
+    }
+}

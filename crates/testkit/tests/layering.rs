@@ -104,7 +104,7 @@ fn core_modules_import_only_earlier_ones() {
 #[test]
 fn whisper_folders_import_only_earlier_ones() {
     let folder_rank = |module: &str| match module {
-        "error" | "constants" => Some(0),
+        "error" | "constants" | "files" => Some(0),
         "text" => Some(1),
         "audio" => Some(2),
         "load" => Some(3),

@@ -1,7 +1,7 @@
 //! Whisper on the Susurrus graph compiler. Folders in pipeline order, each importing only the
 //! ones before it (`crates/testkit/tests/layering.rs` checks it):
 //!
-//! `error`, `constants` -> [`text`] (tokenizer) -> [`audio`] (samples, resampling, log-mel) ->
+//! `error`, `constants`, `files` (reading a model's files) -> [`text`] (tokenizer) -> [`audio`] (samples, resampling, log-mel) ->
 //! [`load`] (config, weights, the CTranslate2 and Hugging Face readers) -> [`graphs`] (encoder,
 //! decoder step, alignment, selection; the core's IR builder only, no backend named) ->
 //! [`program`] (the graphs compiled and linked on a backend) -> [`vad`] (Silero) ->
@@ -14,6 +14,7 @@
 
 pub mod constants;
 mod error;
+pub mod files;
 
 pub mod text;
 

@@ -104,8 +104,14 @@ pub fn render(src: &Path, dst: &Path, report: &Report, format: WeightFormat) -> 
 pub fn convert(src: &Path, dst: &Path, force: bool, format: WeightFormat) -> Result<Report> {
     check_source(src)?;
     check_destination(src, dst, force)?;
-    let read = |name: &str| {
+    // Regular files only (a named pipe would hang the conversion); the small ones bounded.
+    let read = |name: &str| -> Result<Vec<u8>> {
         let path = src.join(name);
+        let shown = path.display().to_string();
+        if name != "model.bin" {
+            return Ok(susurrus_whisper::files::read_small(&path, &shown)?);
+        }
+        susurrus_whisper::files::regular_file(&path, &shown)?;
         std::fs::read(&path).map_err(|e| Error::io(&path, e))
     };
     let tokenizer = read("tokenizer.json")?;
@@ -156,6 +162,14 @@ fn check_source(src: &Path) -> Result<()> {
         Err(e) => return Err(Error::io(src, e)),
         Ok(meta) if !meta.is_dir() => return Err(Error::Usage(format!("source {shown} is not a folder"))),
         Ok(_) => {}
+    }
+    // A file that is there but not a regular one (a named pipe, a link to a device) is named
+    // as what it is, not as missing.
+    for name in SOURCE_FILES {
+        let path = src.join(name);
+        if path.exists() {
+            susurrus_whisper::files::regular_file(&path, &path.display().to_string())?;
+        }
     }
     let missing: Vec<&str> = SOURCE_FILES.iter().copied().filter(|f| !src.join(f).is_file()).collect();
     if missing.is_empty() {

@@ -169,12 +169,11 @@ pub fn convert_ct2_to_hf(
 
 /// Converts the CTranslate2 folder `src` into a Hugging Face folder `dst` (created if needed).
 pub fn convert_ct2_dir_to_hf(src: &Path, dst: &Path) -> Result<()> {
-    let read = |name: &str| {
-        let path = src.join(name);
-        std::fs::read(&path).map_err(|e| model_error(&path.display().to_string(), format!("cannot read: {e}")))
-    };
+    let read = |name: &str| crate::files::read_small(&src.join(name), &src.join(name).display().to_string());
     let tokenizer = read("tokenizer.json")?;
-    let files = convert_ct2_to_hf(&read("model.bin")?, &read("config.json")?, &tokenizer, WeightFormat::F16)?;
+    let model = src.join("model.bin");
+    let model_bin = crate::load::weights::FileBytes::open(&model, &model.display().to_string())?;
+    let files = convert_ct2_to_hf(&model_bin, &read("config.json")?, &tokenizer, WeightFormat::F16)?;
     std::fs::create_dir_all(dst)
         .map_err(|e| model_error(&dst.display().to_string(), format!("cannot create the folder: {e}")))?;
     let outputs: [(&str, &[u8]); 4] = [

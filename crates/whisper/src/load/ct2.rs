@@ -458,7 +458,7 @@ pub fn load_ct2_dir(dir: &Path) -> Result<WhisperWeights> {
     let model = dir.join("model.bin");
     let config = dir.join("config.json");
     let (model_name, config_name) = (model.display().to_string(), config.display().to_string());
-    let config_bytes = std::fs::read(&config).map_err(|e| model_error(&config_name, format!("cannot read: {e}")))?;
+    let config_bytes = crate::files::read_small(&config, &config_name)?;
     load_named(&FileBytes::open(&model, &model_name)?, &model_name, &config_bytes, &config_name)
 }
 

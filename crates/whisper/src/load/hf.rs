@@ -322,9 +322,7 @@ pub fn load_hf_with_generation(
 /// Hugging Face model folder.
 pub fn load_hf_dir(dir: &Path) -> Result<WhisperWeights> {
     let path = |name: &str| (dir.join(name), dir.join(name).display().to_string());
-    let read = |(path, name): &(std::path::PathBuf, String)| {
-        std::fs::read(path).map_err(|e| model_error(name, format!("cannot read: {e}")))
-    };
+    let read = |(path, name): &(std::path::PathBuf, String)| crate::files::read_small(path, name);
     let (model, config, generation) = (path("model.safetensors"), path("config.json"), path("generation_config.json"));
     let generation_bytes = if generation.0.exists() { Some(read(&generation)?) } else { None };
     load_named(

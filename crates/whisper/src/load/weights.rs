@@ -125,6 +125,7 @@ impl FileBytes {
     /// The file at `path`, named `name` in errors.
     pub(crate) fn open(path: &Path, name: &str) -> Result<FileBytes> {
         let cannot = |e: std::io::Error| model_error(name, format!("cannot read: {e}"));
+        crate::files::regular_file(path, name)?;
         #[cfg(not(target_arch = "wasm32"))]
         {
             let file = std::fs::File::open(path).map_err(cannot)?;

@@ -283,7 +283,7 @@ impl Tokenizer {
                 return Ok(None);
             }
             let shown = path.display().to_string();
-            let bytes = std::fs::read(&path).map_err(|e| model_error(&shown, format!("cannot read: {e}")))?;
+            let bytes = crate::files::read_small(&path, &shown)?;
             Ok(Some((bytes, shown)))
         };
         let (vocabulary, json) = (read("vocabulary.txt")?, read("tokenizer.json")?);
@@ -330,7 +330,7 @@ impl Tokenizer {
     pub fn from_tokenizer_json_file(path: impl AsRef<Path>) -> Result<Tokenizer> {
         let path = path.as_ref();
         let name = path.display().to_string();
-        let bytes = std::fs::read(path).map_err(|e| model_error(&name, format!("cannot read: {e}")))?;
+        let bytes = crate::files::read_small(path, &name)?;
         Tokenizer::from_tokenizer_json(&bytes, &name)
     }
 
@@ -338,7 +338,7 @@ impl Tokenizer {
     pub fn from_vocabulary_file(path: impl AsRef<Path>) -> Result<Tokenizer> {
         let path = path.as_ref();
         let name = path.display().to_string();
-        let bytes = std::fs::read(path).map_err(|e| model_error(&name, format!("cannot read: {e}")))?;
+        let bytes = crate::files::read_small(path, &name)?;
         Tokenizer::from_vocabulary(&bytes, &name)
     }
 

@@ -149,8 +149,7 @@ impl VadWeights {
     #[cfg(not(target_arch = "wasm32"))]
     pub fn load(path: &Path) -> Result<VadWeights> {
         let file = path.display().to_string();
-        let bytes =
-            std::fs::read(path).map_err(|e| Error::Model { file: file.clone(), msg: format!("cannot read: {e}") })?;
+        let bytes = crate::files::read_small(path, &file)?;
         VadWeights::from_onnx(&bytes, &file)
     }
 }
