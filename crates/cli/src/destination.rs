@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 /// reopens a standard descriptor that is closed at start-up on `/dev/null`, read-write, so
 /// that is what it looks like now; a shell's `> /dev/null` opens it write-only, and stays
 /// allowed.
-pub fn check_stdout() -> Result<()> {
+pub fn check_stdout(advice: &str) -> Result<()> {
     #[cfg(unix)]
     {
         use std::os::fd::{AsFd, AsRawFd};
@@ -25,9 +25,7 @@ pub fn check_stdout() -> Result<()> {
         let target = fd.try_clone_to_owned().map(std::fs::File::from).and_then(|f| f.metadata()).ok();
         let read_write = flags >= 0 && flags & libc::O_ACCMODE == libc::O_RDWR;
         if read_write && target.zip(dev_null).is_some_and(|(target, dev_null)| is_dev_null(&target, &dev_null)) {
-            return Err(Error::Usage(
-                "standard output is closed: redirect it to a file (> transcript.txt) or pass --output-dir".into(),
-            ));
+            return Err(Error::Usage(format!("standard output is closed: {advice}")));
         }
     }
     Ok(())

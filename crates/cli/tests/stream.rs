@@ -230,3 +230,34 @@ fn an_hour_at_disk_speed_keeps_memory_flat() {
     // An hour of samples is 230 MB; the bound is a tenth of it.
     assert!(hour < minutes + (23 << 10), "peak resident memory: two minutes {minutes} kB, an hour {hour} kB");
 }
+
+/// Standard output closed (`>&-`): every caption would vanish, so the stream refuses before the
+/// model loads, as `transcribe` does (it used to run to the end and exit 0).
+#[cfg(unix)]
+#[test]
+fn a_closed_standard_output_is_refused_before_any_work() {
+    let out = Command::new("sh")
+        .args(["-c", "exec \"$0\" stream --model /nonexistent/model \"$1\" >&-", env!("CARGO_BIN_EXE_susurrus")])
+        .arg(clip("short_2"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        (out.status.code(), stderr(&out)),
+        (Some(1), "susurrus: error: standard output is closed: redirect it to a file (> captions.txt)\n".to_string())
+    );
+}
+
+/// A reader that stops reading (`| head -1`) ends the stream quietly with the status of a
+/// program ended by SIGPIPE, as `transcribe` does (it used to report "Broken pipe").
+#[test]
+fn a_reader_that_stops_reading_ends_the_stream_quietly_with_status_141() {
+    let mut child = stream_command(&[&clip("long")]).stdin(Stdio::null()).spawn().unwrap();
+    let mut first = String::new();
+    {
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        stdout.read_line(&mut first).unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(first.starts_with("[00:00"), "{first}");
+    assert_eq!((out.status.code(), stderr(&out)), (Some(141), String::new()));
+}

@@ -19,6 +19,7 @@ use susurrus_whisper::{Task, TranscribeOptions};
 use crate::args::{TaskChoice, parse_language, parse_positive_time};
 use crate::audio;
 use crate::backend::RunArgs;
+use crate::destination;
 use crate::error::{Error, Result};
 use crate::load;
 use crate::load::load_model;
@@ -170,6 +171,8 @@ pub fn run(args: &StreamArgs) -> Result<()> {
     if !stdin {
         audio::check_input(&args.input)?;
     }
+    // Everything the stream says goes to standard output: closed (`>&-`), it would all vanish.
+    destination::check_stdout("redirect it to a file (> captions.txt)")?;
     let dir = load::resolve(args.run.model.as_deref())?;
     let vad = if options.vad { Some(load::resolve_vad(args.vad_model.as_deref())?) } else { None };
     let (mut whisper, _) = load_model(&args.run, &dir, vad.as_deref())?;
@@ -198,6 +201,11 @@ pub fn run(args: &StreamArgs) -> Result<()> {
     });
     drop(rx);
     let _ = reader.join();
+    let finished = match finished {
+        // A reader that stopped reading (`| head -1`) wants no more: a quiet exit, as transcribe's.
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::BrokenPipe => Err(Error::ReaderGone),
+        other => other,
+    };
     for warning in finished? {
         eprintln!("susurrus: warning: {}: {warning}", input_name(&args.input));
     }

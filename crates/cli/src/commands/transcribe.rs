@@ -393,7 +393,7 @@ fn check_outputs(args: &TranscribeArgs, from: usize) -> Result<()> {
             let paths: Vec<_> = output_paths(args)?.into_iter().skip(from).collect();
             destination::check_outputs(&paths, &args.files, args.overwrite)
         }
-        None => destination::check_stdout(),
+        None => destination::check_stdout("redirect it to a file (> transcript.txt) or pass --output-dir"),
     }
 }
 
