@@ -520,3 +520,30 @@ fn model_files_that_are_not_regular_files_are_refused_at_once() {
         }
     }
 }
+
+/// A conversion whose write fails (a file size limit stands for a full disk: the weights cannot
+/// be written) leaves no destination and nothing beside it, so the same command runs again;
+/// it used to leave `.model.safetensors.partial` or a folder without `config.json`, and the
+/// retry was refused as "not empty".
+#[cfg(target_os = "linux")]
+#[test]
+fn a_conversion_that_cannot_write_leaves_nothing_behind_and_runs_again() {
+    let dir = temp_dir("cannot-write");
+    let dst = dir.join("converted");
+    // SIGXFSZ ignored, a write past the limit fails with EFBIG instead of ending the process.
+    let out = Command::new("sh")
+        .args(["-c", "trap '' XFSZ; ulimit -f 2048; exec \"$0\" convert \"$1\" \"$2\"", env!("CARGO_BIN_EXE_susurrus")])
+        .args([s(tiny_en()), s(&dst)])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let says = format!("susurrus: error: {}: File too large", dst.join("model.safetensors").display());
+    assert!(stderr(&out).starts_with(&says), "{}", stderr(&out));
+    let left: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    let out = susurrus(&["convert", s(tiny_en()), s(&dst)]);
+    assert_success(&out);
+    let mut names: Vec<_> = std::fs::read_dir(&dst).unwrap().map(|e| e.unwrap().file_name()).collect();
+    names.sort();
+    assert_eq!(names, ["config.json", "generation_config.json", "model.safetensors", "tokenizer.json"]);
+}

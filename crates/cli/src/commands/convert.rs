@@ -121,24 +121,57 @@ pub fn convert(src: &Path, dst: &Path, force: bool, format: WeightFormat) -> Res
     let parameters = tensors.iter().map(|t| t.dims.iter().product::<usize>()).sum();
     let tensor_count = tensors.len();
 
-    std::fs::create_dir_all(dst).map_err(|e| Error::io(dst, e))?;
     let outputs: [(&str, &[u8]); 4] = [
         ("model.safetensors", &hf.safetensors),
         ("config.json", hf.config_json.as_bytes()),
         ("generation_config.json", hf.generation_config_json.as_bytes()),
         ("tokenizer.json", &tokenizer),
     ];
+    let files = place(dst, &outputs)?;
+    Ok(Report { files, tensors: tensor_count, parameters })
+}
+
+/// Writes `outputs` into a new folder beside `dst` and only then moves them into place: the
+/// whole folder renamed onto a missing or empty `dst`; with `--force`, each file renamed over
+/// its namesake (a file being replaced is never seen half written, and a process that has the
+/// old one open or mapped keeps reading it). A write that fails (a full disk) leaves `dst` as
+/// it was, and nothing beside it, so the same command can simply run again.
+fn place(dst: &Path, outputs: &[(&str, &[u8])]) -> Result<Vec<Written>> {
+    let parent = dst.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+    let name = dst.file_name().map_or_else(|| "converted".into(), |n| n.to_string_lossy().into_owned());
+    let staging = tempfile::Builder::new()
+        .prefix(&format!(".{name}.partial-"))
+        .tempdir_in(parent)
+        .map_err(|e| Error::io(parent, e))?;
     let mut files = Vec::with_capacity(outputs.len());
     for (name, bytes) in outputs {
-        let path = dst.join(name);
-        // Written beside and renamed over: a file being replaced (`--force`) is never seen half
-        // written, and a process that has the old one open or mapped keeps reading the old one.
-        let partial = dst.join(format!(".{name}.partial"));
-        std::fs::write(&partial, bytes).map_err(|e| Error::io(&partial, e))?;
-        std::fs::rename(&partial, &path).map_err(|e| Error::io(&path, e))?;
-        files.push(Written { path, bytes: bytes.len() as u64 });
+        std::fs::write(staging.path().join(name), bytes).map_err(|e| Error::io(&dst.join(name), e))?;
+        files.push(Written { path: dst.join(name), bytes: bytes.len() as u64 });
     }
-    Ok(Report { files, tensors: tensor_count, parameters })
+    let empty = match std::fs::read_dir(dst) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
+        Err(e) => return Err(Error::io(dst, e)),
+        Ok(mut entries) => entries.next().is_none(),
+    };
+    if empty {
+        // An empty folder gives way to the new one (rename does not replace a folder everywhere).
+        if dst.exists() {
+            std::fs::remove_dir(dst).map_err(|e| Error::io(dst, e))?;
+        }
+        let staged = staging.keep();
+        return match std::fs::rename(&staged, dst) {
+            Ok(()) => Ok(files),
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&staged);
+                Err(Error::io(dst, e))
+            }
+        };
+    }
+    for (name, _) in outputs {
+        std::fs::rename(staging.path().join(name), dst.join(name)).map_err(|e| Error::io(&dst.join(name), e))?;
+    }
+    Ok(files)
 }
 
 /// The model loaders name model files without their folder (it converts bytes); the user named a
