@@ -566,6 +566,58 @@ fn a_second_sigterm_exits_at_once() {
     );
 }
 
+/// `GET /v1/models` with `authorization` as the header's whole value; the status.
+fn models_status(server: &Server, authorization: &str) -> u16 {
+    let mut stream = server.connect();
+    write!(stream, "GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: {authorization}\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    read_reply(&mut stream).status
+}
+
+/// The key from SUSURRUS_API_KEY (not only the command line, where every local user sees it in
+/// the process list) or from a file (a mounted secret); the scheme of `Authorization` is
+/// case-insensitive (RFC 9110), so `bearer KEY` is accepted as `Bearer KEY` is.
+#[test]
+fn the_key_comes_from_the_environment_or_a_file_and_the_scheme_is_case_insensitive() {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_susurrus"));
+    command.args(["serve", "--api", "--backend", "cpu", "--port", "0"]).env("SUSURRUS_API_KEY", KEY);
+    let server = Server::spawn(command);
+    for (authorization, status) in [
+        (format!("Bearer {KEY}"), 200),
+        (format!("bearer {KEY}"), 200),
+        (format!("BEARER   {KEY}"), 200),
+        ("Bearer wrong".to_string(), 401),
+        (format!("Basic {KEY}"), 401),
+    ] {
+        assert_eq!(models_status(&server, &authorization), status, "{authorization}");
+    }
+    drop(server);
+    let file = std::env::temp_dir().join(format!("susurrus-key-{}", std::process::id()));
+    std::fs::write(&file, format!("{KEY}\n")).unwrap();
+    let server = Server::start(&["--api-key-file", file.to_str().unwrap()]);
+    assert_eq!(models_status(&server, &format!("Bearer {KEY}")), 200);
+    assert_eq!(models_status(&server, "Bearer wrong"), 401);
+    drop(server);
+    // An empty key would refuse every request: refused at start, before the model loads.
+    std::fs::write(&file, "\n").unwrap();
+    for (args, from) in [
+        (vec!["--api-key", ""], "--api-key".to_string()),
+        (vec!["--api-key-file", file.to_str().unwrap()], format!("--api-key-file {}", file.display())),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_susurrus"))
+            .args(["serve", "--api", "--backend", "cpu", "--port", "0"])
+            .args(&args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            format!("susurrus: error: the API key from {from} is empty: every request would be refused\n")
+        );
+    }
+    std::fs::remove_file(&file).unwrap();
+}
+
 #[test]
 fn a_missing_model_folder_is_an_error_before_listening() {
     let out = Command::new(env!("CARGO_BIN_EXE_susurrus"))

@@ -161,8 +161,11 @@ fn text_response(content_type: &'static str, text: String) -> Response {
 /// independent of where they differ).
 async fn authorize(State(api): State<Arc<Api>>, request: Request, next: Next) -> Response {
     let Some(key) = &api.limits.key else { return next.run(request).await };
-    let given =
-        request.headers().get(AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
+    // RFC 9110: the scheme is case-insensitive, and one or more spaces follow it.
+    let given = request.headers().get(AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| {
+        let (scheme, token) = v.trim().split_once([' ', '\t'])?;
+        scheme.eq_ignore_ascii_case("bearer").then(|| token.trim_start())
+    });
     let matches = given.is_some_and(|given| {
         given.len() == key.len() && given.bytes().zip(key.bytes()).fold(0u8, |diff, (a, b)| diff | (a ^ b)) == 0
     });

@@ -116,8 +116,13 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..), requires = "api")]
     pub threads: Option<u16>,
     /// The key the API's `/v1` routes want as `Authorization: Bearer KEY` (default: none).
+    /// Visible to every local user in the process list: prefer SUSURRUS_API_KEY or
+    /// --api-key-file.
     #[arg(long, value_name = "KEY", requires = "api")]
     pub api_key: Option<String>,
+    /// A file holding the API's key (its first line; a mounted secret).
+    #[arg(long, value_name = "FILE", conflicts_with = "api_key", requires = "api")]
+    pub api_key_file: Option<PathBuf>,
     /// Transcriptions that may wait for the device; more are answered 503 with Retry-After.
     #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096), requires = "api")]
     pub queue: u32,
@@ -175,6 +180,7 @@ impl Limits {
 /// second signal stops at once) and returns. Errors when the folders, the VAD file or the
 /// address are unusable.
 pub fn run(args: &ServeArgs) -> Result<()> {
+    let key = if args.api { api_key(args)? } else { None };
     let mounts = Arc::new(Mounts {
         root: served_root(args.root.as_deref(), args.api)?,
         model: served_model(args.model.as_deref())?,
@@ -187,7 +193,7 @@ pub fn run(args: &ServeArgs) -> Result<()> {
     let local = listener.local_addr().map_err(|e| listen_error(&host, args.port, e))?;
     let addr = format!("{host}:{}", local.port());
     let start_error = |source| Error::Server { action: "cannot start serving on", addr: addr.clone(), source };
-    let api = if args.api { Some(start_api(args)?) } else { None };
+    let api = if args.api { Some(start_api(args, key)?) } else { None };
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(start_error)?;
     runtime.block_on(async {
         let listener = TcpListener::from_std(listener).map_err(start_error)?;
@@ -228,7 +234,7 @@ enum Stop {
 
 /// Loads the API's model (the `--model` folder, or the default one, which must then exist) on
 /// its device thread.
-fn start_api(args: &ServeArgs) -> Result<Arc<api::Api>> {
+fn start_api(args: &ServeArgs, key: Option<String>) -> Result<Arc<api::Api>> {
     let dir = load::resolve(args.model.as_deref())?;
     let run =
         RunArgs { model: Some(dir.clone()), backend: args.backend, threads: args.threads, temperatures: Vec::new() };
@@ -239,10 +245,51 @@ fn start_api(args: &ServeArgs) -> Result<Arc<api::Api>> {
         max_audio: Duration::from_secs(u64::from(args.max_audio_minutes) * 60),
         uploads: Arc::new(tokio::sync::Semaphore::new(args.max_uploads as usize)),
         timeout: Duration::from_secs(args.request_timeout.into()),
-        key: args.api_key.clone(),
+        key,
     };
     Ok(Arc::new(api::Api { device, metrics, limits }))
 }
+
+/// The API's key: from --api-key, the first line of --api-key-file, or SUSURRUS_API_KEY.
+/// An empty one is refused: it would start a server that refuses every request.
+fn api_key(args: &ServeArgs) -> Result<Option<String>> {
+    let from_env = || std::env::var(KEY_VARIABLE).ok();
+    let (key, from) = match (&args.api_key, &args.api_key_file) {
+        (Some(key), _) => (key.clone(), "--api-key".to_string()),
+        (None, Some(path)) => {
+            let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+            if !meta.is_file() || meta.len() > KEY_FILE_LIMIT {
+                return Err(Error::Usage(format!(
+                    "--api-key-file {}: not a key file (a regular file of at most {KEY_FILE_LIMIT} bytes)",
+                    path.display()
+                )));
+            }
+            let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+            (text.lines().next().unwrap_or_default().to_string(), format!("--api-key-file {}", path.display()))
+        }
+        (None, None) => match from_env() {
+            Some(key) => (key, KEY_VARIABLE.to_string()),
+            None => return Ok(None),
+        },
+    };
+    let key = key.trim();
+    if key.is_empty() {
+        return Err(Error::Usage(format!("the API key from {from} is empty: every request would be refused")));
+    }
+    if key.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(Error::Usage(format!(
+            "the API key from {from} holds a space or a control character, which no Authorization header can carry"
+        )));
+    }
+    Ok(Some(key.to_string()))
+}
+
+/// The environment variable the API's key may come from (read only with `--api`, so that it may
+/// be set where a plain `serve` runs too).
+const KEY_VARIABLE: &str = "SUSURRUS_API_KEY";
+
+/// The largest key file read: a key is a line.
+const KEY_FILE_LIMIT: u64 = 4096;
 
 /// The demo page's folder, canonical: a given `--root` must exist; without one, `www/` in the
 /// current folder, which only the API can do without (left out, with a note, when missing).
