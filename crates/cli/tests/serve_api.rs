@@ -618,6 +618,43 @@ fn the_key_comes_from_the_environment_or_a_file_and_the_scheme_is_case_insensiti
     std::fs::remove_file(&file).unwrap();
 }
 
+/// A client that hangs up mid-upload is counted as a client error (400), not the server's
+/// (500); the device's busy time is the model thread's, so two jobs in work at once count the
+/// device's seconds once (it used to add up each job's time from start to end).
+#[test]
+fn metrics_count_a_hung_up_upload_as_a_client_error_and_the_devices_own_time() {
+    let server = Server::start(&["--api-key", KEY]);
+    let audio = golden("short_2.wav");
+    let (content_type, body) = form(&[], "short_2.wav", &audio);
+    drop(post_start(&server, &content_type, &body, body.len() / 2));
+    let value = |metrics: &str, name: &str| -> f64 {
+        let line = metrics.lines().find(|l| l.starts_with(name)).unwrap_or_default();
+        line.rsplit(' ').next().and_then(|v| v.parse().ok()).unwrap_or_default()
+    };
+    let waited = Instant::now();
+    let client_error = "susurrus_requests_total{route=\"/v1/audio/transcriptions\",status=\"400\"}";
+    loop {
+        let metrics = server.get("/metrics", None).body;
+        if value(&metrics, client_error) == 1.0 {
+            assert!(!metrics.contains("status=\"500\""), "{metrics}");
+            break;
+        }
+        assert!(waited.elapsed() < Duration::from_secs(30), "the hung-up upload was never counted: {metrics}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let started = Instant::now();
+    std::thread::scope(|scope| {
+        let clients: Vec<_> = (0..2).map(|_| scope.spawn(|| post(&server, &[], "short_2.wav", &audio))).collect();
+        for client in clients {
+            let reply = client.join().unwrap();
+            assert_eq!(reply.status, 200, "{}", reply.body);
+        }
+    });
+    let wall = started.elapsed().as_secs_f64();
+    let busy = value(&server.get("/metrics", None).body, "susurrus_device_busy_seconds_total");
+    assert!(busy > 0.0 && busy <= wall, "device busy {busy} s within {wall} s of wall time");
+}
+
 #[test]
 fn a_missing_model_folder_is_an_error_before_listening() {
     let out = Command::new(env!("CARGO_BIN_EXE_susurrus"))

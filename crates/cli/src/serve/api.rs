@@ -344,10 +344,14 @@ async fn read_form(mut multipart: Multipart, limits: &ApiLimits) -> Result<Form,
     let mut form = Form::default();
     let broken = |e: axum::extract::multipart::MultipartError| {
         let status = e.status();
-        let message = if status == StatusCode::PAYLOAD_TOO_LARGE {
-            format!("the upload is larger than the server's limit of {} MB", max_upload >> 20)
+        let (status, message) = if status == StatusCode::PAYLOAD_TOO_LARGE {
+            (status, format!("the upload is larger than the server's limit of {} MB", max_upload >> 20))
+        } else if status.is_server_error() {
+            // The body itself failed to arrive: the client hung up or its connection broke. A
+            // client's doing, counted in /metrics as a client error, not the server's.
+            (StatusCode::BAD_REQUEST, format!("the upload broke off: {}", e.body_text()))
         } else {
-            format!("the multipart form cannot be read: {}", e.body_text())
+            (status, format!("the multipart form cannot be read: {}", e.body_text()))
         };
         ApiError { param: Some("file"), ..ApiError::new(status, "invalid_request_error", message) }
     };

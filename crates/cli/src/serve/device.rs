@@ -213,7 +213,9 @@ fn answer_calls(whisper: &mut Whisper, called: &std::sync::mpsc::Receiver<Call>,
         while let Ok(call) = called.try_recv() {
             scheduler.submit(call.client, call.request, call.answer);
         }
+        let started = Instant::now();
         let work = pollster::block_on(scheduler.work(whisper));
+        metrics.device_busy(started.elapsed().as_secs_f64());
         if work.batch > 0 {
             metrics.group_step(work.batch);
         }

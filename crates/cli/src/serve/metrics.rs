@@ -113,13 +113,19 @@ impl Metrics {
         }
     }
 
-    /// A job done: `audio` seconds transcribed in `busy` seconds of the device.
-    pub fn transcribed(&self, audio: f64, busy: f64) {
+    /// A job done: `audio` seconds transcribed in `seconds` from its start to its end (jobs in
+    /// work at once overlap: this is what a queued job waits for, not the device's time).
+    pub fn transcribed(&self, audio: f64, seconds: f64) {
         // Counters refuse negative increments; a clock never runs backwards here.
         self.audio_seconds.inc_by(audio.max(0.0));
-        self.busy_seconds.inc_by(busy.max(0.0));
         let mut mean = self.job_seconds.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        *mean = Some(mean.map_or(busy, |mean| 0.8 * mean + 0.2 * busy));
+        *mean = Some(mean.map_or(seconds, |mean| 0.8 * mean + 0.2 * seconds));
+    }
+
+    /// The model's thread ran the device for `seconds` (one scheduler step, whatever number of
+    /// jobs it served).
+    pub fn device_busy(&self, seconds: f64) {
+        self.busy_seconds.inc_by(seconds.max(0.0));
     }
 
     /// A group step decoded `windows` windows together.
@@ -173,6 +179,8 @@ mod tests {
         m.answered("/v1/audio/transcriptions", 400, Some(0.01));
         m.answered("/health", 200, None);
         m.transcribed(5.0, 0.5);
+        m.device_busy(0.25);
+        m.device_busy(0.25);
         m.group_step(3);
         m.group_step(1);
         m.encoded_together(3);
