@@ -715,6 +715,13 @@ fn options_the_model_cannot_honour_fail_before_any_file_is_read() {
         assert_eq!(out.status.code(), Some(2), "{flags:?}: a command-line error");
         assert!(text(&out.stderr).starts_with(want), "{flags:?}: {}", text(&out.stderr));
     }
+    // A length penalty whose scores overflow was taken, then reported as damaged weights
+    // ("non-finite scores"); it is refused before the model loads.
+    let out = transcribe(&["--length-penalty", "1000", path_str(&input)], None, &[]);
+    assert_eq!(
+        (out.status.code(), text(&out.stderr)),
+        (Some(1), "susurrus: error: invalid option: length_penalty: 1000 is not a value from 0 to 10\n".to_string())
+    );
 
     let out = transcribe(&["--clip-timestamps", "1,x", path_str(&input)], None, &[]);
     assert_eq!(out.status.code(), Some(2), "a command-line error");

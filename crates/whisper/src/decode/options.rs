@@ -14,6 +14,10 @@ pub const MAX_BEAM_SIZE: usize = 32;
 /// minutes on one window).
 pub const MAX_BEST_OF: usize = 32;
 
+/// The largest length penalty: `453 ^ 10` (the longest window's length term) still fits an f32
+/// score; 1 (the mean per token) is the default and 0 to 2 the usual range.
+pub const MAX_LENGTH_PENALTY: f32 = 10.0;
+
 /// What the decoder is asked to do.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -167,9 +171,11 @@ impl TranscribeOptions {
                 self.patience, self.beam_size
             )));
         }
-        if !(self.length_penalty.is_finite() && self.length_penalty >= 0.0) {
+        // Past the bound, `length ^ length_penalty` overflows f32 for the longest windows and
+        // every score is infinite (an option that looked like damaged weights).
+        if !(0.0..=MAX_LENGTH_PENALTY).contains(&self.length_penalty) {
             return Err(Error::bad_option(format!(
-                "length_penalty: {} is not a finite value >= 0",
+                "length_penalty: {} is not a value from 0 to {MAX_LENGTH_PENALTY}",
                 self.length_penalty
             )));
         }
@@ -265,7 +271,11 @@ mod tests {
         assert_eq!(check(TranscribeOptions { beam_size: 1, patience: 0.09, ..d() }), Ok(()));
         assert!(check(TranscribeOptions { patience: f32::NAN, ..d() }).unwrap_err().contains("patience: NaN"));
         let err = check(TranscribeOptions { length_penalty: -0.5, ..d() }).unwrap_err();
-        assert!(err.contains("length_penalty: -0.5 is not a finite value >= 0"), "{err}");
+        assert!(err.contains("length_penalty: -0.5 is not a value from 0 to 10"), "{err}");
+        let err = check(TranscribeOptions { length_penalty: 1000.0, ..d() }).unwrap_err();
+        assert!(err.contains("length_penalty: 1000 is not a value from 0 to 10"), "{err}");
+        assert!(check(TranscribeOptions { length_penalty: f32::NAN, ..d() }).is_err());
+        assert_eq!(check(TranscribeOptions { length_penalty: 10.0, ..d() }), Ok(()));
         let parsed: TranscribeOptions = serde_json::from_str(r#"{"beamSize": 2, "lengthPenalty": 0.5}"#).unwrap();
         assert_eq!((parsed.beam_size, parsed.length_penalty), (2, 0.5));
     }
