@@ -405,6 +405,7 @@ fn limits_and_bad_requests_get_openai_shaped_errors() {
         (vec![("timestamp_granularities[]", "word")], "needs response_format verbose_json"),
         (vec![("language", "fr")], "language \\\"fr\\\" is not one whisper-tiny.en-ct2 knows (en)"),
         (vec![("response_format", "srt"), ("stream", "true")], "response_format json or text"),
+        (vec![("model", "whisper-1"), ("model", "whisper-1")], "form field \\\"model\\\" is given twice: give it once"),
     ] {
         let reply = post(&server, &fields, "noisy.wav", &golden("noisy.wav"));
         assert_eq!(reply.status, 400, "{fields:?}: {}", reply.body);

@@ -372,6 +372,9 @@ async fn read_form(mut multipart: Multipart, limits: &ApiLimits) -> Result<Form,
         }
         let name = field.name().unwrap_or_default().to_owned();
         if name == "file" {
+            if form.file.is_some() {
+                return Err(repeated(&name));
+            }
             let file_name = field.file_name().unwrap_or("upload").to_owned();
             let mut bytes = Vec::new();
             while let Some(chunk) = idle(field.chunk()).await?.map_err(broken)? {
@@ -399,9 +402,17 @@ async fn read_form(mut multipart: Multipart, limits: &ApiLimits) -> Result<Form,
                 return Err(ApiError::invalid("file", format!("unknown form field {name:?}: the fields are {FIELDS}")));
             }
         };
+        if slot.is_some() {
+            return Err(repeated(&name));
+        }
         *slot = Some(value);
     }
     Ok(form)
+}
+
+/// The 400 for a field the form gives twice: which of the two was meant cannot be known.
+fn repeated(name: &str) -> ApiError {
+    ApiError::invalid("file", format!("form field {name:?} is given twice: give it once"))
 }
 
 /// Reads what is left of a field and drops it, until it ends, stalls or breaks.
