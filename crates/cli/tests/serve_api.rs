@@ -491,13 +491,11 @@ fn a_multilingual_model_transcribes_in_a_given_or_detected_language_and_translat
     );
 }
 
-#[cfg(unix)]
-#[test]
-fn sigterm_lets_the_transcription_in_flight_finish() {
-    let mut server = Server::start(&["--api-key", KEY]);
-    // The long clip streamed: once its first segment is out, more windows are left to decode.
+/// The long clip posted with `stream`, read until its first segment is out (more windows are
+/// then left to decode): the connection and what it sent so far.
+fn long_clip_streaming(server: &Server) -> (TcpStream, Vec<u8>) {
     let (content_type, body) = form(&[("stream", "true")], "long.wav", &golden("long.wav"));
-    let mut request = post_start(&server, &content_type, &body, body.len());
+    let mut request = post_start(server, &content_type, &body, body.len());
     let mut seen = Vec::new();
     while !String::from_utf8_lossy(&seen).contains("transcript.text.delta") {
         let mut buf = [0; 1024];
@@ -505,6 +503,14 @@ fn sigterm_lets_the_transcription_in_flight_finish() {
         assert!(n > 0, "the stream ended before its first segment: {}", String::from_utf8_lossy(&seen));
         seen.extend_from_slice(&buf[..n]);
     }
+    (request, seen)
+}
+
+#[cfg(unix)]
+#[test]
+fn sigterm_lets_the_transcription_in_flight_finish() {
+    let mut server = Server::start(&["--api-key", KEY]);
+    let (mut request, mut seen) = long_clip_streaming(&server);
     let status = Command::new("kill").arg("-TERM").arg(server.child.id().to_string()).status().unwrap();
     assert!(status.success());
     request.read_to_end(&mut seen).unwrap();
@@ -533,15 +539,7 @@ fn sigterm_lets_the_transcription_in_flight_finish() {
 #[test]
 fn a_second_sigterm_exits_at_once() {
     let mut server = Server::start(&["--api-key", KEY]);
-    let (content_type, body) = form(&[("stream", "true")], "long.wav", &golden("long.wav"));
-    let mut request = post_start(&server, &content_type, &body, body.len());
-    let mut seen = Vec::new();
-    while !String::from_utf8_lossy(&seen).contains("transcript.text.delta") {
-        let mut buf = [0; 1024];
-        let n = request.read(&mut buf).unwrap();
-        assert!(n > 0, "the stream ended before its first segment: {}", String::from_utf8_lossy(&seen));
-        seen.extend_from_slice(&buf[..n]);
-    }
+    let (mut request, mut seen) = long_clip_streaming(&server);
     for _ in 0..2 {
         let status = Command::new("kill").arg("-TERM").arg(server.child.id().to_string()).status().unwrap();
         assert!(status.success());

@@ -264,11 +264,10 @@ async fn transcribe(
     }
     let form = form.map_err(|e| ApiError::invalid("file", format!("the body must be a multipart form: {e}")))?;
     let deadline = arrived + api.limits.timeout;
-    let form = tokio::time::timeout_at(deadline.into(), read_form(form, &api.limits)).await.map_err(|_| {
+    let mut form = tokio::time::timeout_at(deadline.into(), read_form(form, &api.limits)).await.map_err(|_| {
         ApiError::new(StatusCode::REQUEST_TIMEOUT, "invalid_request_error", "the upload took too long")
     })??;
     let (options, format, stream) = options(&form, task, &api.device.info)?;
-    let mut form = form;
     let (bytes, name) = form.file.take().ok_or_else(|| ApiError::invalid("file", "the form has no file"))?;
     let extension = std::path::Path::new(&name).extension().and_then(|e| e.to_str()).map(str::to_owned);
     let max_audio = api.limits.max_audio;
