@@ -1,40 +1,90 @@
-//! A source that records the furthest byte read from it, so that a truncated stream can be
-//! reported with the byte where it ends, and a stream that gave nothing can be called empty.
+//! A source that watches what its reader reads: the furthest byte (so that a truncated stream
+//! can be reported with the byte where it ends, and a stream that gave nothing called empty),
+//! the last bytes (to look at the end of an MP3 after its reader stopped), and OGG pages (to
+//! find those the reader drops).
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use symphonia_core::io::MediaSource;
 
-/// How far into the source the reader got, shared with the [`Counted`] source that the format
-/// reader owns.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Furthest(Arc<AtomicU64>);
+use crate::ogg::{Lost, Pages};
 
-impl Furthest {
+/// How many of the last bytes read are kept: more than the longest MPEG audio frame (2881
+/// bytes for layer III, 4 KB for free-format layer II) with the frame before it.
+const TAIL: usize = 16 << 10;
+
+/// What the reader has read, shared with the [`Counted`] source that the format reader owns.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Seen(Arc<Mutex<Watch>>);
+
+#[derive(Debug, Default)]
+struct Watch {
+    furthest: u64,
+    /// The last bytes read, and the source position just after them.
+    tail: Vec<u8>,
+    tail_end: u64,
+    pages: Pages,
+}
+
+impl Seen {
+    fn watch(&self) -> MutexGuard<'_, Watch> {
+        // A panic while holding the lock leaves plain data; what was recorded stays usable.
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     pub(crate) fn furthest(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
+        self.watch().furthest
+    }
+
+    /// The last bytes of the stream, when the last read reached the furthest byte (the reader
+    /// did not seek back after it).
+    pub(crate) fn tail(&self) -> Option<Vec<u8>> {
+        let watch = self.watch();
+        (watch.tail_end == watch.furthest).then(|| watch.tail.clone())
+    }
+
+    /// Whether an OGG stream read so far ends after its last page or in damage.
+    pub(crate) fn ogg_ends_without_a_cut(&self) -> bool {
+        self.watch().pages.ends_without_a_cut()
+    }
+
+    /// The OGG pages found missing (none for a stream that is not OGG).
+    pub(crate) fn lost_pages(&self) -> Lost {
+        self.watch().pages.lost()
     }
 }
 
 pub(crate) struct Counted<'a> {
     inner: Box<dyn MediaSource + 'a>,
     position: u64,
-    furthest: Furthest,
+    seen: Seen,
 }
 
 impl<'a> Counted<'a> {
-    pub(crate) fn new(inner: Box<dyn MediaSource + 'a>) -> (Self, Furthest) {
-        let furthest = Furthest::default();
-        (Counted { inner, position: 0, furthest: furthest.clone() }, furthest)
+    pub(crate) fn new(inner: Box<dyn MediaSource + 'a>) -> (Self, Seen) {
+        let seen = Seen::default();
+        (Counted { inner, position: 0, seen: seen.clone() }, seen)
     }
 }
 
 impl std::io::Read for Counted<'_> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         let n = self.inner.read(buf)?;
+        if n == 0 {
+            return Ok(0);
+        }
+        let (at, bytes) = (self.position, &buf[..n]);
         self.position += n as u64;
-        self.furthest.0.fetch_max(self.position, Ordering::Relaxed);
+        let mut watch = self.seen.watch();
+        watch.furthest = watch.furthest.max(self.position);
+        if watch.tail_end != at {
+            watch.tail.clear();
+        }
+        watch.tail.extend_from_slice(&bytes[n.saturating_sub(TAIL)..]);
+        let excess = watch.tail.len().saturating_sub(TAIL);
+        watch.tail.drain(..excess);
+        watch.tail_end = self.position;
+        watch.pages.feed(at, bytes);
         Ok(n)
     }
 }

@@ -13,6 +13,7 @@ use symphonia_core::meta::MetadataOptions;
 use crate::SAMPLE_RATE;
 use crate::codec::{Codec, Codecs, Flow, Opened, Skipped};
 use crate::counted::Counted;
+use crate::damage::{Gaps, mp3_cut};
 use crate::formats::{Unsupported, format_name, probe};
 use susurrus_whisper::audio::{Mono, SampleSink};
 
@@ -82,6 +83,7 @@ struct Track<C> {
     id: u32,
     /// The frame count, where the container states it.
     frames: Option<u64>,
+    gaps: Gaps,
     rate: Option<u32>,
     channels: Option<usize>,
     codec: C,
@@ -91,7 +93,7 @@ struct Packets<'a> {
     reader: Box<dyn FormatReader + 'a>,
     /// The byte where the stream ended inside a packet.
     cut_at: Option<u64>,
-    read: crate::counted::Furthest,
+    read: crate::counted::Seen,
 }
 
 impl Packets<'_> {
@@ -119,6 +121,7 @@ impl Packets<'_> {
             Opened::Codec(codec) => Ok(Track {
                 id: track.id,
                 frames: track.num_frames,
+                gaps: Gaps::new(container, track, params.sample_rate),
                 rate: params.sample_rate,
                 channels: params.channels.as_ref().map(|c| c.count()),
                 codec,
@@ -129,17 +132,35 @@ impl Packets<'_> {
 
     async fn run<C: Codecs, S: SampleSink>(mut self, codecs: &mut C, store: S) -> Result<Decoding<S>, String> {
         let container = self.container();
-        let Track { id: mut track_id, frames, rate, channels, mut codec } = match self.open(codecs).await? {
+        let Track { id: mut track_id, frames, mut gaps, rate, channels, mut codec } = match self.open(codecs).await? {
             Ok(track) => track,
             Err(why) => return Ok(Decoding::Unsupported(why)),
         };
         let format = format_name(container, codec.name());
         let mut mono = Mono::new(rate, channels, frames, store);
         let mut skipped = Skipped::default();
+        // The last MP3 frame, to tell a cut one behind it at the end.
+        let mut last_mp3 = Vec::new();
         loop {
             let packet = match self.reader.next_packet() {
                 Ok(Some(packet)) => packet,
-                Ok(None) => break,
+                Ok(None) => {
+                    if container == "mp3" && self.read.tail().is_some_and(|tail| mp3_cut(&tail, &last_mp3)) {
+                        self.cut_at = Some(self.read.furthest());
+                    }
+                    break;
+                }
+                // A WAV written to a pipe states no length (0xFFFFFFFF): its reader reads packets
+                // until the stream ends, so the end of the stream is the end of the audio. An OGG
+                // reader that lost pages looks for more after the last one (the lost pages have
+                // their own warning).
+                Err(SymphoniaError::IoError(e))
+                    if e.kind() == std::io::ErrorKind::UnexpectedEof
+                        && ((container == "wav" && frames.is_none())
+                            || (container == "ogg" && self.read.ogg_ends_without_a_cut())) =>
+                {
+                    break;
+                }
                 // A stream cut short (a truncated file): keep everything before the cut, and say so.
                 Err(SymphoniaError::IoError(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
                     self.cut_at = Some(self.read.furthest());
@@ -152,7 +173,10 @@ impl Packets<'_> {
                         return stopped(mono, format, &e);
                     }
                     match self.open(codecs).await? {
-                        Ok(track) => (track_id, codec) = (track.id, track.codec),
+                        Ok(track) => {
+                            gaps.restart(track.gaps);
+                            (track_id, codec) = (track.id, track.codec);
+                        }
                         Err(why) => return Ok(Decoding::Unsupported(why)),
                     }
                     continue;
@@ -162,6 +186,12 @@ impl Packets<'_> {
             };
             if packet.track_id != track_id {
                 continue;
+            }
+            let missing = gaps.before(&packet, || mono.position());
+            mono.push_silence(missing)?;
+            if container == "mp3" {
+                last_mp3.clear();
+                last_mp3.extend_from_slice(&packet.data);
             }
             if let Flow::Stopped(e) = codec.decode(&packet, &mut mono, &mut skipped).await? {
                 return stopped(mono, format, &e);
@@ -183,6 +213,16 @@ impl Packets<'_> {
             let packets = if skipped.count == 1 { "packet" } else { "packets" };
             warnings
                 .push(format!("skipped {} undecodable {format} {packets} (the first at {at}: {msg})", skipped.count));
+        }
+        warnings.extend(gaps.warning(rate));
+        let lost = self.read.lost_pages();
+        if let (Some(granule), Some(rate @ 1..)) = (lost.first_after, rate) {
+            let places = if lost.places == 1 { "one place".to_string() } else { format!("{} places", lost.places) };
+            warnings.push(format!(
+                "damaged OGG pages were skipped in {places} (the first after {:.3} s): the file looks damaged; \
+                 the audio they held is missing",
+                granule as f64 / f64::from(rate)
+            ));
         }
         if let Some(byte) = self.cut_at {
             warnings.push(format!(

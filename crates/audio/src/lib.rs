@@ -19,8 +19,10 @@
 
 pub mod codec;
 mod counted;
+mod damage;
 pub mod decode;
 pub mod formats;
+mod ogg;
 pub mod store;
 
 pub use codec::{Codec, Codecs, Flow, Here, Opened, Skipped};

@@ -452,14 +452,13 @@ fn truncated_and_damaged_files_decode_with_a_warning_saying_where() {
         warnings("truncated_speech.wav"),
         [format!("the file ends inside a packet at byte 20001, after 0.624 s of audio: {cut}")]
     );
-    // The MP3 reader stops quietly at the cut; the LAME header's frame count tells.
+    // The MP3 reader stops quietly at the cut; the header of the cut frame left behind the last
+    // whole one tells (as the LAME header's frame count would).
     assert_eq!(
         warnings("truncated_speech.mp3"),
-        [
-            "the header announces 2.756 s of audio, but decoding stopped at 1.621 s: the file looks truncated or damaged; \
-          the audio before that point is transcribed"
-        ]
+        [format!("the file ends inside a packet at byte 20324, after 1.621 s of audio: {cut}")]
     );
+    assert_eq!(std::fs::metadata(fixture("truncated_speech.mp3")).unwrap().len(), 20324);
     let ogg = std::fs::read(fixture("speech_48k_stereo.ogg")).unwrap();
     let d = decode_bytes(ogg[..25_000].to_vec(), "cut.ogg", None).unwrap();
     assert_eq!(d.warnings, [format!("the file ends inside a packet at byte 25000, after 0.981 s of audio: {cut}")]);
@@ -519,4 +518,112 @@ fn a_silent_flac_decodes_to_its_length_and_a_limited_store_stops_it() {
     let error = decode_bytes_into(ten_hours, "silence.flac", None, store).unwrap_err();
     assert_eq!(error.to_string(), "silence.flac: the audio is longer than the limit of 60 s");
     assert!(over.hit());
+}
+
+/// A WAV written to a pipe states no length (0xFFFFFFFF in the RIFF and data sizes, as FFmpeg
+/// writes to standard output): its end is the end of the audio, not a cut.
+#[test]
+fn a_wav_written_to_a_pipe_decodes_whole_without_a_warning() {
+    let mut bytes = std::fs::read(fixture("speech_16k_s16.wav")).unwrap();
+    assert_eq!(&bytes[36..40], b"data", "a canonical 44-byte header");
+    bytes[4..8].copy_from_slice(&u32::MAX.to_le_bytes());
+    bytes[40..44].copy_from_slice(&u32::MAX.to_le_bytes());
+    let piped = decode_reader(Trickle { bytes: &bytes, at: 0 }, "-").unwrap();
+    assert_eq!(piped.warnings, Vec::<String>::new());
+    assert_eq!(piped.samples, wav_s16_samples("speech_16k_s16.wav"));
+}
+
+/// An MP3 without a LAME or Xing header states no length, and its reader ends the stream
+/// quietly where a frame is cut: the cut frame's header left behind the last whole frame says
+/// it was cut.
+#[test]
+fn an_mp3_without_a_frame_count_cut_inside_a_frame_is_warned_about() {
+    let mp3 = std::fs::read(fixture("speech_22k05.mp3")).unwrap();
+    let frames = mpeg2_layer3_frames(&mp3);
+    // Without the LAME info frame: the ID3v2 tag, then the 108 audio frames.
+    let bare = [&mp3[..frames[0]], &mp3[frames[1]..]].concat();
+    let audio = |i: usize| frames[i + 1] - (frames[1] - frames[0]);
+    let whole = decode_bytes(bare.clone(), "bare.mp3", None).unwrap();
+    assert_eq!(whole.warnings, Vec::<String>::new(), "the bare file decodes without a warning");
+    // Cut 50 bytes into audio frame 60: frames 0 to 59 decode, 576 samples each at 22050 Hz.
+    let cut = audio(60) + 50;
+    let d = decode_bytes(bare[..cut].to_vec(), "cut.mp3", None).unwrap();
+    assert_eq!(
+        d.warnings,
+        [format!(
+            "the file ends inside a packet at byte {cut}, after {:.3} s of audio: it looks truncated; the audio before the \
+             cut is transcribed",
+            60.0 * 576.0 / 22050.0
+        )]
+    );
+    // Cut exactly between two frames, nothing tells: no warning.
+    let d = decode_bytes(bare[..audio(60)].to_vec(), "short.mp3", None).unwrap();
+    assert_eq!(d.warnings, Vec::<String>::new());
+}
+
+/// A page of an OGG file that fails its checksum is dropped by the reader, with the second of
+/// audio it held; the warning says where, from the granule position (the sample count) of the
+/// last intact page before it.
+#[test]
+fn a_damaged_ogg_page_is_warned_about_with_the_time_before_it() {
+    let ogg = std::fs::read(fixture("speech_48k_stereo.ogg")).unwrap();
+    // The pages, walked by their headers: (offset, granule position).
+    let mut pages = Vec::new();
+    let mut at = 0;
+    while at < ogg.len() {
+        assert_eq!(&ogg[at..at + 4], b"OggS");
+        let segments = usize::from(ogg[at + 26]);
+        let body: usize = ogg[at + 27..at + 27 + segments].iter().map(|&s| usize::from(s)).sum();
+        pages.push((at, u64::from_le_bytes(ogg[at + 6..at + 14].try_into().unwrap())));
+        at += 27 + segments + body;
+    }
+    assert_eq!(pages.len(), 5, "two header pages and three of audio, about a second each");
+    // A page in the middle, and the last page.
+    for damaged in [3, 4] {
+        let mut ogg = ogg.clone();
+        let (offset, _) = pages[damaged];
+        for byte in &mut ogg[offset + 100..offset + 200] {
+            *byte ^= 0x5A;
+        }
+        let d = decode_bytes(ogg, "damaged.ogg", None).unwrap();
+        assert_eq!(
+            d.warnings,
+            [format!(
+                "damaged OGG pages were skipped in one place (the first after {:.3} s): the file looks damaged; the audio \
+                 they held is missing",
+                pages[damaged - 1].1 as f64 / 48_000.0
+            )],
+            "page {damaged}"
+        );
+    }
+}
+
+/// A FLAC frame that fails its checksum is skipped by the reader; the frame numbers tell how
+/// much audio it held, and silence stands in for it so that every later sample keeps its time.
+#[test]
+fn a_damaged_flac_frame_is_replaced_by_silence_and_warned_about() {
+    let intact = decode("speech_16k.flac").samples;
+    let mut flac = std::fs::read(fixture("speech_16k.flac")).unwrap();
+    let middle = flac.len() / 2;
+    for byte in &mut flac[middle..middle + 100] {
+        *byte ^= 0x5A;
+    }
+    let d = decode_bytes(flac, "damaged.flac", None).unwrap();
+    assert_eq!(d.samples.len(), intact.len(), "the audio keeps its length");
+    // The samples that differ from the intact file's are one stretch of silence.
+    let first = d.samples.iter().zip(&intact).position(|(a, b)| a != b).unwrap();
+    let last = d.samples.iter().zip(&intact).rposition(|(a, b)| a != b).unwrap();
+    let start = d.samples[..first].iter().rposition(|&s| s != 0.0).map_or(0, |i| i + 1);
+    let end = first + d.samples[first..].iter().position(|&s| s != 0.0).unwrap();
+    assert!(end > last, "every changed sample is in the silent stretch {start}..{end}");
+    assert!(end - start >= 1000, "a frame of FLAC holds thousands of samples: {}", end - start);
+    assert_eq!(
+        d.warnings,
+        [format!(
+            "skipped a damaged part of the file ({:.3} s of audio, the first at {:.3} s): the file looks damaged; silence \
+             stands in for the missing audio so that later times stay true",
+            (end - start) as f64 / 16_000.0,
+            start as f64 / 16_000.0
+        )]
+    );
 }

@@ -78,6 +78,23 @@ impl<S: SampleSink> Mono<S> {
         }
     }
 
+    /// Appends `frames` frames of silence at the stream's rate, where a damaged part of the
+    /// file was skipped, so that the audio after it keeps its time. Nothing before the first
+    /// buffer, whose rate and channels are not known yet.
+    pub fn push_silence(&mut self, frames: u64) -> Result<(), String> {
+        let (Some(rate), Some(channels), Some(_)) = (self.rate, self.channels, &self.resampler) else {
+            return Ok(());
+        };
+        let zeros = vec![0.0; 4096 * channels];
+        let mut left = frames;
+        while left > 0 {
+            let n = left.min(4096) as usize;
+            self.push_interleaved(rate, channels, &zeros[..n * channels])?;
+            left -= n as u64;
+        }
+        Ok(())
+    }
+
     /// Source frames decoded so far.
     pub fn frames_in(&self) -> u64 {
         self.frames_in
