@@ -82,9 +82,14 @@ impl RunArgs {
 }
 
 fn parse_temperature(s: &str) -> std::result::Result<f32, String> {
+    use susurrus_whisper::decode::options::TEMPERATURES;
     match s.trim().parse::<f32>() {
-        Ok(t) if t.is_finite() && t >= 0.0 => Ok(t),
-        _ => Err("a temperature is a number >= 0 (0 decodes greedily)".into()),
+        Ok(t) if t == 0.0 || TEMPERATURES.contains(&t) => Ok(t),
+        _ => Err(format!(
+            "a temperature is 0 (greedy decoding) or a number from {} to {}",
+            TEMPERATURES.start(),
+            TEMPERATURES.end()
+        )),
     }
 }
 

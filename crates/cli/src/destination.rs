@@ -45,6 +45,14 @@ fn is_dev_null(target: &std::fs::Metadata, dev_null: &std::fs::Metadata) -> bool
 /// Creates `dir` when missing and proves that files can be created in it, by creating and
 /// removing a temporary file: a read-only folder fails here, before the model loads.
 pub fn check_dir(dir: &Path) -> Result<()> {
+    if std::fs::metadata(dir).is_ok_and(|meta| !meta.is_dir()) {
+        // `-o /dev/null` or `-o notes.txt`: create_dir_all's "File exists" would not say why.
+        return Err(Error::Usage(format!(
+            "{}: --output-dir names the folder transcripts are written in, and this is not a folder (without \
+             --output-dir they go to standard output)",
+            dir.display()
+        )));
+    }
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     let probe = tempfile::Builder::new().prefix(".susurrus-check-").tempfile_in(dir).map_err(|e| {
         Error::io(dir, std::io::Error::new(e.kind(), format!("cannot write transcripts in this folder: {e}")))
@@ -197,6 +205,17 @@ mod tests {
         // A folder that cannot be created (its parent is a file) is found before any work.
         let err = check_dir(&file.join("out")).unwrap_err().to_string();
         assert!(err.starts_with(&format!("{}: ", file.join("out").display())), "{err}");
+        // A file or a device given as the folder is named as what it is not.
+        for not_a_folder in [file.as_path(), Path::new("/dev/null")] {
+            assert_eq!(
+                check_dir(not_a_folder).unwrap_err().to_string(),
+                format!(
+                    "{}: --output-dir names the folder transcripts are written in, and this is not a folder (without \
+                     --output-dir they go to standard output)",
+                    not_a_folder.display()
+                )
+            );
+        }
         // A destination whose folder vanished: the write fails and nothing is left.
         let gone = dir.join("gone");
         check_dir(&gone).unwrap();

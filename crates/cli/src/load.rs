@@ -36,8 +36,18 @@ pub fn resolve(model: Option<&Path>) -> Result<PathBuf> {
             None => return Err(Error::Usage(format!("no home directory to find the default model in: {hint}"))),
         },
     };
-    if !dir.is_dir() {
-        return Err(Error::Usage(format!("{what} {} not found: {hint}", dir.display())));
+    match std::fs::metadata(&dir) {
+        Ok(meta) if meta.is_dir() => {}
+        Ok(_) => {
+            return Err(Error::Usage(format!(
+                "{what} {} is a file, not a folder: pass --model the folder that holds the model's files",
+                dir.display()
+            )));
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(Error::Usage(format!("{what} {} not found: {hint}", dir.display())));
+        }
+        Err(e) => return Err(Error::Usage(format!("{what} {} cannot be opened: {e}", dir.display()))),
     }
     if !WEIGHT_FILES.iter().any(|f| dir.join(f).is_file()) {
         return Err(Error::Usage(format!("{what} {} has no model.bin or model.safetensors: {hint}", dir.display())));
@@ -60,10 +70,17 @@ pub fn resolve_vad(file: Option<&Path>) -> Result<PathBuf> {
             None => return Err(Error::Usage(format!("no home directory to find the VAD network in: {hint}"))),
         },
     };
-    if !path.is_file() {
-        return Err(Error::Usage(format!("{what} {} not found: {hint}", path.display())));
+    match std::fs::metadata(&path) {
+        Ok(meta) if meta.is_file() => Ok(path),
+        Ok(_) => Err(Error::Usage(format!(
+            "{what} {} is not a file: pass --vad-model the silero_vad_v6.onnx file itself",
+            path.display()
+        ))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(Error::Usage(format!("{what} {} not found: {hint}", path.display())))
+        }
+        Err(e) => Err(Error::Usage(format!("{what} {} cannot be opened: {e}", path.display()))),
     }
-    Ok(path)
 }
 
 /// Opens the backend and, on threads beside it, reads the model folder (weights and
@@ -123,6 +140,29 @@ mod tests {
         assert_eq!(err, format!("model folder {} has no model.bin or model.safetensors: {}", dir.display(), hint()));
         std::fs::write(dir.join("model.safetensors"), b"").unwrap();
         assert_eq!(resolve(Some(&dir)).unwrap(), dir);
+        // A file given as the folder, and a symbolic link loop, are told as what they are.
+        let file = dir.join("model.safetensors");
+        let err = resolve(Some(&file)).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            format!(
+                "model folder {} is a file, not a folder: pass --model the folder that holds the model's files",
+                file.display()
+            )
+        );
+        let (a, b) = (dir.join("loop-a"), dir.join("loop-b"));
+        std::os::unix::fs::symlink(&b, &a).unwrap();
+        std::os::unix::fs::symlink(&a, &b).unwrap();
+        let err = resolve(Some(&a)).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            format!("model folder {} cannot be opened: Too many levels of symbolic links (os error 40)", a.display())
+        );
+        let err = resolve_vad(Some(&dir)).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            format!("VAD network {} is not a file: pass --vad-model the silero_vad_v6.onnx file itself", dir.display())
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -700,7 +700,10 @@ fn options_the_model_cannot_honour_fail_before_any_file_is_read() {
     assert_eq!(out.status.code(), Some(2), "a command-line error");
     let stderr = text(&out.stderr);
     assert!(
-        stderr.starts_with("error: invalid value '-1' for '--temperature <T>': a temperature is a number >= 0"),
+        stderr.starts_with(
+            "error: invalid value '-1' for '--temperature <T>': a temperature is 0 (greedy decoding) or a number from \
+             0.001 to 100"
+        ),
         "{stderr}"
     );
 

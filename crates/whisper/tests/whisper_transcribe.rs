@@ -65,7 +65,7 @@ fn bad_options_are_errors() {
         ),
         (
             TranscribeOptions { temperatures: vec![0.0, f32::NAN], ..Default::default() },
-            "invalid option: temperatures: NaN is not a finite value >= 0",
+            "invalid option: temperatures: NaN is not 0 or a value from 0.001 to 100",
         ),
         (TranscribeOptions { best_of: 0, ..Default::default() }, "invalid option: best_of: 0 is not 1 to 32"),
         (TranscribeOptions { best_of: 65535, ..Default::default() }, "invalid option: best_of: 65535 is not 1 to 32"),
@@ -170,4 +170,45 @@ fn non_finite_scores_are_an_error_naming_the_window() {
         err.starts_with("the model: the window at 0.00 s gave non-finite scores (average log-probability NaN"),
         "{err}"
     );
+}
+
+/// A timestamp token may name any time of the 30 s window, and over silence or at a high
+/// temperature the model names times after the last sample. A window over 2 s of audio whose
+/// decoder names 1.0 to 1.5 s and then 25 to 29 s gets its second segment at the audio's end.
+#[test]
+fn times_never_pass_the_end_of_the_audio() {
+    use std::sync::Arc;
+    use susurrus_whisper::decode::batch::{RemoteModel, Reply, Request};
+    use susurrus_whisper::decode::transcribe::transcribe_on;
+    use susurrus_whisper::decode::window::Decoded;
+
+    let host = Arc::new(whisper().host_parts());
+    let ids = host.tokenizer.special_ids().clone();
+    let ts = |seconds: f64| ids.timestamp_begin + (seconds / 0.02).round() as u32;
+    let (hello, there) = (host.tokenizer.encode(" Hello").unwrap(), host.tokenizer.encode(" there").unwrap());
+    let tokens = [vec![ts(1.0)], hello, vec![ts(1.5), ts(25.0)], there, vec![ts(29.0)]].concat();
+    let mut model = RemoteModel::new(host, |request| match request {
+        Request::Prepare { .. } => Ok(Reply::Prepared),
+        Request::Decode(job) => {
+            let decoded = Decoded {
+                tokens: tokens.clone(),
+                avg_logprob: -0.2,
+                score: -1.0,
+                no_speech_prob: 0.0,
+                temperature: 0.0,
+                compression_ratio: 1.0,
+            };
+            Ok(Reply::Decoded(decoded, Box::new(job.rng)))
+        }
+        _ => Err(Error::backend("only windows are decoded here")),
+    });
+    let audio = vec![0.01f32; 2 * 16_000];
+    let options = TranscribeOptions::default();
+    let transcript =
+        pollster::block_on(transcribe_on(&mut model, &audio, &options, &mut |_| ControlFlow::Continue(()))).unwrap();
+    // Timestamps are multiples of an f32 0.02 s: to the millisecond.
+    let ms = |t: f64| (t * 1000.0).round() / 1000.0;
+    let times: Vec<(f64, f64, &str)> =
+        transcript.segments.iter().map(|s| (ms(s.start), ms(s.end), s.text.as_str())).collect();
+    assert_eq!(times, [(1.0, 1.5, " Hello"), (2.0, 2.0, " there")]);
 }

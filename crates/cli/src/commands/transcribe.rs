@@ -741,8 +741,10 @@ mod tests {
     #[test]
     fn out_of_range_values_are_refused_by_the_parser() {
         for (flag, value, why) in [
-            ("--temperature", "-0.1", "a temperature is a number >= 0 (0 decodes greedily)"),
-            ("--temperature", "nan", "a temperature is a number >= 0 (0 decodes greedily)"),
+            ("--temperature", "-0.1", "a temperature is 0 (greedy decoding) or a number from 0.001 to 100"),
+            ("--temperature", "nan", "a temperature is 0 (greedy decoding) or a number from 0.001 to 100"),
+            ("--temperature", "1e-40", "a temperature is 0 (greedy decoding) or a number from 0.001 to 100"),
+            ("--temperature", "1e30", "a temperature is 0 (greedy decoding) or a number from 0.001 to 100"),
             ("--no-speech-threshold", "1.5", "not a probability from 0 to 1"),
             ("--compression-ratio-threshold", "0", "not a number > 0"),
             ("--log-prob-threshold", "inf", "not a finite number"),

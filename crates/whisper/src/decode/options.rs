@@ -18,6 +18,20 @@ pub const MAX_BEST_OF: usize = 32;
 /// score; 1 (the mean per token) is the default and 0 to 2 the usual range.
 pub const MAX_LENGTH_PENALTY: f32 = 10.0;
 
+/// The range of a sampling temperature above 0. Below the lower end the logits over the
+/// temperature leave f32 (1e-40 sampled "!!" from clear speech); above the upper every token
+/// is as likely as any other and the text is noise.
+pub const TEMPERATURES: std::ops::RangeInclusive<f32> = 0.001..=100.0;
+
+/// The range of the repetition penalty (CTranslate2 divides positive logits by it and
+/// multiplies negative ones): 1 leaves the logits, 1 to 1.5 the usual use; outside, a logit
+/// leaves f32 (1e-44 decoded nothing at all).
+pub const REPETITION_PENALTIES: std::ops::RangeInclusive<f32> = 0.01..=100.0;
+
+/// The largest beam search patience: `round(beam_size · patience)` finished hypotheses are
+/// awaited, 3,200 at the largest beam.
+pub const MAX_PATIENCE: f32 = 100.0;
+
 /// What the decoder is asked to do.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -154,8 +168,12 @@ impl TranscribeOptions {
         if self.temperatures.is_empty() {
             return Err(Error::bad_option("temperatures: at least one temperature is needed"));
         }
-        if let Some(t) = self.temperatures.iter().find(|t| !(t.is_finite() && **t >= 0.0)) {
-            return Err(Error::bad_option(format!("temperatures: {t} is not a finite value >= 0")));
+        if let Some(t) = self.temperatures.iter().find(|t| !(**t == 0.0 || TEMPERATURES.contains(t))) {
+            return Err(Error::bad_option(format!(
+                "temperatures: {t} is not 0 or a value from {} to {}",
+                TEMPERATURES.start(),
+                TEMPERATURES.end()
+            )));
         }
         if !(1..=MAX_BEST_OF).contains(&self.best_of) {
             return Err(Error::bad_option(format!("best_of: {} is not 1 to {MAX_BEST_OF}", self.best_of)));
@@ -163,11 +181,11 @@ impl TranscribeOptions {
         if !(1..=MAX_BEAM_SIZE).contains(&self.beam_size) {
             return Err(Error::bad_option(format!("beam_size: {} is not 1 to {MAX_BEAM_SIZE}", self.beam_size)));
         }
-        if !(self.patience.is_finite() && self.patience > 0.0)
+        if !(self.patience > 0.0 && self.patience <= MAX_PATIENCE)
             || (self.beam_size > 1 && self.finished_hypotheses() == 0)
         {
             return Err(Error::bad_option(format!(
-                "patience: {} is not a finite value > 0 that leaves {} beams a hypothesis to wait for",
+                "patience: {} is not a value > 0 and up to {MAX_PATIENCE} that leaves {} beams a hypothesis to wait for",
                 self.patience, self.beam_size
             )));
         }
@@ -179,10 +197,12 @@ impl TranscribeOptions {
                 self.length_penalty
             )));
         }
-        if !(self.repetition_penalty.is_finite() && self.repetition_penalty > 0.0) {
+        if !REPETITION_PENALTIES.contains(&self.repetition_penalty) {
             return Err(Error::bad_option(format!(
-                "repetition_penalty: {} is not a finite value > 0",
-                self.repetition_penalty
+                "repetition_penalty: {} is not a value from {} to {}",
+                self.repetition_penalty,
+                REPETITION_PENALTIES.start(),
+                REPETITION_PENALTIES.end()
             )));
         }
         if !(self.max_initial_timestamp.is_finite() && self.max_initial_timestamp >= 0.0) {
@@ -267,9 +287,11 @@ mod tests {
         );
         // round(5 * 0.09) = 0 hypotheses would end the search before it starts; greedy has none.
         let err = check(TranscribeOptions { patience: 0.09, ..d() }).unwrap_err();
-        assert!(err.contains("patience: 0.09 is not a finite value > 0 that leaves 5 beams"), "{err}");
+        assert!(err.contains("patience: 0.09 is not a value > 0 and up to 100 that leaves 5 beams"), "{err}");
         assert_eq!(check(TranscribeOptions { beam_size: 1, patience: 0.09, ..d() }), Ok(()));
         assert!(check(TranscribeOptions { patience: f32::NAN, ..d() }).unwrap_err().contains("patience: NaN"));
+        assert!(check(TranscribeOptions { patience: 1e30, ..d() }).unwrap_err().contains("patience: 1000000000000000"));
+        assert_eq!(check(TranscribeOptions { patience: 100.0, ..d() }), Ok(()));
         let err = check(TranscribeOptions { length_penalty: -0.5, ..d() }).unwrap_err();
         assert!(err.contains("length_penalty: -0.5 is not a value from 0 to 10"), "{err}");
         let err = check(TranscribeOptions { length_penalty: 1000.0, ..d() }).unwrap_err();
@@ -285,7 +307,19 @@ mod tests {
         let check = |o: TranscribeOptions| o.validate().map_err(|e| e.to_string());
         let d = TranscribeOptions::default;
         let err = check(TranscribeOptions { repetition_penalty: 0.0, ..d() }).unwrap_err();
-        assert!(err.contains("repetition_penalty: 0 is not a finite value > 0"), "{err}");
+        assert!(err.contains("repetition_penalty: 0 is not a value from 0.01 to 100"), "{err}");
+        for bad in [1e-44, 0.009, 100.5, f32::INFINITY, f32::NAN] {
+            let err = check(TranscribeOptions { repetition_penalty: bad, ..d() }).unwrap_err();
+            assert!(err.contains(&format!("repetition_penalty: {bad} is not a value from 0.01 to 100")), "{err}");
+        }
+        for good in [0.01, 1.2, 100.0] {
+            assert_eq!(check(TranscribeOptions { repetition_penalty: good, ..d() }), Ok(()));
+        }
+        for bad in [1e-40, 0.0009, 100.5, -1.0, f32::INFINITY, f32::NAN] {
+            let err = check(TranscribeOptions { temperatures: vec![0.0, bad], ..d() }).unwrap_err();
+            assert!(err.contains(&format!("temperatures: {bad} is not 0 or a value from 0.001 to 100")), "{err}");
+        }
+        assert_eq!(check(TranscribeOptions { temperatures: vec![0.0, 0.001, 100.0], ..d() }), Ok(()));
         let err = check(TranscribeOptions { hallucination_silence_threshold: Some(2.0), ..d() }).unwrap_err();
         assert!(err.contains("hallucination_silence_threshold needs word_timestamps"), "{err}");
         let err =

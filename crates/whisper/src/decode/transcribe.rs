@@ -437,6 +437,7 @@ pub(crate) async fn transcribe_speech<M: WindowModel>(
             all_tokens.extend_from_slice(&tokens);
             let words = options.word_timestamps.then(|| draft.words.clone());
             let mut segment = segment_of(&result, &draft, text, tokens, window_seek, words);
+            end_by(&mut segment, duration);
             if let Some(map) = map {
                 restore_times(&mut segment, map);
             }
@@ -574,6 +575,19 @@ fn restore_times(segment: &mut Segment, map: &TimeMap) {
             segment.start = map.original_time(segment.start, None, false);
             segment.end = map.original_time(segment.end, None, true);
         }
+    }
+}
+
+/// Keeps a segment's and its words' times within the audio (`duration` seconds long). A
+/// timestamp token may name any time in the 30 s window, and over silence or at high
+/// temperatures the model names times after the last sample (a cue at 204 s of a 180 s file):
+/// such times are the audio's end.
+fn end_by(segment: &mut Segment, duration: f64) {
+    segment.start = segment.start.min(duration);
+    segment.end = segment.end.min(duration);
+    for word in segment.words.iter_mut().flatten() {
+        word.start = word.start.min(duration);
+        word.end = word.end.min(duration);
     }
 }
 
