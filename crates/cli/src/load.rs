@@ -83,13 +83,62 @@ pub fn resolve_vad(file: Option<&Path>) -> Result<PathBuf> {
     }
 }
 
+/// The files `scripts/models/fetch_model.sh` fetches, with their SHA-256 and size.
+const KNOWN: &str = include_str!("../../../scripts/models/known_models.sha256");
+
+/// When `dir` is one of the folders `fetch_model.sh` makes below `models` (the cache's
+/// `models/` folder), checks its files against their known SHA-256: a download damaged on the
+/// way or a file damaged since would otherwise load and give wrong text (the weights' own
+/// checks catch non-finite and far-out values, not every flipped bit). Other folders are not
+/// touched: a fine-tuned model of the same shapes has the same sizes and other contents.
+pub fn check_known(dir: &Path, models: &Path) -> Result<()> {
+    let (Ok(dir), Ok(models)) = (std::fs::canonicalize(dir), std::fs::canonicalize(models)) else { return Ok(()) };
+    let Ok(folder) = dir.strip_prefix(&models) else { return Ok(()) };
+    for line in KNOWN.lines().filter(|l| !l.starts_with('#')) {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let [want, _, path] = fields[..] else { continue };
+        let Some((name, file)) = path.split_once('/') else { continue };
+        if Path::new(name) != folder {
+            continue;
+        }
+        let file = dir.join(file);
+        let got = sha256(&file)?;
+        if got != want {
+            let model = name.trim_start_matches("whisper-").trim_end_matches("-ct2");
+            return Err(Error::Usage(format!(
+                "{}: its SHA-256 is {got}, not {want} as fetched: the file is damaged; remove {} and run \
+                 ./scripts/models/fetch_model.sh {model} to fetch it again",
+                file.display(),
+                dir.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn sha256(path: &Path) -> Result<String> {
+    use sha2::Digest;
+    // A regular file: a FIFO or device put in its place would be read without end.
+    susurrus_whisper::files::regular_file(path, &path.display().to_string())?;
+    let mut hasher = sha2::Sha256::new();
+    let mut file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    std::io::copy(&mut file, &mut hasher).map_err(|e| Error::io(path, e))?;
+    Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// The cache's `models/` folder, where [`check_known`] looks.
+fn models_cache() -> Option<PathBuf> {
+    std::env::home_dir().map(|home| home.join(".cache/susurrus/models"))
+}
+
 /// Opens the backend and, on threads beside it, reads the model folder (weights and
 /// tokenizer side by side) and plans its graphs: each takes a good part of start-up and none
 /// needs another's result until the plans are compiled on the opened backend.
 pub fn load_model(run: &RunArgs, dir: &Path, vad: Option<&Path>) -> Result<(Whisper, Load)> {
     let started = Instant::now();
-    let (backend, prepared, open, read) = std::thread::scope(|scope| {
+    let (backend, known, prepared, open, read) = std::thread::scope(|scope| {
         let vad = scope.spawn(move || vad.map(|path| VadWeights::load(path).and_then(VadPlan::new)).transpose());
+        let checking = scope.spawn(|| models_cache().map_or(Ok(()), |models| check_known(dir, &models)));
         let tokenizing = scope.spawn(|| susurrus_whisper::text::tokenizer::Tokenizer::from_model_dir(dir));
         let preparing = scope.spawn(move || {
             let weights = susurrus_whisper::load::load_dir(dir);
@@ -102,10 +151,13 @@ pub fn load_model(run: &RunArgs, dir: &Path, vad: Option<&Path>) -> Result<(Whis
         let (prepared, read) =
             preparing.join().unwrap_or_else(|_| (Err(panicked("reading the model")), Duration::ZERO));
         let vad = vad.join().unwrap_or_else(|_| Err(panicked("reading the VAD network")));
-        (backend, prepared.and_then(|p| Ok((p, vad?))), open, read)
+        let known = checking.join().unwrap_or_else(|_| Err(panicked("checking the model's files").into()));
+        (backend, known, prepared.and_then(|p| Ok((p, vad?))), open, read)
     });
-    // A backend that cannot open is the first thing to report, as before any model is read.
+    // A backend that cannot open is the first thing to report, as before any model is read;
+    // then a known model's damaged file, the cause of any error its reading gave.
     let backend = backend?;
+    known?;
     let (prepared, vad) = prepared?;
     let compiling = Instant::now();
     let mut whisper = pollster::block_on(Whisper::compile(backend, prepared))?;
@@ -164,6 +216,37 @@ mod tests {
             format!("VAD network {} is not a file: pass --vad-model the silero_vad_v6.onnx file itself", dir.display())
         );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A copy of a known folder checks out; one flipped bit in its model.bin (which still
+    /// loads: a mantissa bit of the last weight) is named with both digests; the same folder
+    /// elsewhere (a user's own) is not checked.
+    #[test]
+    fn a_known_models_files_are_checked_against_their_sha256() {
+        let real = default_dir().unwrap();
+        let models = std::env::temp_dir().join(format!("susurrus-known-{}", std::process::id()));
+        let copy = models.join("whisper-tiny.en-ct2");
+        std::fs::create_dir_all(&copy).unwrap();
+        for f in ["model.bin", "config.json", "tokenizer.json", "vocabulary.txt"] {
+            std::fs::copy(real.join(f), copy.join(f)).unwrap();
+        }
+        check_known(&copy, &models).unwrap();
+        let mut bin = std::fs::read(copy.join("model.bin")).unwrap();
+        let last = bin.len() - 1;
+        bin[last] ^= 1;
+        std::fs::write(copy.join("model.bin"), &bin).unwrap();
+        let err = check_known(&copy, &models).unwrap_err().to_string();
+        let canonical = std::fs::canonicalize(&copy).unwrap();
+        let want = format!(
+            "{}: its SHA-256 is {}, not 1a5afae06a4db91c975c9a9d78be5cc110ee4ea022ad57d55492e4550e936b2a as fetched: the \
+             file is damaged; remove {} and run ./scripts/models/fetch_model.sh tiny.en to fetch it again",
+            canonical.join("model.bin").display(),
+            sha256(&copy.join("model.bin")).unwrap(),
+            canonical.display()
+        );
+        assert_eq!(err, want);
+        check_known(&copy, &std::env::temp_dir()).unwrap();
+        std::fs::remove_dir_all(&models).unwrap();
     }
 
     #[test]
