@@ -68,6 +68,15 @@ pub enum Command {
 
 /// Runs the parsed command; what it prints goes to standard output (progress to stderr).
 pub fn run(cli: &Cli) -> Result<()> {
+    // What these commands print is their result: a closed standard output (`>&-`) is refused
+    // before any work. `transcribe` and `stream` check it themselves, with their own advice;
+    // `serve` prints only where it listens.
+    if matches!(
+        cli.command,
+        Command::Bench(_) | Command::Convert(_) | Command::Info(_) | Command::Demo(_) | Command::BenchOps(_)
+    ) {
+        destination::check_stdout("redirect it to a file, or to /dev/null to discard what the command prints")?;
+    }
     match &cli.command {
         Command::Transcribe(args) => transcribe::run(args),
         Command::Bench(args) => bench::run(args),

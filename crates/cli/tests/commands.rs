@@ -547,3 +547,43 @@ fn a_conversion_that_cannot_write_leaves_nothing_behind_and_runs_again() {
     names.sort();
     assert_eq!(names, ["config.json", "generation_config.json", "model.safetensors", "tokenizer.json"]);
 }
+
+/// What `info`, `convert`, `demo` and `bench` print is their result: with standard output
+/// closed (`>&-`) each refuses to start, and `convert` writes no folder. `> /dev/null` is a
+/// choice and runs.
+#[test]
+fn a_closed_standard_output_is_refused_before_any_work() {
+    let dir = temp_dir("closed-stdout");
+    let dst = dir.join("hf");
+    let runs: [&[&str]; 4] = [
+        &["info", "--model", s(tiny_en())],
+        &["convert", s(tiny_en()), s(&dst)],
+        &["demo"],
+        &["bench-ops", "--backend", "cpu"],
+    ];
+    for args in runs {
+        let out = Command::new("sh")
+            .args(["-c", "exec \"$0\" \"$@\" >&-", env!("CARGO_BIN_EXE_susurrus")])
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(
+            (out.status.code(), stderr(&out)),
+            (
+                Some(1),
+                "susurrus: error: standard output is closed: redirect it to a file, or to /dev/null to discard what the \
+                 command prints\n"
+                    .to_string()
+            ),
+            "{args:?}"
+        );
+    }
+    assert!(!dst.exists(), "convert wrote nothing");
+    let out = Command::new("sh")
+        .args(["-c", "exec \"$0\" info --model \"$1\" > /dev/null", env!("CARGO_BIN_EXE_susurrus")])
+        .arg(s(tiny_en()))
+        .output()
+        .unwrap();
+    assert_success(&out);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
