@@ -301,6 +301,11 @@ async fn transcribe(
         error.retry_after = Some(api.metrics.retry_after(queued, api.device.concurrency));
         return Err(error);
     };
+    // Unbounded on purpose, and still bounded: the model thread sends one message per segment
+    // and one at the end, no more than the transcript itself holds (of audio already capped by
+    // --max-audio-minutes), and it must never wait on a slow client while other requests share
+    // its device. A client that hangs up closes the channel, and the job stops at its next
+    // window.
     let (events, mut progress) = mpsc::unbounded_channel();
     let duration = decoded.duration();
     let word_timestamps = options.word_timestamps;
