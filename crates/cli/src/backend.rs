@@ -21,6 +21,26 @@ pub enum BackendChoice {
     Wgpu,
     /// CUDA on the first NVIDIA GPU (kernels compiled with NVRTC, products on cuBLAS).
     Cuda,
+    /// wgpu with only the kernels a browser gets: no matrix units, no subgroups (wgpu cannot
+    /// ask for them on the web), f32 arithmetic on f16 weights unpacked from words (Chromium
+    /// on NVIDIA, Firefox). For measuring the web package's speed natively.
+    WgpuBrowser,
+    /// wgpu-browser with f16 arithmetic where the adapter has `shader-f16` (Chromium on
+    /// Apple, AMD and Intel GPUs).
+    WgpuBrowserF16,
+}
+
+impl BackendChoice {
+    /// The wgpu options of a wgpu choice.
+    pub fn wgpu_options(self) -> Option<WgpuOptions> {
+        let browser = WgpuOptions { allow_matrix_units: false, allow_subgroups: false, ..WgpuOptions::default() };
+        match self {
+            BackendChoice::Wgpu => Some(WgpuOptions::default()),
+            BackendChoice::WgpuBrowser => Some(WgpuOptions { allow_f16: false, ..browser }),
+            BackendChoice::WgpuBrowserF16 => Some(browser),
+            BackendChoice::Auto | BackendChoice::Cpu | BackendChoice::Cuda => None,
+        }
+    }
 }
 
 /// Which model runs where, with how many threads, and at which temperatures: the flags
@@ -139,8 +159,9 @@ pub fn open(choice: BackendChoice, threads: Option<usize>) -> Result<Box<dyn Bac
     let cpu = || -> Result<Box<dyn Backend>> { Ok(Box::new(susurrus_cpu::FastCpuBackend::new(threads)?)) };
     match choice {
         BackendChoice::Cpu => cpu(),
-        BackendChoice::Wgpu => {
-            let gpu = pollster::block_on(WgpuBackend::with_options(&WgpuOptions::default()))?;
+        BackendChoice::Wgpu | BackendChoice::WgpuBrowser | BackendChoice::WgpuBrowserF16 => {
+            let options = choice.wgpu_options().unwrap_or_default();
+            let gpu = pollster::block_on(WgpuBackend::with_options(&options))?;
             if gpu.is_software() {
                 eprintln!(
                     "susurrus: warning: the wgpu adapter {} is software, on the CPU: it runs tens of times slower than \
@@ -160,5 +181,25 @@ pub fn open(choice: BackendChoice, threads: Option<usize>) -> Result<Box<dyn Bac
                 _ => cpu(),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The browser choices ask wgpu for what a web page can have: neither matrix units nor
+    /// subgroups, and f16 arithmetic only in the -f16 one; `wgpu` asks for everything.
+    #[test]
+    fn the_browser_choices_leave_out_what_the_web_cannot_ask_for() {
+        let flags = |choice: BackendChoice| {
+            choice.wgpu_options().map(|o| (o.allow_matrix_units, o.allow_subgroups, o.allow_f16))
+        };
+        assert_eq!(flags(BackendChoice::Wgpu), Some((true, true, true)));
+        assert_eq!(flags(BackendChoice::WgpuBrowser), Some((false, false, false)));
+        assert_eq!(flags(BackendChoice::WgpuBrowserF16), Some((false, false, true)));
+        assert_eq!(flags(BackendChoice::Cuda), None);
+        let parsed = <BackendChoice as clap::ValueEnum>::from_str("wgpu-browser-f16", false).unwrap();
+        assert_eq!(parsed, BackendChoice::WgpuBrowserF16);
     }
 }

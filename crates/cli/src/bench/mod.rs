@@ -154,12 +154,12 @@ pub fn measure(args: &BenchArgs) -> Result<BenchReport> {
         (true, BackendChoice::Cuda) => {
             Box::new(CudaBackend::new(&CudaOptions::default())?.with_profile(profile.clone()))
         }
-        (true, BackendChoice::Wgpu) => {
-            let options = WgpuOptions { profile: Some(profile.clone()), ..WgpuOptions::default() };
+        (true, choice @ (BackendChoice::Wgpu | BackendChoice::WgpuBrowser | BackendChoice::WgpuBrowserF16)) => {
+            let options = WgpuOptions { profile: Some(profile.clone()), ..choice.wgpu_options().unwrap_or_default() };
             Box::new(pollster::block_on(WgpuBackend::with_options(&options))?)
         }
-        (true, _) => {
-            return Err(Error::Usage("--profile needs --backend cpu, --backend wgpu or --backend cuda".into()));
+        (true, BackendChoice::Auto) => {
+            return Err(Error::Usage("--profile needs a backend named: cpu, wgpu, wgpu-browser or cuda".into()));
         }
     };
     let started = Instant::now();
