@@ -4,7 +4,7 @@
 //!
 //!     cargo run -p susurrus-testkit --example random_model -- ARCH LAYERS OUT_DIR BASE_TOKENIZER_JSON [int8]
 //!
-//! ARCH: small, medium, large-v3 or large-v3-turbo; LAYERS each side (at most the size's own:
+//! ARCH: tiny, base, small, medium, large-v3 or large-v3-turbo; LAYERS each side (at most the size's own:
 //! `large-v3-turbo 32` is the whole turbo, 32 + 4); BASE_TOKENIZER_JSON the
 //! multilingual base model's `tokenizer.json` (scripts/models/fetch_model.sh base).
 
@@ -31,7 +31,7 @@ fn run(args: &[String]) -> Result<(), String> {
     let arch = Architecture::ALL
         .into_iter()
         .find(|a| a.name() == arch)
-        .ok_or_else(|| format!("unknown size {arch:?} (small, medium, large-v3, large-v3-turbo)"))?;
+        .ok_or_else(|| format!("unknown size {arch:?} (tiny, base, small, medium, large-v3, large-v3-turbo)"))?;
     let layers: usize = layers.parse().ok().filter(|&n| n > 0).ok_or_else(|| format!("bad layer count {layers:?}"))?;
     let format = match rest {
         [] => WeightFormat::F16,

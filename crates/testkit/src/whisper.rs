@@ -102,6 +102,11 @@ pub fn small_config() -> WhisperConfig {
 /// counts). Numbers from the models' `config.json`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Architecture {
+    /// d_model 384, 6 heads, 4 + 4 layers (tiny's shapes; tiny.en's vocabulary is one token
+    /// shorter).
+    Tiny,
+    /// d_model 512, 8 heads, 6 + 6 layers.
+    Base,
     /// d_model 768, 12 heads, 12 + 12 layers.
     Small,
     /// d_model 1024, 16 heads, 24 + 24 layers.
@@ -113,11 +118,19 @@ pub enum Architecture {
 }
 
 impl Architecture {
-    pub const ALL: [Architecture; 4] =
-        [Architecture::Small, Architecture::Medium, Architecture::LargeV3, Architecture::LargeV3Turbo];
+    pub const ALL: [Architecture; 6] = [
+        Architecture::Tiny,
+        Architecture::Base,
+        Architecture::Small,
+        Architecture::Medium,
+        Architecture::LargeV3,
+        Architecture::LargeV3Turbo,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
+            Architecture::Tiny => "tiny",
+            Architecture::Base => "base",
             Architecture::Small => "small",
             Architecture::Medium => "medium",
             Architecture::LargeV3 => "large-v3",
@@ -129,6 +142,8 @@ impl Architecture {
     /// (ids shifted by one in large-v3's vocabulary of 51866).
     pub fn config(self) -> WhisperConfig {
         let (d_model, heads, encoder_layers, decoder_layers) = match self {
+            Architecture::Tiny => (384, 6, 4, 4),
+            Architecture::Base => (512, 8, 6, 6),
             Architecture::Small => (768, 12, 12, 12),
             Architecture::Medium => (1024, 16, 24, 24),
             Architecture::LargeV3 => (1280, 20, 32, 32),
