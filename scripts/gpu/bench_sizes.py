@@ -12,10 +12,11 @@ Random weights at every size, tiny and base included: the real tiny.en and base 
 depend on the values it multiplies. Random weights never pass the fallback thresholds, so every
 size is benched greedily at temperature 0 (`bench --temperature 0`); the decoder figures are per
 token of a greedy window. Medians of --runs runs (susurrus) and 50 (PyTorch). Peak RSS is the
-susurrus process's.
+susurrus process's; GPU memory the device's peak use while it ran (nvidia-smi every 0.2 s)
+above what was in use before.
 
     python3 scripts/gpu/bench_sizes.py SUSURRUS RANDOM_MODEL --tokenizer BASE/tokenizer.json \
-        [--runs N] [--sizes tiny,base,small,medium,large-v3-turbo] [--int8] [--json OUT]
+        [--runs N] [--sizes tiny,base,small,medium,large-v3-turbo] [--int8] [--backends B,...] [--json OUT]
 
 SUSURRUS is a release `susurrus` binary, RANDOM_MODEL the release build of
 `cargo build --release -p susurrus-testkit --example random_model`, and the tokenizer the
@@ -42,16 +43,39 @@ SHAPES = {
 }
 
 
+def gpu_memory_used():
+    """The GPU's memory in use, MiB (the whole device: the benchmark is alone on it)."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True)
+        return float(out.stdout.split()[0])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def bench(binary, backend, folder, runs):
-    """`susurrus bench --json` on one backend: the report, or the error's last line."""
-    out = subprocess.run(
+    """`susurrus bench --json` on one backend: the report with its peak GPU memory (sampled
+    every 0.2 s, above what was in use before), or the error's last line."""
+    before = gpu_memory_used()
+    process = subprocess.Popen(
         [binary, "bench", "--backend", backend, "--json", "--runs", str(runs), "--temperature", "0",
          "--model", str(folder)],
-        capture_output=True, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
-    if out.returncode != 0:
-        return None, (out.stderr.strip().splitlines() or ["exit %d" % out.returncode])[-1]
-    return json.loads(out.stdout), None
+    peak = before
+    while True:
+        try:
+            stdout, stderr = process.communicate(timeout=0.2)
+            break
+        except subprocess.TimeoutExpired:
+            used = gpu_memory_used()
+            if used is not None and peak is not None:
+                peak = max(peak, used)
+    if process.returncode != 0:
+        return None, (stderr.strip().splitlines() or ["exit %d" % process.returncode])[-1]
+    report = json.loads(stdout)
+    report["gpu_memory_mib"] = None if before is None else peak - before
+    return report, None
 
 
 def pytorch_rows(size):
@@ -81,6 +105,7 @@ def main():
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--sizes", default=",".join(SHAPES))
     parser.add_argument("--int8", action="store_true", help="also the random sizes' int8 folders")
+    parser.add_argument("--backends", default=",".join(BACKENDS), help="the susurrus backends to run")
     parser.add_argument("--json", type=pathlib.Path, help="write every row here as JSON")
     args = parser.parse_args()
     sizes = args.sizes.split(",")
@@ -100,7 +125,7 @@ def main():
             print(f"{size} {weights}: random weights written in {time.monotonic() - started:.1f} s", file=sys.stderr)
             folders.append((weights, folder))
         for weights, folder in folders:
-            for backend in BACKENDS:
+            for backend in args.backends.split(","):
                 report, error = bench(args.susurrus, backend, folder, args.runs)
                 row = {"size": size, "weights": weights, "runner": f"susurrus {backend}"}
                 if error:
@@ -108,17 +133,21 @@ def main():
                 else:
                     row.update({k: report[k] for k in ("encoder_ms_per_window", "decoder_ms_per_token",
                                                         "decoder_device_ms_per_step", "load_ms",
-                                                        "real_time_factor", "peak_memory_mib")})
+                                                        "real_time_factor", "peak_memory_mib",
+                                                        "gpu_memory_mib")})
                 rows.append(row)
                 print(json.dumps(row), file=sys.stderr, flush=True)
         for name, enc_ms, dec_ms in pytorch_rows(size):
             rows.append({"size": size, "weights": "f16", "runner": name, "encoder_ms_per_window": enc_ms,
                          "decoder_ms_per_token": dec_ms})
-    gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                         capture_output=True, text=True).stdout.strip()
+    try:
+        gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True).stdout.strip()
+    except OSError:
+        gpu = "no NVIDIA GPU (nvidia-smi missing)"
     print(f"GPU: {gpu}; medians of {args.runs} susurrus runs, 50 PyTorch runs; greedy, temperature 0")
     print(f"{'size':<15} {'weights':<7} {'runner':<26} {'enc ms/window':>14} {'dec ms/token':>13} "
-          f"{'step on device':>15} {'load ms':>9} {'peak RSS MiB':>13}")
+          f"{'step on device':>15} {'load ms':>9} {'peak RSS MiB':>13} {'GPU MiB':>8}")
 
     def cell(row, key, digits):
         value = row.get(key)
@@ -130,7 +159,7 @@ def main():
             continue
         print(f"{row['size']:<15} {row['weights']:<7} {row['runner']:<26} {cell(row, 'encoder_ms_per_window', 2):>14} "
               f"{cell(row, 'decoder_ms_per_token', 3):>13} {cell(row, 'decoder_device_ms_per_step', 3):>15} "
-              f"{cell(row, 'load_ms', 0):>9} {cell(row, 'peak_memory_mib', 0):>13}")
+              f"{cell(row, 'load_ms', 0):>9} {cell(row, 'peak_memory_mib', 0):>13} {cell(row, 'gpu_memory_mib', 0):>8}")
     if args.json:
         args.json.write_text(json.dumps({"gpu": gpu, "runs": args.runs, "rows": rows}, indent=1))
 
