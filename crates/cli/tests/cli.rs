@@ -119,7 +119,10 @@ fn bench_refuses_a_negative_temperature() {
     assert_eq!(out.status.code(), Some(2));
     let err = stderr(&out);
     assert!(
-        err.contains("invalid value '-1' for '--temperature <T>': a temperature is a number >= 0 (0 decodes greedily)"),
+        err.contains(
+            "invalid value '-1' for '--temperature <T>': a temperature is 0 (greedy decoding) or a number from 0.001 to \
+             100"
+        ),
         "{err}"
     );
 }
