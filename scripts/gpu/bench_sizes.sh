@@ -12,6 +12,9 @@ cd "$(dirname "$0")/../.."
 dir=target/gpu-suite/sizes
 debs=target/gpu-suite/vulkan-debs
 
+# shellcheck source=scripts/lib/gpu_suite.sh
+source scripts/lib/gpu_suite.sh
+
 case "${1:-}" in
   build)
     mkdir -p "$dir" "$debs"
@@ -30,14 +33,7 @@ case "${1:-}" in
     for f in susurrus random_model tokenizer.json; do
       [ -e "$dir/$f" ] || { echo "bench_sizes: $dir/$f is missing: run 'scripts/gpu/bench_sizes.sh build'" >&2; exit 1; }
     done
-    if ! ldconfig -p | grep -q 'libvulkan.so.1 '; then
-      for f in "$debs"/*.deb; do dpkg -x "$f" /; done
-      ldconfig
-    fi
-    # The NVIDIA driver's Vulkan ICD where containers put it.
-    for icd in /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json /usr/share/vulkan/icd.d/nvidia_icd.json; do
-      if [ -z "${VK_DRIVER_FILES:-}" ] && [ -f "$icd" ]; then export VK_DRIVER_FILES="$icd"; fi
-    done
+    vulkan_env "$debs"
     # CUDA's libraries (NVRTC, cuBLAS) from the toolkit or PyTorch's nvidia-* wheels.
     libs=""
     for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib $(python3 -c 'import glob, site
@@ -46,7 +42,6 @@ for s in site.getsitepackages():
       [ -d "$d" ] && libs="${libs}:${d}"
     done
     export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}${libs}"
-    export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$(mktemp -d)}"
     cd scripts/gpu
     exec python3 bench_sizes.py "../../$dir/susurrus" "../../$dir/random_model" --tokenizer "../../$dir/tokenizer.json" "$@"
     ;;

@@ -40,19 +40,7 @@ run() {
   for b in conformance wgpu-executor; do
     [ -x "$suite/$b" ] || { echo "test_wgpu_gpu: $suite/$b is missing: run 'scripts/gpu/test_wgpu_gpu.sh build'" >&2; exit 1; }
   done
-  if ! ldconfig -p | grep -q 'libvulkan.so.1 '; then
-    for f in "$debs"/*.deb; do dpkg -x "$f" /; done
-    ldconfig
-  fi
-  # The NVIDIA driver's Vulkan ICD where containers put it.
-  for icd in /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json /usr/share/vulkan/icd.d/nvidia_icd.json; do
-    if [ -z "${VK_DRIVER_FILES:-}" ] && [ -f "$icd" ]; then
-      export VK_DRIVER_FILES="$icd"
-      glvnd="$(dirname "$(dirname "$icd")")/glvnd/egl_vendor.d/10_nvidia.json"
-      [ -f "$glvnd" ] && export __EGL_VENDOR_LIBRARY_FILENAMES="$glvnd"
-    fi
-  done
-  export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$(mktemp -d)}"
+  vulkan_env "$debs"
   "$suite/conformance" --test-threads=1 --nocapture ops::
   # Each executor test in a process of its own: the NVIDIA driver (580, H100) refuses the
   # 31st Vulkan instance of a process ("vulkan drivers/libraries could not be loaded"; a loop

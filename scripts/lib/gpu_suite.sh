@@ -16,3 +16,21 @@ for line in sys.stdin:
   cp "$bin" "$suite/$name"
   strip "$suite/$name"
 }
+
+# vulkan_env DEBS: the Vulkan loader from the carried Debian .debs in DEBS where the machine
+# lacks it (unpacked to /, as root), and the NVIDIA driver's ICD where containers put it.
+vulkan_env() {
+  local debs=$1 icd glvnd f
+  if ! ldconfig -p | grep -q 'libvulkan.so.1 '; then
+    for f in "$debs"/*.deb; do dpkg -x "$f" /; done
+    ldconfig
+  fi
+  for icd in /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json /usr/share/vulkan/icd.d/nvidia_icd.json; do
+    if [ -z "${VK_DRIVER_FILES:-}" ] && [ -f "$icd" ]; then
+      export VK_DRIVER_FILES="$icd"
+      glvnd="$(dirname "$(dirname "$icd")")/glvnd/egl_vendor.d/10_nvidia.json"
+      if [ -f "$glvnd" ]; then export __EGL_VENDOR_LIBRARY_FILENAMES="$glvnd"; fi
+    fi
+  done
+  export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$(mktemp -d)}"
+}
