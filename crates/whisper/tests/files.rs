@@ -50,23 +50,31 @@ fn missing_and_corrupt_files_are_named() {
     assert!(err.starts_with("model.safetensors: "), "{err}");
 }
 
+/// The real tiny.en folder's files, by name, as the browser holds them.
+fn tiny_en_files() -> BTreeMap<String, Vec<u8>> {
+    let dir = golden::model_dir();
+    ["model.bin", "config.json", "vocabulary.txt", "tokenizer.json"]
+        .into_iter()
+        .map(|name| (name.to_string(), std::fs::read(dir.join(name)).unwrap()))
+        .collect()
+}
+
+/// Where variable `name`'s data starts in `bin`, its record's byte and its f16 element count.
+fn variable_in(bin: &[u8], name: &str) -> (usize, usize, usize) {
+    let parsed = parse_model_bin(bin, "model.bin").unwrap();
+    let v = parsed.variables.iter().find(|v| v.name == name).unwrap();
+    (v.data.bytes().as_ptr() as usize - bin.as_ptr() as usize, v.offset, v.data.bytes().len() / 2)
+}
+
 /// Damaged weights are refused with the tensor's name before any work: four NaN and infinite
 /// f16 values written into an encoder layer of the real tiny.en `model.bin` (which loaded and
 /// gave text like "!!!!!!" before), and one NaN in the small model's safetensors.
 #[test]
 fn non_finite_weights_are_errors_naming_the_tensor() {
-    let dir = golden::model_dir();
-    let mut files = BTreeMap::new();
-    for name in ["model.bin", "config.json", "vocabulary.txt", "tokenizer.json"] {
-        files.insert(name.to_string(), std::fs::read(dir.join(name)).unwrap());
-    }
+    let mut files = tiny_en_files();
     let bin = files.get_mut("model.bin").unwrap();
     let name = "encoder/layer_1/ffn/linear_0/weight";
-    let (data, record) = {
-        let parsed = parse_model_bin(bin, "model.bin").unwrap();
-        let v = parsed.variables.iter().find(|v| v.name == name).unwrap();
-        (v.data.bytes().as_ptr() as usize - bin.as_ptr() as usize, v.offset)
-    };
+    let (data, record, _) = variable_in(bin, name);
     for (element, bits) in [(1000, 0x7e00u16), (1001, 0x7c00), (5000, 0xfc00), (9000, 0x7e00)] {
         bin[data + 2 * element..data + 2 * element + 2].copy_from_slice(&bits.to_le_bytes());
     }
@@ -97,18 +105,10 @@ fn non_finite_weights_are_errors_naming_the_tensor() {
 /// them).
 #[test]
 fn flipped_exponent_bits_are_errors_naming_the_tensor() {
-    let dir = golden::model_dir();
-    let mut files = BTreeMap::new();
-    for name in ["model.bin", "config.json", "vocabulary.txt", "tokenizer.json"] {
-        files.insert(name.to_string(), std::fs::read(dir.join(name)).unwrap());
-    }
+    let mut files = tiny_en_files();
     let bin = files.get_mut("model.bin").unwrap();
     let name = "decoder/embeddings/weight";
-    let (data, record, len) = {
-        let parsed = parse_model_bin(bin, "model.bin").unwrap();
-        let v = parsed.variables.iter().find(|v| v.name == name).unwrap();
-        (v.data.bytes().as_ptr() as usize - bin.as_ptr() as usize, v.offset, v.data.bytes().len() / 2)
-    };
+    let (data, record, len) = variable_in(bin, name);
     // 2,000 elements spread over the embedding by a multiplicative hash.
     for k in 0..2000u64 {
         let element = (k.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) as usize % len;
