@@ -7,6 +7,8 @@
 #                                           model's tokenizer.json, in target/gpu-suite/sizes
 #   scripts/gpu/bench_sizes.sh run [ARGS]   there, from the repository root: bench_sizes.py with
 #                                           ARGS (--sizes, --runs, --int8, --json)
+#   scripts/gpu/bench_sizes.sh ops [ARGS]   there: `susurrus bench-ops ARGS`, each op of one size
+#                                           timed on the backends named (--size, --backend)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 dir=target/gpu-suite/sizes
@@ -28,7 +30,8 @@ case "${1:-}" in
     fi
     du -sh "$dir" "$debs"
     ;;
-  run)
+  run|ops)
+    command=$1
     shift
     for f in susurrus random_model tokenizer.json; do
       [ -e "$dir/$f" ] || { echo "bench_sizes: $dir/$f is missing: run 'scripts/gpu/bench_sizes.sh build'" >&2; exit 1; }
@@ -42,11 +45,14 @@ for s in site.getsitepackages():
       [ -d "$d" ] && libs="${libs}:${d}"
     done
     export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}${libs}"
+    if [ "$command" = ops ]; then
+      exec "$dir/susurrus" bench-ops "$@"
+    fi
     cd scripts/gpu
     exec python3 bench_sizes.py "../../$dir/susurrus" "../../$dir/random_model" --tokenizer "../../$dir/tokenizer.json" "$@"
     ;;
   *)
-    echo "usage: scripts/gpu/bench_sizes.sh build | run [--sizes S,...] [--runs N] [--int8] [--json OUT]" >&2
+    echo "usage: scripts/gpu/bench_sizes.sh build | run [--sizes S,...] [--runs N] [--int8] [--json OUT] | ops [--size S] [--backend B,...]" >&2
     exit 2
     ;;
 esac

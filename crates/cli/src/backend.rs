@@ -31,6 +31,11 @@ pub enum BackendChoice {
 }
 
 impl BackendChoice {
+    /// The name `--backend` takes for this choice (clap's, from the variant's name).
+    pub fn name(self) -> String {
+        clap::ValueEnum::to_possible_value(&self).map_or_else(String::new, |v| v.get_name().to_string())
+    }
+
     /// The wgpu options of a wgpu choice.
     pub fn wgpu_options(self) -> Option<WgpuOptions> {
         let browser = WgpuOptions { allow_matrix_units: false, allow_subgroups: false, ..WgpuOptions::default() };
@@ -83,9 +88,7 @@ impl RunArgs {
         if let Some(model) = &self.model {
             flags.extend(["--model".to_string(), model.display().to_string()]);
         }
-        if let Some(backend) = clap::ValueEnum::to_possible_value(&self.backend) {
-            flags.extend(["--backend".to_string(), backend.get_name().to_string()]);
-        }
+        flags.extend(["--backend".to_string(), self.backend.name()]);
         if let Some(threads) = self.threads {
             flags.extend(["--threads".to_string(), threads.to_string()]);
         }
@@ -201,5 +204,6 @@ mod tests {
         assert_eq!(flags(BackendChoice::Cuda), None);
         let parsed = <BackendChoice as clap::ValueEnum>::from_str("wgpu-browser-f16", false).unwrap();
         assert_eq!(parsed, BackendChoice::WgpuBrowserF16);
+        assert_eq!(parsed.name(), "wgpu-browser-f16");
     }
 }

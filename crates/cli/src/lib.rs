@@ -49,8 +49,8 @@ pub enum Command {
     /// Prints the graph as built, the graph after the optimisation passes (with the passes
     /// that changed it), the arena memory report and where every value is stored.
     Demo(demo::DemoArgs),
-    /// Time the ops of Whisper tiny (encoder at 1500 positions, one decoder step) on the wgpu
-    /// and CPU executors and print time, GFLOP/s and GB/s per op.
+    /// Time the ops of a Whisper size (encoder at 1500 positions, a greedy and a beam-search
+    /// decoder step) on the backends named and print time, GFLOP/s and GB/s per op.
     BenchOps(bench::ops::BenchOpsArgs),
     /// Serve the web demo (www/) and the model folder over HTTP on 127.0.0.1, and with --api an
     /// OpenAI-compatible transcription API.

@@ -99,7 +99,7 @@ fn help_lists_the_subcommands() {
         "  convert     Convert a CTranslate2 model folder to a Hugging Face folder with f16 safetensors",
         "  info        List GPU adapters with their limits and features, and describe a model",
         "  demo        Build a Whisper-tiny-shaped encoder layer",
-        "  bench-ops   Time the ops of Whisper tiny",
+        "  bench-ops   Time the ops of a Whisper size",
     ] {
         assert!(text.contains(line), "{line:?} missing from:\n{text}");
     }
@@ -111,6 +111,25 @@ fn bench_ops_rejects_an_unknown_backend() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("invalid value 'tpu' for '--backend <BACKEND>'"), "{err}");
+}
+
+#[test]
+fn bench_ops_names_the_sizes_and_refuses_auto() {
+    let out = susurrus(&["bench-ops", "--size", "huge"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains(
+            "invalid value 'huge' for '--size <SIZE>': not a Whisper size: one of tiny, base, small, medium, large-v3, \
+             large-v3-turbo"
+        ),
+        "{err}"
+    );
+    let out = susurrus(&["bench-ops", "--backend", "cpu,auto"]);
+    assert_eq!(
+        (out.status.code(), stderr(&out)),
+        (Some(1), "susurrus: error: bench-ops measures named backends: --backend auto is not one of them\n".into())
+    );
 }
 
 #[test]

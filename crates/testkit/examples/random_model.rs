@@ -28,9 +28,7 @@ fn main() -> ExitCode {
 fn run(args: &[String]) -> Result<(), String> {
     let usage = "usage: random_model ARCH LAYERS OUT_DIR BASE_TOKENIZER_JSON [int8]";
     let [arch, layers, out, tokenizer, rest @ ..] = args else { return Err(usage.into()) };
-    let arch = Architecture::ALL
-        .into_iter()
-        .find(|a| a.name() == arch)
+    let arch = Architecture::from_name(arch)
         .ok_or_else(|| format!("unknown size {arch:?} (tiny, base, small, medium, large-v3, large-v3-turbo)"))?;
     let layers: usize = layers.parse().ok().filter(|&n| n > 0).ok_or_else(|| format!("bad layer count {layers:?}"))?;
     let format = match rest {

@@ -62,7 +62,7 @@ pub fn measure(run: &RunArgs, clip: &[f32], minutes: &[f64]) -> Result<MemoryRep
         }
         _ => None,
     };
-    let backend = clap::ValueEnum::to_possible_value(&run.backend).map_or("auto".into(), |v| v.get_name().to_string());
+    let backend = run.backend.name();
     Ok(MemoryReport { backend, rows, mib_per_minute })
 }
 

@@ -1,4 +1,4 @@
-//! `susurrus bench-ops`: the ops of Whisper tiny at their real shapes, timed on each backend.
+//! `susurrus bench-ops`: the ops of a Whisper size at their real shapes, timed on each backend.
 //!
 //! Each op is its own one-op graph (optimised, so linear layers are the fused `matmul_bias`),
 //! compiled once, warmed up, then run back to back: the time per op is the median over
@@ -12,19 +12,14 @@ use std::time::{Duration, Instant};
 
 use pollster::block_on;
 use susurrus_core::exec::Backend;
-use susurrus_core::exec::cpu::CpuBackend;
 use susurrus_core::ops::Op;
 use susurrus_core::ops::{Attention, MaskKind};
 use susurrus_core::{DType, Graph, Result, Tensor, TensorType, passes, plan};
-use susurrus_wgpu::{WgpuBackend, WgpuOptions};
+use susurrus_wgpu::WgpuBackend;
+use susurrus_whisper::load::config::WhisperConfig;
+use susurrus_whisper::load::sizes::Architecture;
 
-/// Which backends to measure.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum BenchBackend {
-    Cpu,
-    Wgpu,
-    All,
-}
+use crate::backend::BackendChoice;
 
 /// One benchmarked op: its graph and what it computes and moves.
 struct OpBench {
@@ -108,23 +103,37 @@ fn conv(name: &'static str, c_in: usize, len: usize, c_out: usize, stride: usize
     })
 }
 
-/// The ops of Whisper tiny: the encoder at 1500 positions and one decoder step.
-fn whisper_tiny_ops(wdt: DType) -> Result<Vec<OpBench>> {
-    Ok(vec![
-        conv("enc conv1", 80, 3000, 384, 1, wdt)?,
-        conv("enc conv2", 384, 3000, 384, 2, wdt)?,
-        layer_norm("enc layer_norm", 1500, 384)?,
-        linear("enc qkv/out proj", 1500, 384, 384, false, wdt)?,
-        linear("enc fc1 + gelu", 1500, 384, 1536, true, wdt)?,
-        linear("enc fc2", 1500, 1536, 384, false, wdt)?,
-        attention("enc attention", 6, 1500, 1500, 64, false)?,
-        linear("dec proj (gemv)", 1, 384, 384, false, wdt)?,
-        linear("dec fc1 (gemv)", 1, 384, 1536, true, wdt)?,
-        linear("dec fc2 (gemv)", 1, 1536, 384, false, wdt)?,
-        linear("dec logits (gemv)", 1, 384, 51864, false, wdt)?,
-        attention("dec self-attn", 6, 1, 448, 64, true)?,
-        attention("dec cross-attn", 6, 1, 1500, 64, false)?,
-    ])
+/// The ops of one Whisper size: the encoder at 1500 positions, one greedy decoder step, and
+/// the products of a beam-search step (`beam` rows).
+fn whisper_ops(config: &WhisperConfig, beam: usize, wdt: DType) -> Result<Vec<OpBench>> {
+    let (d, f, heads, vocab, mels) =
+        (config.d_model, config.encoder_ffn, config.encoder_heads, config.n_vocab, config.n_mels);
+    let (hd, ctx) = (config.encoder_head_dim(), config.n_audio_ctx);
+    let mut ops = vec![
+        conv("enc conv1", mels, 2 * ctx, d, 1, wdt)?,
+        conv("enc conv2", d, 2 * ctx, d, 2, wdt)?,
+        layer_norm("enc layer_norm", ctx, d)?,
+        linear("enc qkv/out proj", ctx, d, d, false, wdt)?,
+        linear("enc fc1 + gelu", ctx, d, f, true, wdt)?,
+        linear("enc fc2", ctx, f, d, false, wdt)?,
+        attention("enc attention", heads, ctx, ctx, hd, false)?,
+        linear("dec proj", 1, d, d, false, wdt)?,
+        linear("dec fc1 + gelu", 1, d, f, true, wdt)?,
+        linear("dec fc2", 1, f, d, false, wdt)?,
+        linear("dec logits", 1, d, vocab, false, wdt)?,
+        attention("dec self-attn", heads, 1, config.n_text_ctx, hd, true)?,
+        attention("dec cross-attn", heads, 1, ctx, hd, false)?,
+    ];
+    if beam > 1 {
+        ops.extend([
+            linear("beam proj", beam, d, d, false, wdt)?,
+            linear("beam fc1 + gelu", beam, d, f, true, wdt)?,
+            linear("beam fc2", beam, f, d, false, wdt)?,
+            linear("beam logits", beam, d, vocab, false, wdt)?,
+            attention("beam cross-attn", beam * heads, 1, ctx, hd, false)?,
+        ]);
+    }
+    Ok(ops)
 }
 
 /// Values for the leaves of `g` that `wanted` picks, by name. Timing does not depend on them;
@@ -171,64 +180,84 @@ fn time_op(backend: &dyn Backend, op: &OpBench, budget: Duration) -> Result<f64>
 /// Arguments of `susurrus bench-ops`.
 #[derive(Debug, clap::Args)]
 pub struct BenchOpsArgs {
-    /// Backends to measure.
-    #[arg(long, value_enum, default_value = "all")]
-    pub backend: BenchBackend,
+    /// The Whisper size whose shapes are timed: tiny, base, small, medium, large-v3 or
+    /// large-v3-turbo (the encoder's and one decoder step's ops; the layer count does not
+    /// matter here).
+    #[arg(long, default_value = "tiny", value_parser = parse_size)]
+    pub size: Architecture,
+    /// Backends to measure, comma-separated: wgpu, wgpu-browser, wgpu-browser-f16, cuda, cpu.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "wgpu,cpu")]
+    pub backend: Vec<BackendChoice>,
+    /// Rows of the beam-search step's products (its beams); 1 leaves them out.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub beam: u16,
     /// Store weights as f16 (read natively where the GPU has shader-f16).
     #[arg(long)]
     pub f16: bool,
 }
 
-/// Runs `susurrus bench-ops`.
-pub fn run(args: &BenchOpsArgs) -> crate::error::Result<()> {
-    crate::output::print(&bench_ops(args.backend, args.f16)?)
+fn parse_size(name: &str) -> std::result::Result<Architecture, String> {
+    Architecture::from_name(name).ok_or_else(|| {
+        let names: Vec<&str> = Architecture::ALL.iter().map(|a| a.name()).collect();
+        format!("not a Whisper size: one of {}", names.join(", "))
+    })
 }
 
-/// Runs the benchmark and renders its table.
-pub fn bench_ops(which: BenchBackend, f16_weights: bool) -> Result<String> {
-    let mut backends: Vec<Box<dyn Backend>> = Vec::new();
-    let mut notes = Vec::new();
-    if which != BenchBackend::Cpu {
-        let gpu =
-            block_on(WgpuBackend::with_options(&WgpuOptions { allow_f16: f16_weights, ..WgpuOptions::default() }))?;
-        notes.push(format!(
-            "wgpu adapter: {} (shader-f16 {}, matrix units {})",
-            gpu.adapter(),
-            if gpu.has_f16() { "on" } else { "off" },
-            if gpu.has_matrix_units() { "on" } else { "off" }
+/// Runs `susurrus bench-ops`.
+pub fn run(args: &BenchOpsArgs) -> crate::error::Result<()> {
+    if args.backend.contains(&BackendChoice::Auto) {
+        return Err(crate::error::Error::Usage(
+            "bench-ops measures named backends: --backend auto is not one of them".into(),
         ));
-        // With matrix units, the same device without them too: what they change.
-        let matrix = gpu.has_matrix_units();
-        backends.push(Box::new(gpu));
-        if matrix {
-            let options = WgpuOptions { allow_f16: f16_weights, allow_matrix_units: false, ..WgpuOptions::default() };
-            backends.push(Box::new(block_on(WgpuBackend::with_options(&options))?));
-        }
     }
-    if which != BenchBackend::Wgpu {
-        notes.push("cpu: the reference executor (single-threaded, plain loops)".into());
-        backends.push(Box::new(CpuBackend::new()));
+    let mut backends = Vec::new();
+    let mut notes = Vec::new();
+    for &choice in &args.backend {
+        let backend: Box<dyn Backend> = match choice.wgpu_options() {
+            Some(options) => {
+                // The adapter and what it offers, which the figures depend on.
+                let gpu = block_on(WgpuBackend::with_options(&options))?;
+                let on = |yes: bool| if yes { "on" } else { "off" };
+                notes.push(format!(
+                    "{}: {} (shader-f16 {}, matrix units {})",
+                    choice.name(),
+                    gpu.adapter(),
+                    on(gpu.has_f16()),
+                    on(gpu.has_matrix_units())
+                ));
+                Box::new(gpu)
+            }
+            None => {
+                let backend = crate::backend::open(choice, None)?;
+                notes.push(format!("{}: the {} backend", choice.name(), backend.name()));
+                backend
+            }
+        };
+        backends.push((choice, backend));
     }
-    let wdt = if f16_weights { DType::F16 } else { DType::F32 };
-    let mut out = format!("{}\nweights: {wdt}\n\n", notes.join("\n"));
+    let config = args.size.config();
+    let wdt = if args.f16 { DType::F16 } else { DType::F32 };
+    let ops = whisper_ops(&config, usize::from(args.beam), wdt)?;
+    let mut out = format!("Whisper {} shapes, weights {wdt}\n{}\n\n", args.size.name(), notes.join("\n"));
     out.push_str(&format!(
-        "{:<20} {:<30} {:<16} {:>11} {:>10} {:>9}\n",
+        "{:<18} {:<28} {:<17} {:>11} {:>10} {:>9}\n",
         "op", "shape", "backend", "ms (median)", "GFLOP/s", "GB/s"
     ));
-    for op in whisper_tiny_ops(wdt)? {
-        for backend in &backends {
-            let budget = if backend.name() == "cpu" { Duration::from_millis(200) } else { Duration::from_millis(100) };
-            let secs = time_op(backend.as_ref(), &op, budget)?;
+    for op in &ops {
+        for (choice, backend) in &backends {
+            let budget =
+                if *choice == BackendChoice::Cpu { Duration::from_millis(200) } else { Duration::from_millis(100) };
+            let secs = time_op(backend.as_ref(), op, budget)?;
             out.push_str(&format!(
-                "{:<20} {:<30} {:<16} {:>11.4} {:>10.1} {:>9.1}\n",
+                "{:<18} {:<28} {:<17} {:>11.4} {:>10.1} {:>9.1}\n",
                 op.name,
                 op.shape,
-                backend.name(),
+                choice.name(),
                 secs * 1e3,
                 op.flops / secs / 1e9,
                 op.bytes / secs / 1e9
             ));
         }
     }
-    Ok(out)
+    crate::output::print(&out)
 }

@@ -1,6 +1,7 @@
 //! Loading a model: the config, the one naming of weights the graph builders read
 //! ([`weights`]), the CTranslate2 and Hugging Face readers (whole or streamed), the folder
-//! and file-set dispatch ([`files`]) and the conversion between the two formats ([`convert`]).
+//! and file-set dispatch ([`files`]), the conversion between the two formats ([`convert`]) and
+//! the released sizes' shapes ([`sizes`]).
 //! The readers end in [`weights::WhisperWeights`], so nothing above this folder knows a format.
 
 pub mod config;
@@ -12,6 +13,7 @@ pub mod files;
 pub mod hf;
 pub mod hf_stream;
 pub mod names;
+pub mod sizes;
 pub mod weights;
 
 pub use config::WhisperConfig;
