@@ -1,19 +1,21 @@
-// The benchmark page: loads the model served at /model/ with the package, reports the WebGPU
-// adapter and its features, the load time and a first transcription, then the package's
-// bench() (the encoder on one window, decoder tokens chained and one per submission, a step
-// on the device alone, whole transcriptions) and, with `stream=1`, the clip streamed live
-// as if spoken, as JSON in #result and in window.benchResult (what scripts/gpu/browser_bench.py
-// reads from a headless browser).
+// The benchmark page: a form of model folders, backends, runs and tokens. Each model on each
+// backend is loaded with the package, transcribes the clip once, then runs the package's
+// bench() (the encoder on one window, decoder tokens chained and one per submission, a step on
+// the device alone, a beam step, whole transcriptions); a row of the table per pair, and the
+// whole as JSON to download, so that figures from any device come from the page alone.
+//
+// With query parameters (`backend`, `models`, `runs`, `tokens`, `audio`, `long`, `stream`,
+// `vad`) the form is filled from them and runs at once: how scripts/gpu/browser_bench.py and
+// tests/e2e/bench-page.mjs drive it. The results go to #result and window.benchResult, whose top
+// level is the first pair's result (what a one-pair run reads) beside `results`, every pair's.
 
 import { Latency, percentile, wordErrorRate } from "./live-stats.js";
 
 const status = document.getElementById("status");
 const params = new URLSearchParams(location.search);
-const options = {
-  backend: params.get("backend") ?? "auto",
-  runs: Number(params.get("runs") ?? 5),
-  tokens: Number(params.get("tokens") ?? 64),
-  audio: params.get("audio") ?? "sample.wav",
+/** Query parameters that only automation sets: the run starts with the page. */
+const automated = params.has("backend") || params.has("models");
+const extras = {
   /** Seconds of a long recording (the clip repeated) to transcribe after the bench; 0: none. */
   long: Number(params.get("long") ?? 0),
   /** Stream the clip live after the bench ("1"), as `susurrus bench --stream` does. */
@@ -119,48 +121,183 @@ async function streamLive(transcriber, clip, offline) {
   };
 }
 
-function show(result) {
-  window.benchResult = result;
-  document.getElementById("result").textContent = JSON.stringify(result, null, 2);
+/** The form's choices: every non-empty line of the models box, the checked backends. */
+function choices() {
+  const form = document.getElementById("setup");
+  return {
+    models: document.getElementById("models").value.split("\n").map((line) => line.trim()).filter(Boolean),
+    backends: [...form.querySelectorAll('input[name="backend"]:checked')].map((input) => input.value),
+    runs: Number(document.getElementById("runs").value),
+    tokens: Number(document.getElementById("tokens").value),
+    audio: document.getElementById("audio").value.trim(),
+  };
+}
+
+/** Fills the form from the query parameters (`models` comma-separated; `backend` one or a
+ * comma-separated list, "auto" for the package's choice). */
+function fillFromQuery() {
+  if (params.has("models")) document.getElementById("models").value = params.get("models").split(",").join("\n");
+  if (params.has("backend")) {
+    const wanted = params.get("backend").split(",");
+    for (const input of document.querySelectorAll('input[name="backend"]')) input.checked = wanted.includes(input.value);
+    for (const backend of wanted.filter((b) => !["webgpu", "cpu"].includes(b))) {
+      // "auto" (or any other the package knows): a checkbox of its own, checked.
+      const span = document.createElement("span");
+      span.className = "choice";
+      span.innerHTML = `<input type="checkbox" name="backend" checked id="backend-${backend}"><label for="backend-${backend}"></label>`;
+      span.querySelector("input").value = backend;
+      span.querySelector("label").textContent = backend;
+      document.querySelector("#setup fieldset").append(span);
+    }
+  }
+  for (const key of ["runs", "tokens", "audio"]) if (params.has(key)) document.getElementById(key).value = params.get(key);
+}
+
+function showAdapter(adapter) {
+  const list = document.getElementById("adapter");
+  list.replaceChildren();
+  const rows = adapter.webgpu === false
+    ? [["WebGPU", "not offered by this browser"]]
+    : adapter.adapter === null
+      ? [["WebGPU", "no adapter answered"]]
+      : [
+        ["Adapter", [adapter.vendor, adapter.architecture, adapter.description].filter(Boolean).join(" ") || "(unnamed)"],
+        ["Fallback (software)", adapter.fallback ? "yes" : "no"],
+        ["Features", adapter.features.join(", ") || "none"],
+        ["Largest buffer", `${(adapter.maxBufferSize / 2 ** 20).toFixed(0)} MiB`],
+      ];
+  for (const [term, value] of [...rows, ["Browser", navigator.userAgent]]) {
+    const dt = document.createElement("dt");
+    const dd = document.createElement("dd");
+    dt.textContent = term;
+    dd.textContent = value;
+    list.append(dt, dd);
+  }
+}
+
+/** A number as the table shows it: three significant digits, "-" where there is none. */
+function cell(value) {
+  return typeof value === "number" && Number.isFinite(value) ? Number(value.toPrecision(3)).toString() : "-";
+}
+
+function addRow(result) {
+  const tr = document.createElement("tr");
+  const cells = result.error === undefined
+    ? [result.model, result.backend, cell(result.loadMs), cell(result.encoderMs), cell(result.msPerToken),
+      cell(result.beamMsPerStep), cell(result.rtf && 1 / result.rtf), cell(result.beamRtf && 1 / result.beamRtf)]
+    : [result.model, result.choice, `error: ${result.error}`];
+  for (const text of cells) {
+    const td = document.createElement("td");
+    td.textContent = text;
+    tr.append(td);
+  }
+  if (result.error !== undefined) {
+    tr.lastChild.colSpan = 6;
+    tr.className = "error";
+  }
+  document.querySelector("#results tbody").append(tr);
+}
+
+/** Loads `model` on `choice`, transcribes the clip once and benches it; the error instead where
+ * any step fails, so that the other pairs still run. */
+async function benchPair(pkg, model, choice, clip, setup) {
+  let transcriber;
+  try {
+    status.textContent = `${model} on ${choice}: loading`;
+    const loadStarted = performance.now();
+    transcriber = await pkg.Transcriber.load(model, { backend: choice, cache: false, vad: extras.vad });
+    const loadMs = performance.now() - loadStarted;
+    status.textContent = `${model} on ${choice}: first transcription`;
+    const samples = await pkg.decodeAudio(clip);
+    // Greedy: the tests compare it with the native command's, whose resampler gives a 22 kHz
+    // clip slightly different samples than WebAudio's; beam search is sensitive to that.
+    const first = await transcriber.transcribe(samples, { temperatures: [0], beamSize: 1 });
+    status.textContent = `${model} on ${choice}: bench, ${setup.runs} runs, ${setup.tokens} tokens`;
+    const bench = await transcriber.bench(samples, { runs: setup.runs, tokens: setup.tokens });
+    const long = extras.long > 0 ? await transcribeLong(transcriber, samples, extras.long) : null;
+    const stream = extras.stream ? await streamLive(transcriber, samples, first.text) : null;
+    return {
+      model, choice, info: transcriber.info, loadMs, firstTranscribeMs: first.timings.transcribeMs, text: first.text,
+      ...bench, long, stream,
+    };
+  } catch (error) {
+    return { model, choice, error: String(error?.message ?? error) };
+  } finally {
+    transcriber?.dispose();
+  }
+}
+
+let report = null;
+
+function show(document_) {
+  report = document_;
+  const first = document_.results[0] ?? {};
+  window.benchResult = { version: document_.version, userAgent: document_.userAgent, gpu: document_.gpu, ...first, results: document_.results };
+  document.getElementById("result").textContent = JSON.stringify(document_, null, 2);
+  document.getElementById("download").disabled = false;
+}
+
+async function run(pkg, adapter) {
+  const setup = choices();
+  const button = document.getElementById("run");
+  if (setup.models.length === 0 || setup.backends.length === 0) {
+    status.textContent = "choose at least one model folder and one backend";
+    return;
+  }
+  button.disabled = true;
+  document.querySelector("#results tbody").replaceChildren();
+  const results = [];
+  try {
+    status.textContent = `fetching ${setup.audio}`;
+    const response = await fetch(setup.audio);
+    if (!response.ok) throw new Error(`${setup.audio}: HTTP ${response.status}`);
+    const clip = new Uint8Array(await response.arrayBuffer());
+    for (const model of setup.models) {
+      for (const choice of setup.backends) {
+        // Each pair decodes its own copy: the package takes the bytes it is given.
+        const result = await benchPair(pkg, model, choice, clip.slice(), setup);
+        results.push(result);
+        addRow(result);
+      }
+    }
+    const failed = results.filter((r) => r.error !== undefined).length;
+    status.textContent = failed === 0 ? "done" : `done; ${failed} of ${results.length} failed`;
+  } catch (error) {
+    results.push({ error: String(error?.message ?? error) });
+    status.textContent = "error";
+  }
+  show({ version: pkg.version(), userAgent: navigator.userAgent, gpu: adapter, ...setup, results });
+  button.disabled = false;
+}
+
+function download() {
+  const blob = new Blob([JSON.stringify(report, null, 2)], { type: "application/json" });
+  const link = document.createElement("a");
+  link.href = URL.createObjectURL(blob);
+  link.download = `susurrus-bench-${new Date().toISOString().replace(/[:.]/g, "-")}.json`;
+  link.click();
+  setTimeout(() => URL.revokeObjectURL(link.href), 10_000);
 }
 
 async function main() {
+  fillFromQuery();
   const pkg = await import("./pkg/index.js");
   status.textContent = "asking for the WebGPU adapter";
   const adapter = await adapterReport();
-  status.textContent = "loading the model";
-  const loadStarted = performance.now();
-  const transcriber = await pkg.Transcriber.load("/model/", { backend: options.backend, cache: false, vad: options.vad });
-  const loadMs = performance.now() - loadStarted;
-  status.textContent = `fetching ${options.audio}`;
-  const response = await fetch(options.audio);
-  if (!response.ok) throw new Error(`${options.audio}: HTTP ${response.status}`);
-  const samples = await pkg.decodeAudio(new Uint8Array(await response.arrayBuffer()));
-  status.textContent = "first transcription";
-  // Greedy: the test compares it with the native command's, whose resampler gives this 22 kHz
-  // clip slightly different samples than WebAudio's; beam search is sensitive to that.
-  const first = await transcriber.transcribe(samples, { temperatures: [0], beamSize: 1 });
-  status.textContent = `bench: ${options.runs} runs, ${options.tokens} tokens`;
-  const bench = await transcriber.bench(samples, { runs: options.runs, tokens: options.tokens });
-  const long = options.long > 0 ? await transcribeLong(transcriber, samples, options.long) : null;
-  const stream = options.stream ? await streamLive(transcriber, samples, first.text) : null;
-  show({
-    version: pkg.version(),
-    userAgent: navigator.userAgent,
-    gpu: adapter,
-    info: transcriber.info,
-    loadMs,
-    firstTranscribeMs: first.timings.transcribeMs,
-    text: first.text,
-    ...bench,
-    long,
-    stream,
+  showAdapter(adapter);
+  document.getElementById("setup").addEventListener("submit", (event) => {
+    event.preventDefault();
+    run(pkg, adapter);
   });
-  status.textContent = "done";
-  transcriber.dispose();
+  document.getElementById("download").addEventListener("click", download);
+  if (automated) {
+    await run(pkg, adapter);
+  } else {
+    status.textContent = "ready: choose what to measure and press Run";
+  }
 }
 
 main().catch((error) => {
   status.textContent = "error";
-  show({ error: String(error?.message ?? error) });
+  show({ results: [{ error: String(error?.message ?? error) }] });
 });

@@ -3,11 +3,13 @@
 // has no GPU): it loads the model through the package's worker, transcribes the bundled sample
 // with the native CLI's text, and reports the package's bench() figures consistently; then it
 // streams the sample live with the VAD (`stream=1`), whose committed text must be within 15%
-// word error of the offline one, with the latencies of its words.
+// word error of the offline one, with the latencies of its words. Then the page as a person
+// uses it: the form filled by hand with two model folders (the second missing), Run, a table
+// row per pair (the missing one's error in its row), and the JSON the Download button saves.
 // Run by tests/e2e/run.sh.
 
 import { execFileSync } from "node:child_process";
-import { cpSync, mkdirSync, rmSync } from "node:fs";
+import { cpSync, mkdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import {
   assert, assertEqual, launchBrowser, modelDir, repoRoot, runTest, seconds, startServer, susurrusBin, vadModel, watchPage,
@@ -62,4 +64,45 @@ await runTest("bench-page", async (onCleanup) => {
   assertEqual(live.words, live.text.split(/\s+/).filter((w) => /[\p{L}\p{N}]/u.test(w)).length, "latencies of every committed word");
   assert(live.firstSeenP50 <= live.committedP50 && live.committedP50 <= live.committedP90 && live.rtf > 0,
     `live stream figures: ${JSON.stringify(live)}`);
+
+  await byHand(page, r.text);
 });
+
+/** The form as a person fills it: tiny.en and a folder that does not exist, the CPU backend,
+ * one run of 4 tokens; the table's rows against the results, and the downloaded JSON. */
+async function byHand(page, text) {
+  const started = Date.now();
+  await page.goto(page.url().split("?")[0]);
+  await page.waitForFunction(() => document.getElementById("status").textContent.startsWith("ready"), null,
+    { timeout: TIMEOUT_MS });
+  await page.fill("#models", "/model/\n  \n/missing-model/");
+  await page.uncheck("#backend-webgpu");
+  await page.fill("#runs", "1");
+  await page.fill("#tokens", "4");
+  await page.click("#run");
+  await page.waitForFunction(() => document.getElementById("status").textContent.startsWith("done"), null,
+    { timeout: TIMEOUT_MS });
+  const [status, rows, r] = await page.evaluate(() => [
+    document.getElementById("status").textContent,
+    [...document.querySelectorAll("#results tbody tr")].map((tr) => [...tr.cells].map((td) => td.textContent)),
+    window.benchResult,
+  ]);
+  console.log(`bench-page: by hand, ${seconds(Date.now() - started)}: ${JSON.stringify(rows)}`);
+  assertEqual(status, "done; 1 of 2 failed", "the page's status after the run");
+  assertEqual(r.results.map((x) => [x.model, x.choice]), [["/model/", "cpu"], ["/missing-model/", "cpu"]], "pairs run");
+  const [ok, missing] = r.results;
+  assertEqual([ok.text, ok.backend, ok.error], [text, "cpu", undefined], "the first pair's transcript and backend");
+  const shown = (v) => String(Number(v.toPrecision(3)));
+  assertEqual(rows[0], ["/model/", "cpu", shown(ok.loadMs), shown(ok.encoderMs), shown(ok.msPerToken),
+    shown(ok.beamMsPerStep), shown(1 / ok.rtf), shown(1 / ok.beamRtf)], "the first row against its result");
+  assert(missing.error.includes("/missing-model/"), `the missing folder's error names it: ${missing.error}`);
+  assertEqual(rows[1], ["/missing-model/", "cpu", `error: ${missing.error}`], "the missing folder's row");
+
+  const [download] = await Promise.all([page.waitForEvent("download"), page.click("#download")]);
+  const saved = JSON.parse(readFileSync(await download.path(), "utf8"));
+  assert(download.suggestedFilename().startsWith("susurrus-bench-"), `file name ${download.suggestedFilename()}`);
+  assertEqual(saved.results, r.results, "the downloaded results against the page's");
+  assertEqual([saved.runs, saved.tokens, saved.backends, saved.models], [1, 4, ["cpu"], ["/model/", "/missing-model/"]],
+    "the downloaded settings");
+  assertEqual(typeof saved.gpu, "object", "the adapter report in the download");
+}
