@@ -151,6 +151,19 @@ pub fn cpu_threads(requested: Option<u16>) -> Option<usize> {
     Some(requested)
 }
 
+/// Opens wgpu with `options` (a wgpu choice's), warning on stderr when the adapter is software.
+pub fn open_wgpu(options: WgpuOptions) -> Result<WgpuBackend> {
+    let gpu = pollster::block_on(WgpuBackend::with_options(&options))?;
+    if gpu.is_software() {
+        eprintln!(
+            "susurrus: warning: the wgpu adapter {} is software, on the CPU: it runs tens of times slower than \
+             --backend cpu (which --backend auto picks here)",
+            gpu.adapter()
+        );
+    }
+    Ok(gpu)
+}
+
 /// Opens the backend `choice` names. `threads` caps the CPU backend's threads (default: one
 /// per core).
 ///
@@ -163,16 +176,7 @@ pub fn open(choice: BackendChoice, threads: Option<usize>) -> Result<Box<dyn Bac
     match choice {
         BackendChoice::Cpu => cpu(),
         BackendChoice::Wgpu | BackendChoice::WgpuBrowser | BackendChoice::WgpuBrowserF16 => {
-            let options = choice.wgpu_options().unwrap_or_default();
-            let gpu = pollster::block_on(WgpuBackend::with_options(&options))?;
-            if gpu.is_software() {
-                eprintln!(
-                    "susurrus: warning: the wgpu adapter {} is software, on the CPU: it runs tens of times slower than \
-                     --backend cpu (which --backend auto picks here)",
-                    gpu.adapter()
-                );
-            }
-            Ok(Box::new(gpu))
+            Ok(Box::new(open_wgpu(choice.wgpu_options().unwrap_or_default())?))
         }
         BackendChoice::Cuda => Ok(Box::new(CudaBackend::new(&CudaOptions::default())?)),
         BackendChoice::Auto => {

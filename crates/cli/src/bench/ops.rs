@@ -15,7 +15,6 @@ use susurrus_core::exec::Backend;
 use susurrus_core::ops::Op;
 use susurrus_core::ops::{Attention, MaskKind};
 use susurrus_core::{DType, Graph, Result, Tensor, TensorType, passes, plan};
-use susurrus_wgpu::WgpuBackend;
 use susurrus_whisper::load::config::WhisperConfig;
 use susurrus_whisper::load::sizes::Architecture;
 
@@ -216,7 +215,7 @@ pub fn run(args: &BenchOpsArgs) -> crate::error::Result<()> {
         let backend: Box<dyn Backend> = match choice.wgpu_options() {
             Some(options) => {
                 // The adapter and what it offers, which the figures depend on.
-                let gpu = block_on(WgpuBackend::with_options(&options))?;
+                let gpu = crate::backend::open_wgpu(options)?;
                 let on = |yes: bool| if yes { "on" } else { "off" };
                 notes.push(format!(
                     "{}: {} (shader-f16 {}, matrix units {})",
