@@ -11,8 +11,9 @@ Two kinds of content:
   band-limited even for the 8 kHz file. Channel c uses its own frequencies and phases, so a
   downmix that is not the plain average of the channels fails the comparison.
 - "speech": one espeak-ng sentence brought to 16 kHz (libswresample through PyAV), written as
-  16-bit WAV (the reference for the lossy files) and encoded with PyAV's FFmpeg as FLAC, MP3 and
-  OGG Vorbis (and OGG Opus, which the decoder must refuse).
+  16-bit WAV (the reference for the lossy files) and encoded with PyAV's FFmpeg in every
+  container and codec the decoder reads (FLAC, MP3, Vorbis, Opus, AAC, ALAC, AIFF; MP4, WebM,
+  Matroska, CAF, ADTS), two of them as videos.
 
 Files (rates in Hz; "ref" is the raw little-endian f32 reference at 16 kHz mono):
   tone_16k_{u8,s16,s24,s32,f32}.wav  mono, 0.5 s; s32 uses WAVE_FORMAT_EXTENSIBLE, f32 is IEEE float
@@ -24,7 +25,16 @@ Files (rates in Hz; "ref" is the raw little-endian f32 reference at 16 kHz mono)
   speech_16k_s16.wav                 the speech reference itself
   speech_16k.flac                    same samples, FLAC
   speech_44k1_stereo.mp3, speech_22k05.mp3 (MPEG-2), speech_48k_stereo.ogg (Vorbis)
-  speech_opus.ogg                    OGG Opus: a container the decoder knows with a codec it does not
+  speech_opus.ogg                    OGG Opus (libopus, 24 kb/s)
+  speech_44k1_stereo.m4a             AAC-LC in MP4 (FFmpeg's encoder, 96 kb/s), its index first
+  speech_moov_last.m4a               the same with its index (moov) after the media data
+  speech_alac.m4a, speech_alac.caf   ALAC (16-bit, 16 kHz) in MP4 and in CAF
+  speech_16k.aiff                    16-bit big-endian PCM in AIFF
+  speech_22k05.aac                   raw AAC-LC (ADTS) at 22.05 kHz, 48 kb/s
+  speech_opus.webm, speech_flac.mkv  Opus in WebM (as the browser's MediaRecorder writes), FLAC in Matroska
+  video_two_audio_tracks.mp4         H.264 video, then the speech (AAC, 48 kHz stereo), then a 440 Hz tone (AAC)
+  video_opus.webm                    VP8 video and the speech (Opus, 48 kHz stereo)
+  speech_ac3.mka                     AC-3 in Matroska: a container the decoder knows with a codec it does not
   truncated_speech.wav               speech_16k_s16.wav cut inside a sample at byte 20001
   truncated_speech.mp3               speech_44k1_stereo.mp3 cut inside a frame at 60 % of its bytes
   truncated_header.wav               the first 30 bytes of speech_16k_s16.wav
@@ -168,35 +178,100 @@ def av_resample(x, rate_in, rate_out, channels):
     return np.repeat(np.concatenate(parts, axis=1), channels, axis=0)
 
 
-def encode(planes, rate, container_format, codec, bit_rate=None, options=None):
-    """`planes` ([channels, n] float32) encoded with PyAV; the file's bytes.
+def encode(planes, rate, container_format, codec, bit_rate=None, options=None, muxer=None):
+    """`planes` ([channels, n] float32) encoded with PyAV; the file's bytes. `muxer` holds the
+    container's options (MP4's `movflags`).
 
     Container and codec run with the bitexact flag, so no version strings or random stream
     serials end up in the file."""
-    buf = io.BytesIO()
-    channels = planes.shape[0]
-    layout = "mono" if channels == 1 else "stereo"
-    with av.open(buf, "w", format=container_format, options={"fflags": "+bitexact"}) as out:
-        stream = out.add_stream(codec, rate=rate, layout=layout)
-        if bit_rate:
-            stream.bit_rate = bit_rate
-        stream.codec_context.flags |= av.codec.context.Flags.bitexact
-        for key, value in (options or {}).items():
+    return mux(container_format, [Audio(planes, rate, codec, bit_rate, options)], muxer)
+
+
+class Audio:
+    """One audio track of a file `mux` writes: `planes` ([channels, n] float32) at `rate`."""
+
+    def __init__(self, planes, rate, codec, bit_rate=None, options=None):
+        self.planes, self.rate, self.codec, self.bit_rate, self.options = planes, rate, codec, bit_rate, options
+
+
+class Video:
+    """A video track of `seconds` at `fps` frames a second, `size` pixels square, drawn as a
+    moving bar (the decoder must skip it; its content does not matter)."""
+
+    def __init__(self, codec, seconds, fps=10, size=64):
+        self.codec, self.seconds, self.fps, self.size = codec, seconds, fps, size
+
+
+def mux(container_format, tracks, muxer=None):
+    """A file of `tracks` (Audio and Video, in that order in the file) written with PyAV; its
+    bytes. Packets are muxed in time order by FFmpeg's interleaver."""
+    options = {"fflags": "+bitexact", **(muxer or {})}
+
+    def write(target):
+        with av.open(target, "w", format=container_format, options=options) as out:
+            streams = [add_track(out, track) for track in tracks]
+            # Every track's packets, encoded first, then muxed: the interleaver orders them by time.
+            for stream, track in zip(streams, tracks):
+                for packet in (video_packets if isinstance(track, Video) else audio_packets)(stream, track):
+                    out.mux(packet)
+
+    if "movflags" not in options:
+        buf = io.BytesIO()
+        write(buf)
+        return buf.getvalue()
+    # MP4's faststart rewrites the finished file, which it opens again by its name.
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "out")
+        write(path)
+        return pathlib.Path(path).read_bytes()
+
+
+def add_track(out, track):
+    if isinstance(track, Video):
+        stream = out.add_stream(track.codec, rate=track.fps)
+        stream.width = stream.height = track.size
+        stream.pix_fmt = "yuv420p"
+        stream.codec_context.options["threads"] = "1"
+    else:
+        layout = "mono" if track.planes.shape[0] == 1 else "stereo"
+        stream = out.add_stream(track.codec, rate=track.rate, layout=layout)
+        if track.bit_rate:
+            stream.bit_rate = track.bit_rate
+        for key, value in (track.options or {}).items():
             stream.codec_context.options[key] = value
-        fmt = stream.codec_context.format.name
-        frame_size = stream.codec_context.frame_size or 1024
-        for start in range(0, planes.shape[1], frame_size):
-            chunk = planes[:, start : start + frame_size]
-            frame = av.AudioFrame.from_ndarray(np.ascontiguousarray(chunk), format="fltp", layout=layout)
-            frame.sample_rate = rate
-            frame.pts = start
-            if fmt != "fltp":
-                frame = to_format(frame, fmt, layout, rate)
-            for packet in stream.encode(frame):
-                out.mux(packet)
-        for packet in stream.encode(None):
-            out.mux(packet)
-    return buf.getvalue()
+        if track.codec == "alac":
+            # ALAC's default is 32-bit samples; the speech is 16-bit.
+            stream.codec_context.format = "s16p"
+    stream.codec_context.flags |= av.codec.context.Flags.bitexact
+    return stream
+
+
+def audio_packets(stream, track):
+    planes, rate = track.planes, track.rate
+    layout = "mono" if planes.shape[0] == 1 else "stereo"
+    fmt = stream.codec_context.format.name
+    frame_size = stream.codec_context.frame_size or 1024
+    for start in range(0, planes.shape[1], frame_size):
+        chunk = planes[:, start : start + frame_size]
+        frame = av.AudioFrame.from_ndarray(np.ascontiguousarray(chunk), format="fltp", layout=layout)
+        frame.sample_rate = rate
+        frame.pts = start
+        if fmt != "fltp":
+            frame = to_format(frame, fmt, layout, rate)
+        yield from stream.encode(frame)
+    yield from stream.encode(None)
+
+
+def video_packets(stream, track):
+    n = track.size
+    for i in range(round(track.seconds * track.fps)):
+        image = np.full((n, n, 3), 40, dtype=np.uint8)
+        x = (i * 4) % n
+        image[:, x : x + 8] = (230, 200, 60)
+        frame = av.VideoFrame.from_ndarray(image, format="rgb24").reformat(format="yuv420p")
+        frame.pts = i
+        yield from stream.encode(frame)
+    yield from stream.encode(None)
 
 
 def to_format(frame, fmt, layout, rate):
@@ -224,6 +299,34 @@ def speech_fixtures(espeak):
     experimental = {"strict": "experimental"}
     files["speech_48k_stereo.ogg"] = encode(at(48000, 2), 48000, "ogg", "vorbis", 96000, experimental)
     files["speech_opus.ogg"] = encode(at(48000, 1), 48000, "ogg", "libopus", 24000)
+    # The other containers and codecs people's recordings come in: phones' voice memos and
+    # meeting exports (AAC in MP4), Apple's lossless (ALAC in M4A and CAF), AIFF, raw ADTS AAC,
+    # the browser's MediaRecorder (Opus in WebM), Matroska. MP4s put their index (moov) first,
+    # as phones and `-movflags +faststart` do, except the one that tests an index at the end.
+    front = {"movflags": "+faststart"}
+    files["speech_44k1_stereo.m4a"] = encode(at(44100, 2), 44100, "ipod", "aac", 96000, muxer=front)
+    files["speech_moov_last.m4a"] = encode(at(44100, 2), 44100, "ipod", "aac", 96000)
+    files["speech_alac.m4a"] = encode(pcm.astype(np.float32)[None, :], REF_RATE, "ipod", "alac", muxer=front)
+    files["speech_alac.caf"] = encode(pcm.astype(np.float32)[None, :], REF_RATE, "caf", "alac")
+    files["speech_16k.aiff"] = encode(pcm.astype(np.float32)[None, :], REF_RATE, "aiff", "pcm_s16be")
+    files["speech_22k05.aac"] = encode(at(22050, 1), 22050, "adts", "aac", 48000)
+    files["speech_opus.webm"] = encode(at(48000, 1), 48000, "webm", "libopus", 24000)
+    files["speech_flac.mkv"] = encode(pcm.astype(np.float32)[None, :], REF_RATE, "matroska", "flac")
+    # Videos: the speech is the first audio track, behind a video track, with a second audio
+    # track (a tone) after it that must not be what is transcribed.
+    seconds = len(pcm) / REF_RATE
+    second_track = np.float32(0.3) * np.sin(2 * np.pi * 440.0 * np.arange(round(seconds * 48000)) / 48000)
+    files["video_two_audio_tracks.mp4"] = mux(
+        "mp4",
+        [
+            Video("libx264", seconds),
+            Audio(at(48000, 2), 48000, "aac", 96000),
+            Audio(second_track.astype(np.float32)[None, :], 48000, "aac", 64000),
+        ],
+        front,
+    )
+    files["speech_ac3.mka"] = encode(at(48000, 2), 48000, "matroska", "ac3", 96000)
+    files["video_opus.webm"] = mux("webm", [Video("libvpx", seconds), Audio(at(48000, 2), 48000, "libopus", 32000)])
     files["truncated_speech.wav"] = files["speech_16k_s16.wav"][:20001]
     mp3 = files["speech_44k1_stereo.mp3"]
     files["truncated_speech.mp3"] = mp3[: len(mp3) * 6 // 10]

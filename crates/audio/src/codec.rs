@@ -12,10 +12,14 @@ use symphonia_core::packet::Packet;
 
 use crate::formats::{Symphonia, Unsupported, format_name};
 use susurrus_whisper::audio::{Mono, SampleSink};
+use symphonia_core::formats::probe::Probe;
 
 /// Picks the decoder of a track.
 pub trait Codecs {
     type Codec: Codec;
+
+    /// The demuxers of the containers whose codecs these decoders may take.
+    fn probe(&self) -> Probe;
 
     /// A decoder for `track` (whose audio parameters are `params`) of a `container` file, or
     /// why this front end cannot decode it; an error for a decoder that fails to start.
@@ -157,6 +161,10 @@ impl Codec for Here {
 
 impl Codecs for Symphonia {
     type Codec = Here;
+
+    fn probe(&self) -> Probe {
+        crate::formats::probe()
+    }
 
     async fn open(
         &mut self,

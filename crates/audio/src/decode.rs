@@ -14,7 +14,7 @@ use crate::SAMPLE_RATE;
 use crate::codec::{Codec, Codecs, Flow, Opened, Skipped};
 use crate::counted::Counted;
 use crate::damage::{Gaps, mp3_cut};
-use crate::formats::{Unsupported, format_name, probe};
+use crate::formats::{Unsupported, format_name};
 use susurrus_whisper::audio::{Mono, SampleSink};
 
 /// 16 kHz mono f32 PCM in [-1, 1] plus what the source was.
@@ -60,13 +60,38 @@ pub async fn decode<'a, C: Codecs, S: SampleSink>(
     codecs: &mut C,
     store: S,
 ) -> Result<Decoding<S>, String> {
+    let (seekable, length) = (source.is_seekable(), source.byte_len());
     let (source, read) = Counted::new(source);
     let mss = MediaSourceStream::new(Box::new(source), MediaSourceStreamOptions { buffer_len: read_block });
-    let reader = match probe().probe(hint, mss, FormatOptions::default(), MetadataOptions::default()) {
+    let reader = match codecs.probe().probe(hint, mss, FormatOptions::default(), MetadataOptions::default()) {
         Ok(reader) => reader,
         // A stream that gave no byte at all is empty, whatever the probe made of it.
         Err(_) if read.furthest() == 0 => return Err("empty file".into()),
+        // An MP4's index (`moov`) holds every packet's place; written after the media data (as
+        // cameras and FFmpeg without `+faststart` do) it is out of a stream's reach, and a cut
+        // file loses it.
+        Err(_) if read.mp4_index_missing() && !seekable => {
+            return Err("an MP4 whose index (moov box) follows its media data cannot be read from a stream: \
+                        pass the file itself, or rewrite it with the index first \
+                        (ffmpeg -i IN -c copy -movflags +faststart OUT)"
+                .into());
+        }
+        Err(_) if read.mp4_index_missing() => {
+            return Err(format!(
+                "truncated MP4: the file ends at byte {} without its index (moov box), which holds where \
+                 the audio is; nothing can be decoded without it",
+                length.unwrap_or_else(|| read.furthest())
+            ));
+        }
         Err(SymphoniaError::Unsupported(_)) => return Ok(Decoding::Unsupported(Unsupported::Container)),
+        // CAF's packet table (of ALAC and AAC) may follow the audio data, out of a stream's reach.
+        Err(SymphoniaError::IoError(e))
+            if e.kind() == std::io::ErrorKind::UnexpectedEof && !seekable && read.starts_with(b"caff") =>
+        {
+            return Err("a CAF file whose packet table follows its audio cannot be read from a stream: pass the \
+                        file itself"
+                .into());
+        }
         Err(SymphoniaError::IoError(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
             // The probe reads the headers and, for OGG, the whole first page of audio, which
             // FFmpeg fills with up to a second.
@@ -101,6 +126,7 @@ impl Packets<'_> {
     fn container(&self) -> &'static str {
         match self.reader.format_info().short_name {
             "wave" => "wav",
+            "isomp4" => "mp4",
             other => other,
         }
     }
@@ -138,6 +164,10 @@ impl Packets<'_> {
         };
         let format = format_name(container, codec.name());
         let mut mono = Mono::new(rate, channels, frames, store);
+        if let (Some(edit), Some(rate)) = (self.read.mp4_edit(track_id), rate) {
+            let (skip, keep) = edit.frames(rate);
+            mono.edit(skip, keep);
+        }
         let mut skipped = Skipped::default();
         // The last MP3 frame, to tell a cut one behind it at the end.
         let mut last_mp3 = Vec::new();
@@ -151,13 +181,15 @@ impl Packets<'_> {
                     break;
                 }
                 // A WAV written to a pipe states no length (0xFFFFFFFF): its reader reads packets
-                // until the stream ends, so the end of the stream is the end of the audio. An OGG
+                // until the stream ends, so the end of the stream is the end of the audio, as is
+                // the end of a Matroska segment (read as a stream, its reader looks past it). An OGG
                 // reader that lost pages looks for more after the last one (the lost pages have
                 // their own warning).
                 Err(SymphoniaError::IoError(e))
                     if e.kind() == std::io::ErrorKind::UnexpectedEof
                         && ((container == "wav" && frames.is_none())
-                            || (container == "ogg" && self.read.ogg_ends_without_a_cut())) =>
+                            || (container == "ogg" && self.read.ogg_ends_without_a_cut())
+                            || (container == "matroska" && self.read.matroska_read_whole())) =>
                 {
                     break;
                 }

@@ -19,15 +19,30 @@ pub enum Unsupported {
 
 /// "wav", "flac", "mp3" when the container implies the codec, else "container/codec".
 pub fn format_name(container: &str, codec: &str) -> String {
-    if codec == container || (container == "wav" && codec == "pcm") {
+    if codec == container || (matches!(container, "wav" | "aiff") && codec == "pcm") {
         container.to_string()
     } else {
         format!("{container}/{codec}")
     }
 }
 
-/// The demuxers: WAV, OGG, MP3 (with its ID3v2 tags) and FLAC.
+/// Every container the command reads: WAV, AIFF, CAF, OGG, MP3 (with its ID3v2 tags), FLAC,
+/// raw AAC (ADTS), MP4/M4A/MOV and Matroska/WebM. Of a video file only the first audio track is
+/// read; the video's packets are skipped unread by the decode loop.
 pub fn probe() -> Probe {
+    let mut probe = browser_probe();
+    probe.register_format::<symphonia_format_riff::AiffReader<'_>>();
+    probe.register_format::<symphonia_format_caf::CafReader<'_>>();
+    probe.register_format::<symphonia_codec_aac::AdtsReader<'_>>();
+    probe.register_format::<symphonia_format_isomp4::IsoMp4Reader<'_>>();
+    probe.register_format::<symphonia_format_mkv::MkvReader<'_>>();
+    probe
+}
+
+/// The containers the browser package reads as it streams: WAV, OGG, MP3 and FLAC. A page
+/// hands MP4 and WebM to WebAudio, so their readers (150 KB of the gzipped module) stay out of
+/// it.
+pub fn browser_probe() -> Probe {
     let mut probe = Probe::default();
     probe.register_format::<symphonia_format_riff::WavReader<'_>>();
     probe.register_format::<symphonia_format_ogg::OggReader<'_>>();
@@ -52,7 +67,8 @@ impl Symphonia {
         Symphonia { registry: lossless }
     }
 
-    /// Every codec of the containers above: the lossless ones, MP3 and Vorbis (the command's).
+    /// Every codec of the containers above (the command's): the lossless ones and ALAC, MP3,
+    /// Vorbis, AAC-LC and Opus.
     pub fn all() -> Symphonia {
         Symphonia { registry: all }
     }
@@ -83,5 +99,8 @@ fn all() -> CodecRegistry {
     let mut registry = lossless();
     registry.register_audio_decoder::<symphonia_bundle_mp3::MpaDecoder>();
     registry.register_audio_decoder::<symphonia_codec_vorbis::VorbisDecoder>();
+    registry.register_audio_decoder::<symphonia_codec_alac::AlacDecoder>();
+    registry.register_audio_decoder::<symphonia_codec_aac::AacDecoder>();
+    registry.register_audio_decoder::<crate::opus::OpusDecoder>();
     registry
 }

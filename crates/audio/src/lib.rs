@@ -3,7 +3,9 @@
 //! decoded audio need ever be whole in memory.
 //!
 //! In pipeline order:
-//! - [`formats`]: symphonia's demuxers (WAV, OGG, MP3, FLAC) and decoder registries;
+//! - [`formats`]: symphonia's demuxers (WAV, AIFF, CAF, OGG, MP3, FLAC, AAC, MP4, Matroska)
+//!   and decoder registries, Opus's decoder among them (`opus`: opus-pure behind symphonia's
+//!   decoder trait);
 //! - [`codec`]: what decodes a track's packets ([`Codec`]), symphonia's own ([`Here`]) or one a
 //!   caller brings (the browser's WebCodecs), chosen per track by a [`Codecs`];
 //! - [`decode()`]: the packet loop, the same for every caller, with every failure turned into a
@@ -22,7 +24,9 @@ mod counted;
 mod damage;
 pub mod decode;
 pub mod formats;
+mod mp4;
 mod ogg;
+mod opus;
 pub mod store;
 
 pub use codec::{Codec, Codecs, Flow, Here, Opened, Skipped};

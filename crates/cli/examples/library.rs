@@ -9,7 +9,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let [_, model_dir, audio_path] = args.as_slice() else {
         return Err("usage: transcribe MODEL_DIR AUDIO_FILE".into());
     };
-    // WAV, FLAC, MP3 or OGG Vorbis, decoded to 16 kHz mono f32 samples.
+    // WAV, FLAC, MP3, M4A, MP4, WebM, OGG and more, decoded to 16 kHz mono f32 samples.
     let audio = susurrus_cli::audio::decode_file(Path::new(audio_path))?;
     // The fast CPU backend, one thread per core (what `susurrus --backend cpu` runs).
     let backend = FastCpuBackend::new(None)?;

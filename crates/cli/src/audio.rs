@@ -1,7 +1,8 @@
 //! Audio files to 16 kHz mono PCM, the input Whisper takes.
 //!
-//! WAV (8/16/24/32-bit integer and 32-bit float PCM), FLAC, MP3 and OGG Vorbis at any sample rate
-//! and channel count are decoded by the audio front end the browser package shares
+//! WAV and AIFF (integer and float PCM), FLAC, ALAC, MP3, AAC, Vorbis and Opus, in their own
+//! files or in MP4/M4A/MOV, Matroska/WebM, CAF and OGG (the first audio track of a video), at any
+//! sample rate and channel count, are decoded by the audio front end the browser package shares
 //! (`susurrus-audio`: symphonia's demuxers and decoders, the downmix and the 16 kHz resampler).
 //! This module opens the command's inputs (files, named pipes, standard input, uploads) and
 //! words its refusals. Every failure is an [`Error::Audio`] naming the input (or an
@@ -14,7 +15,9 @@ use std::time::Duration;
 
 use susurrus_audio::{Decoding, Symphonia, Unsupported};
 use symphonia_core::codecs::audio::AudioCodecId;
-use symphonia_core::codecs::audio::well_known::{CODEC_ID_AAC, CODEC_ID_ALAC, CODEC_ID_OPUS, CODEC_ID_SPEEX};
+use symphonia_core::codecs::audio::well_known::{
+    CODEC_ID_AC3, CODEC_ID_DCA, CODEC_ID_EAC3, CODEC_ID_MP2, CODEC_ID_SPEEX, CODEC_ID_WMA,
+};
 use symphonia_core::formats::probe::Hint;
 use symphonia_core::io::{MediaSource, MediaSourceStreamOptions, ReadOnlySource};
 
@@ -22,7 +25,7 @@ use crate::error::{Error, Result};
 pub use susurrus_audio::{Decoded, IN_MEMORY, Limited, SAMPLE_RATE, SampleSink, Samples};
 
 /// What the decoder reads, for messages.
-const SUPPORTED: &str = "WAV, FLAC, MP3, OGG Vorbis";
+const SUPPORTED: &str = "WAV, AIFF, FLAC, MP3, AAC, OGG, M4A/MP4/MOV, WebM/MKV, CAF";
 
 /// Decodes the file at `path` into memory: [`decode_file_into`] a vector.
 pub fn decode_file(path: &Path) -> Result<Decoded> {
@@ -167,10 +170,12 @@ fn unsupported(why: Unsupported) -> String {
 /// A name for a codec the decoder lacks, for the common ones.
 fn codec_label(codec: AudioCodecId) -> String {
     match codec {
-        CODEC_ID_OPUS => "Opus".into(),
-        CODEC_ID_AAC => "AAC".into(),
-        CODEC_ID_ALAC => "ALAC".into(),
         CODEC_ID_SPEEX => "Speex".into(),
+        CODEC_ID_AC3 => "AC-3".into(),
+        CODEC_ID_EAC3 => "E-AC-3".into(),
+        CODEC_ID_DCA => "DTS".into(),
+        CODEC_ID_MP2 => "MPEG layer II".into(),
+        CODEC_ID_WMA => "WMA".into(),
         other => format!("codec {other}"),
     }
 }

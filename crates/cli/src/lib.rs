@@ -36,7 +36,7 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Transcribe audio files (WAV, FLAC, MP3, OGG Vorbis; `-` reads standard input).
+    /// Transcribe audio files (WAV, FLAC, MP3, M4A, MP4, WebM, OGG ...; `-` reads standard input).
     Transcribe(Box<transcribe::TranscribeArgs>),
     /// Time the encoder, a decoder step and a whole transcription on a backend.
     Bench(bench::BenchArgs),

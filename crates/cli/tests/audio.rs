@@ -4,8 +4,9 @@
 //!
 //! Tolerances: lossless 16 kHz PCM within half a quantisation step of the ideal signal (plus
 //! f32 rounding); resampled tones within 1e-4 of the ideal band-limited signal sampled at 16 kHz
-//! (measured: at most 3e-5, 91 dB SNR or better); lossy speech (MP3, Vorbis) correlated ≥ 0.99
-//! with the 16-bit original at zero lag, its energy within 1 dB.
+//! (measured: at most 3e-5, 91 dB SNR or better); lossy speech (MP3, Vorbis, AAC) correlated
+//! ≥ 0.99 with the 16-bit original at zero lag, its energy within 1 dB; Opus (24 and 32 kb/s)
+//! ≥ 0.95 within one sample of zero lag.
 
 use std::path::{Path, PathBuf};
 
@@ -108,10 +109,19 @@ fn lossy_speech_matches_the_original_in_shape_timing_and_level() {
     // (file, rate, channels, format, 16 kHz samples): MP3 is gapless (the LAME header gives the
     // exact length; 121559 frames at 44.1 kHz and 60780 at 22.05 kHz make 44104 at 16 kHz);
     // the Vorbis encoder's last granule position leaves 43 frames of padding at 48 kHz.
+    //
+    // AAC in MP4: the edit list cuts the encoder's 1,024 frames of delay and keeps the 2,756 ms
+    // the file presents (its movie time scale counts milliseconds: 121,540 frames at 44.1 kHz,
+    // 132,288 at 48 kHz, 44,096 at 16 kHz either way); with the index before or after the
+    // media data. The video's first audio track is the speech; a second track (a tone) and the
+    // video are skipped.
     for (name, rate, channels, format, len) in [
         ("speech_44k1_stereo.mp3", 44_100, 2, "mp3", 44_104),
         ("speech_22k05.mp3", 22_050, 1, "mp3", 44_104),
         ("speech_48k_stereo.ogg", 48_000, 2, "ogg/vorbis", 44_118),
+        ("speech_44k1_stereo.m4a", 44_100, 2, "mp4/aac", 44_096),
+        ("speech_moov_last.m4a", 44_100, 2, "mp4/aac", 44_096),
+        ("video_two_audio_tracks.mp4", 48_000, 2, "mp4/aac", 44_096),
     ] {
         let d = decode(name);
         assert_eq!(
@@ -184,15 +194,38 @@ fn unsupported_and_damaged_inputs_get_exact_messages() {
     for name in ["garbage.wav", "random.bin"] {
         assert_eq!(
             file_error(name),
-            format!("{}: not a supported audio format (WAV, FLAC, MP3, OGG Vorbis)", path(name))
+            format!(
+                "{}: not a supported audio format (WAV, AIFF, FLAC, MP3, AAC, OGG, M4A/MP4/MOV, WebM/MKV, CAF)",
+                path(name)
+            )
         );
     }
     assert_eq!(
-        file_error("speech_opus.ogg"),
+        file_error("speech_ac3.mka"),
         format!(
-            "{}: ogg file with Opus audio, which is not supported (WAV, FLAC, MP3, OGG Vorbis)",
-            path("speech_opus.ogg")
+            "{}: matroska file with AC-3 audio, which is not supported (WAV, AIFF, FLAC, MP3, AAC, OGG, \
+             M4A/MP4/MOV, WebM/MKV, CAF)",
+            path("speech_ac3.mka")
         )
+    );
+    // An MP4 with its index after the media data: a stream cannot reach it, and a file cut
+    // before it has none.
+    let m4a = std::fs::read(fixture("speech_moov_last.m4a")).unwrap();
+    assert_eq!(
+        audio_error(decode_reader(Trickle { bytes: &m4a, at: 0 }, "-")),
+        "-: an MP4 whose index (moov box) follows its media data cannot be read from a stream: pass the file \
+         itself, or rewrite it with the index first (ffmpeg -i IN -c copy -movflags +faststart OUT)"
+    );
+    // FFmpeg writes CAF's packet table (ALAC's packet sizes) after the audio.
+    let caf = std::fs::read(fixture("speech_alac.caf")).unwrap();
+    assert_eq!(
+        audio_error(decode_reader(Trickle { bytes: &caf, at: 0 }, "-")),
+        "-: a CAF file whose packet table follows its audio cannot be read from a stream: pass the file itself"
+    );
+    assert_eq!(
+        audio_error(decode_bytes(m4a[..20_000].to_vec(), "cut.m4a", None)),
+        "cut.m4a: truncated MP4: the file ends at byte 20000 without its index (moov box), which holds where the \
+         audio is; nothing can be decoded without it"
     );
     assert_eq!(
         file_error("truncated_header.wav"),
@@ -378,8 +411,17 @@ fn cut_or_corrupted_files_never_panic() {
 }
 
 /// The fixtures that decode: every one but the unsupported and defective inputs.
-const DECODABLE: [&str; 16] = [
+const DECODABLE: [&str; 25] = [
     "speech_16k_s16.wav",
+    "speech_16k.aiff",
+    "speech_22k05.aac",
+    "speech_44k1_stereo.m4a",
+    "speech_alac.m4a",
+    "speech_opus.ogg",
+    "speech_opus.webm",
+    "speech_flac.mkv",
+    "video_two_audio_tracks.mp4",
+    "video_opus.webm",
     "speech_16k.flac",
     "speech_22k05.mp3",
     "speech_44k1_stereo.mp3",
@@ -438,7 +480,7 @@ fn a_stream_of_no_audio_is_refused_after_reading_a_bounded_prefix() {
     let mut zeros = Zeros(0);
     assert_eq!(
         audio_error(decode_reader(&mut zeros, "-")),
-        "-: not a supported audio format (WAV, FLAC, MP3, OGG Vorbis)"
+        "-: not a supported audio format (WAV, AIFF, FLAC, MP3, AAC, OGG, M4A/MP4/MOV, WebM/MKV, CAF)"
     );
     // The format probe gives up within a few megabytes, and nothing was held but its buffer.
     assert!(zeros.0 < 4 << 20, "read {} bytes", zeros.0);
@@ -626,4 +668,61 @@ fn a_damaged_flac_frame_is_replaced_by_silence_and_warned_about() {
             start as f64 / 16_000.0
         )]
     );
+}
+
+#[test]
+fn lossless_containers_give_the_exact_16_bit_samples() {
+    let original = wav_s16_samples("speech_16k_s16.wav");
+    for (name, format) in [
+        ("speech_16k.aiff", "aiff"),
+        ("speech_alac.m4a", "mp4/alac"),
+        ("speech_alac.caf", "caf/alac"),
+        ("speech_flac.mkv", "matroska/flac"),
+    ] {
+        let d = decode(name);
+        assert_eq!((d.source_rate, d.channels, d.format.as_str()), (16_000, 1, format), "{name}");
+        assert_eq!(d.samples, original, "{name}: the 16-bit samples, exactly");
+        assert_eq!(d.warnings, Vec::<String>::new(), "{name}");
+    }
+}
+
+#[test]
+fn opus_in_ogg_and_webm_starts_after_its_pre_skip() {
+    let original = wav_s16_samples("speech_16k_s16.wav");
+    // The encoder's 312 frames of delay (the header's pre-skip) are cut in every container. OGG's
+    // last granule position also cuts the end's padding: 132,309 frames at 48 kHz, FFmpeg's count
+    // for this file. symphonia's Matroska reader does not pass on WebM's DiscardPadding, so its
+    // end keeps the last packet's 819 frames of padding (273 samples at 16 kHz).
+    for (name, channels, len) in
+        [("speech_opus.ogg", 1, 44_103), ("speech_opus.webm", 1, 44_376), ("video_opus.webm", 2, 44_376)]
+    {
+        let d = decode(name);
+        let container = if name.ends_with(".ogg") { "ogg/opus" } else { "matroska/opus" };
+        assert_eq!(
+            (d.source_rate, d.channels, d.format.as_str(), d.samples.len()),
+            (48_000, channels, container, len),
+            "{name}"
+        );
+        // libopus's output (which the decoder equals) lags the input by a fraction of a 16 kHz
+        // sample after the pre-skip: the best lag is -1, 0 or 1.
+        let best = (-1..=1).map(|lag| correlation(&d.samples, &original, lag)).fold(f64::MIN, f64::max);
+        assert!(best >= 0.95, "{name}: correlation {best}");
+        for lag in [-20, -10, -5, -3, 3, 5, 10, 20] {
+            assert!(correlation(&d.samples, &original, lag) < best, "{name}: lag {lag}");
+        }
+        let db = 10.0 * (energy(&d.samples) / energy(&original)).log10();
+        assert!(db.abs() < 1.0, "{name}: level differs by {db} dB");
+    }
+}
+
+#[test]
+fn raw_aac_keeps_the_encoders_delay_as_ffmpeg_does() {
+    // ADTS states no delay: the 1,024 frames at 22.05 kHz (743 samples at 16 kHz) stay at the
+    // start, and the 61 packets of 1,024 frames give 45,326 samples, as FFmpeg decodes the file.
+    let original = wav_s16_samples("speech_16k_s16.wav");
+    let d = decode("speech_22k05.aac");
+    assert_eq!((d.source_rate, d.channels, d.format.as_str(), d.samples.len()), (22_050, 1, "aac", 45_326));
+    let at_delay = correlation(&d.samples, &original, 743);
+    assert!(at_delay >= 0.99, "correlation {at_delay} after the delay");
+    assert!(correlation(&d.samples, &original, 0) < 0.5, "the delay is there");
 }

@@ -94,7 +94,7 @@ fn help_lists_the_subcommands() {
     let text = stdout(&out);
     assert!(text.starts_with("Whisper speech recognition"), "{text}");
     for line in [
-        "  transcribe  Transcribe audio files (WAV, FLAC, MP3, OGG Vorbis; `-` reads standard input)",
+        "  transcribe  Transcribe audio files (WAV, FLAC, MP3, M4A, MP4, WebM, OGG ...; `-` reads standard input)",
         "  bench       Time the encoder, a decoder step and a whole transcription on a backend",
         "  convert     Convert a CTranslate2 model folder to a Hugging Face folder with f16 safetensors",
         "  info        List GPU adapters with their limits and features, and describe a model",

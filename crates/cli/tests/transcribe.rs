@@ -474,7 +474,10 @@ fn a_bad_file_in_a_batch_is_reported_and_the_others_are_transcribed() {
     let stderr = text(&out.stderr);
     let lines: Vec<&str> = stderr.lines().collect();
     assert_eq!(lines.len(), 2, "{stderr}");
-    let want = format!("susurrus: error: {}: not a supported audio format (WAV, FLAC, MP3, OGG Vorbis)", bad.display());
+    let want = format!(
+        "susurrus: error: {}: not a supported audio format (WAV, AIFF, FLAC, MP3, AAC, OGG, M4A/MP4/MOV, WebM/MKV, CAF)",
+        bad.display()
+    );
     assert_eq!(lines, [want.as_str(), "susurrus: error: 1 of 3 files failed"]);
 }
 
@@ -931,4 +934,46 @@ fn bench_memory_prints_peak_memory_against_length() {
     // Peaks are printed to 0.1 MiB: the slope agrees within that.
     assert!((slope - (rows[1][1] - rows[0][1]) / 2.0).abs() < 0.06, "{table}");
     assert!(slope.abs() < 2.0, "memory grows with the length: {table}");
+}
+
+#[test]
+fn every_container_and_codec_gives_the_wavs_transcript() {
+    // The same speech as 16-bit WAV and in each format tests/audio/make_audio.py writes, two
+    // of them videos (the speech is their first audio track, behind the video).
+    let names = [
+        "speech_16k_s16.wav",
+        "speech_44k1_stereo.m4a",
+        "speech_moov_last.m4a",
+        "speech_alac.m4a",
+        "speech_alac.caf",
+        "speech_16k.aiff",
+        "speech_22k05.aac",
+        "speech_opus.webm",
+        "speech_opus.ogg",
+        "speech_flac.mkv",
+        "video_two_audio_tracks.mp4",
+        "video_opus.webm",
+    ];
+    let paths: Vec<PathBuf> = names.iter().map(|name| audio_fixture(name)).collect();
+    let mut args = vec!["--backend", "cpu"];
+    args.extend(paths.iter().map(|path| path_str(path)));
+    let out = transcribe(&args, None, &[]);
+    assert!(out.status.success(), "stderr:\n{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    // Each file's text under a `==> FILE <==` line.
+    let texts: Vec<(String, String)> = stdout
+        .split("==> ")
+        .filter(|part| !part.is_empty())
+        .map(|part| {
+            let (name, body) = part.split_once(" <==\n").expect("a file header");
+            (name.to_string(), body.trim().to_string())
+        })
+        .collect();
+    let want: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+    assert_eq!(texts.iter().map(|(name, _)| name.clone()).collect::<Vec<_>>(), want);
+    let wav = &texts[0].1;
+    assert!(wav.to_lowercase().contains("short sentence"), "the WAV's transcript: {wav}");
+    for (name, body) in &texts[1..] {
+        assert_eq!(body, wav, "{name}");
+    }
 }

@@ -36,11 +36,11 @@ pub fn steps(linked: &LinkedPlan) -> Vec<Step> {
             out: out_region,
             out_type: node.ty.clone(),
         };
-        if let Some((kernel, in_place)) = kernels::choose(&node.op, &step) {
-            if let Some(inputs) = operands(&step, in_place, &node.op) {
-                step.kernel = kernel;
-                step.inputs = inputs;
-            }
+        if let Some((kernel, in_place)) = kernels::choose(&node.op, &step)
+            && let Some(inputs) = operands(&step, in_place, &node.op)
+        {
+            step.kernel = kernel;
+            step.inputs = inputs;
         }
         out.push(step);
     }

@@ -18,7 +18,7 @@ use susurrus_audio::{Codec, Codecs, Flow, Here, Mono, Opened, SampleSink, Skippe
 use symphonia_core::codecs::audio::AudioCodecParameters;
 use symphonia_core::codecs::audio::well_known::{CODEC_ID_MP3, CODEC_ID_OPUS, CODEC_ID_VORBIS};
 use symphonia_core::formats::Track;
-use symphonia_core::formats::probe::Hint;
+use symphonia_core::formats::probe::{Hint, Probe};
 use symphonia_core::packet::Packet;
 
 pub use source::Bytes;
@@ -74,6 +74,10 @@ enum BrowserCodec {
 
 impl Codecs for BrowserCodecs {
     type Codec = BrowserCodec;
+
+    fn probe(&self) -> Probe {
+        susurrus_audio::formats::browser_probe()
+    }
 
     async fn open(
         &mut self,

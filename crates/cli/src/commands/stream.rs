@@ -33,7 +33,7 @@ const TERMINAL_COLUMNS: usize = 100;
 #[derive(Debug, clap::Args)]
 pub struct StreamArgs {
     /// The audio, read as it arrives: `-` (standard input), a named pipe or a file; WAV, FLAC,
-    /// MP3, OGG Vorbis, or headerless PCM with --raw.
+    /// MP3, AAC, OGG, WebM, an M4A/MP4 with its index first, or headerless PCM with --raw.
     #[arg(default_value = "-", value_name = "INPUT")]
     pub input: PathBuf,
     #[command(flatten)]

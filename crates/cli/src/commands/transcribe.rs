@@ -56,7 +56,7 @@ Examples:
 #[derive(Debug, clap::Args)]
 #[command(after_help = AFTER_HELP)]
 pub struct TranscribeArgs {
-    /// Audio files (WAV, FLAC, MP3, OGG Vorbis; any sample rate and channel count), in order;
+    /// Audio or video files (WAV, FLAC, MP3, M4A, MP4, WebM, OGG ...; any sample rate and channel count), in order;
     /// `-` reads standard input.
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,

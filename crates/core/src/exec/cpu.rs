@@ -185,11 +185,11 @@ impl CpuExecutable {
     /// Input `pos` of node `id`, which is node `input`: the f32 copy of an f16 weight where
     /// [`widen_f16_weights`] chose it, else [`CpuExecutable::read`].
     fn read_operand(&self, id: NodeId, pos: usize, input: NodeId) -> Result<Cow<'_, Tensor>> {
-        if self.wide_operands.contains(&(id, pos)) {
-            if let Storage::Param(name) = &self.plan.storage[input.index()] {
-                let w = self.wide_weights.get(name).ok_or_else(|| not_held("widened weight", name))?;
-                return view(w, self.plan.graph.ty(input));
-            }
+        if self.wide_operands.contains(&(id, pos))
+            && let Storage::Param(name) = &self.plan.storage[input.index()]
+        {
+            let w = self.wide_weights.get(name).ok_or_else(|| not_held("widened weight", name))?;
+            return view(w, self.plan.graph.ty(input));
         }
         self.read(input)
     }

@@ -46,10 +46,10 @@ pub fn evaluate(
                 node.ty
             )));
         }
-        if matches!(node.op, Op::KvWrite(_)) {
-            if let Some(name) = g.state_of(id) {
-                new_states.insert(name.to_string(), value.clone());
-            }
+        if matches!(node.op, Op::KvWrite(_))
+            && let Some(name) = g.state_of(id)
+        {
+            new_states.insert(name.to_string(), value.clone());
         }
         values.push(value);
     }

@@ -45,10 +45,10 @@ pub fn verify(g: &Graph) -> Result<()> {
             Op::KvWrite(w) => w.offset,
             _ => None,
         };
-        if let Some(s) = scalar {
-            if s.index() >= g.scalars().len() {
-                return Err(bad(id, format!("reads undeclared runtime scalar #{}", s.0)));
-            }
+        if let Some(s) = scalar
+            && s.index() >= g.scalars().len()
+        {
+            return Err(bad(id, format!("reads undeclared runtime scalar #{}", s.0)));
         }
         if matches!(node.op, Op::KvWrite(_)) && g.state_of(node.inputs[0]).is_none() {
             return Err(bad(id, "writes into a value that is not a persistent buffer".into()));

@@ -63,13 +63,13 @@ impl OpKind for Attention {
         }
         let mut scores = q.shape.dims()[..r - 2].to_vec();
         scores.extend([sq, sk]);
-        if let Some(m) = inputs.get(3) {
-            if !m.dtype.is_float() || !m.shape.broadcasts_to(&Shape(scores.clone())) {
-                return Err(Error::shape(
-                    "attention",
-                    format!("mask {m} does not broadcast to the scores {}", Shape(scores)),
-                ));
-            }
+        if let Some(m) = inputs.get(3)
+            && (!m.dtype.is_float() || !m.shape.broadcasts_to(&Shape(scores.clone())))
+        {
+            return Err(Error::shape(
+                "attention",
+                format!("mask {m} does not broadcast to the scores {}", Shape(scores)),
+            ));
         }
         let mut dims = q.shape.dims()[..r - 1].to_vec();
         dims.push(v.shape.dims()[r - 1]);

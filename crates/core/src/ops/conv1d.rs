@@ -64,10 +64,10 @@ impl OpKind for Conv1d {
         if c_in != wc_in {
             return Err(Error::shape("conv1d", format!("x has {c_in} channels but w expects {wc_in}: {x} and {w}")));
         }
-        if let Some(b) = inputs.get(2) {
-            if !b.dtype.is_float() || b.shape.dims() != [c_out] {
-                return Err(Error::shape("conv1d", format!("bias must be a float [{c_out}], got {b}")));
-            }
+        if let Some(b) = inputs.get(2)
+            && (!b.dtype.is_float() || b.shape.dims() != [c_out])
+        {
+            return Err(Error::shape("conv1d", format!("bias must be a float [{c_out}], got {b}")));
         }
         let span = self.dilation * (k.max(1) - 1) + 1;
         let padded = len + 2 * self.padding;

@@ -24,10 +24,10 @@ impl Pass for FuseAttention {
         rewrite_to_fixpoint(g, |g| {
             let uses = Uses::of(g);
             for id in g.ids() {
-                if let Some((op, inputs)) = match_attention(g, &uses, id) {
-                    if try_replace(g, id, op, &inputs)? {
-                        return Ok(true);
-                    }
+                if let Some((op, inputs)) = match_attention(g, &uses, id)
+                    && try_replace(g, id, op, &inputs)?
+                {
+                    return Ok(true);
                 }
             }
             Ok(false)

@@ -320,13 +320,13 @@ impl Block {
     fn frame(&self, f: usize, out: &mut [f32; N_FFT]) {
         let pad = N_FFT / 2;
         let start = f * HOP_LENGTH;
-        if start >= pad && start - pad + N_FFT <= self.audio_len {
-            if let Some(at) = (start - pad).checked_sub(self.lo) {
-                if let Some(samples) = self.samples.get(at..at + N_FFT) {
-                    out.copy_from_slice(samples);
-                    return;
-                }
-            }
+        if start >= pad
+            && start - pad + N_FFT <= self.audio_len
+            && let Some(at) = (start - pad).checked_sub(self.lo)
+            && let Some(samples) = self.samples.get(at..at + N_FFT)
+        {
+            out.copy_from_slice(samples);
+            return;
         }
         for (k, out) in out.iter_mut().enumerate() {
             let i = reflect_index(start + k, self.len, pad);

@@ -22,6 +22,10 @@ pub struct Mono<S: SampleSink> {
     resampler: Option<To16k<S>>,
     store: Option<S>,
     frames_in: u64,
+    /// The container's edit: source frames still to drop at the start (the encoder's delay),
+    /// and how many frames to keep in all (the rest is the encoder's padding).
+    skip: u64,
+    keep: Option<u64>,
     mono: Vec<f32>,
 }
 
@@ -29,7 +33,24 @@ impl<S: SampleSink> Mono<S> {
     /// A converter into `store`, with what the container says of the stream (its rate,
     /// channels and frame count, where it states them; the buffers decide).
     pub fn new(rate: Option<u32>, channels: Option<usize>, expected_frames: Option<u64>, store: S) -> Self {
-        Mono { rate, channels, expected_frames, resampler: None, store: Some(store), frames_in: 0, mono: Vec::new() }
+        Mono {
+            rate,
+            channels,
+            expected_frames,
+            resampler: None,
+            store: Some(store),
+            frames_in: 0,
+            skip: 0,
+            keep: None,
+            mono: Vec::new(),
+        }
+    }
+
+    /// Applies a container's edit to what follows: the first `skip` source frames are
+    /// dropped and at most `keep` frames after them are kept (MP4's edit lists, which cut an
+    /// AAC encoder's delay and padding).
+    pub fn edit(&mut self, skip: u64, keep: Option<u64>) {
+        (self.skip, self.keep) = (skip, keep);
     }
 
     /// Appends one decoded buffer: `interleaved` holds whole frames of `channels` samples at
@@ -59,6 +80,17 @@ impl<S: SampleSink> Mono<S> {
                 self.position()
             ));
         }
+        let skip = self.skip.min(frames as u64) as usize;
+        self.skip -= skip as u64;
+        let end = match self.keep {
+            Some(keep) => frames.min(skip + keep.saturating_sub(self.frames_in).min(frames as u64) as usize),
+            None => frames,
+        };
+        if end <= skip {
+            return Ok(());
+        }
+        let interleaved = &interleaved[skip * channels..end * channels];
+        let frames = end - skip;
         self.mono.clear();
         // The plain average of the channels, summed in f64 so that finite samples of any
         // magnitude give a finite mean.

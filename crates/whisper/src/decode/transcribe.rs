@@ -693,10 +693,10 @@ pub(crate) fn split_segments(
         (pieces, next)
     } else {
         let mut duration = segment_duration;
-        if let Some(&t) = tokens.iter().rev().find(|&&t| is_ts(t)) {
-            if t != tb {
-                duration = (t - tb) as f64 * precision;
-            }
+        if let Some(&t) = tokens.iter().rev().find(|&&t| is_ts(t))
+            && t != tb
+        {
+            duration = (t - tb) as f64 * precision;
         }
         pieces.push((time_offset, time_offset + duration, tokens.to_vec()));
         (pieces, seek + segment_size)

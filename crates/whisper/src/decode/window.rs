@@ -332,10 +332,10 @@ fn penalty_codes(seq: &[u32], repetition: bool, ngram: usize, row: &mut [f32]) {
     }
     let tail = &seq[seq.len() + 1 - ngram..];
     for start in 0..=seq.len() - ngram {
-        if seq[start..start + ngram - 1] == *tail {
-            if let Some(slot) = row.get_mut(seq[start + ngram - 1] as usize) {
-                *slot = 2.0;
-            }
+        if seq[start..start + ngram - 1] == *tail
+            && let Some(slot) = row.get_mut(seq[start + ngram - 1] as usize)
+        {
+            *slot = 2.0;
         }
     }
 }

@@ -63,10 +63,10 @@ impl ModelWeights {
         let mut out = HashMap::new();
         for g in graphs {
             for node in g.nodes() {
-                if let susurrus_core::ops::Op::Param(p) = &node.op {
-                    if let Some(t) = self.weights.get(&p.name) {
-                        out.insert(p.name.clone(), t.clone());
-                    }
+                if let susurrus_core::ops::Op::Param(p) = &node.op
+                    && let Some(t) = self.weights.get(&p.name)
+                {
+                    out.insert(p.name.clone(), t.clone());
                 }
             }
         }
