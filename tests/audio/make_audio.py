@@ -38,6 +38,8 @@ Files (rates in Hz; "ref" is the raw little-endian f32 reference at 16 kHz mono)
   truncated_speech.wav               speech_16k_s16.wav cut inside a sample at byte 20001
   truncated_speech.mp3               speech_44k1_stereo.mp3 cut inside a frame at 60 % of its bytes
   truncated_header.wav               the first 30 bytes of speech_16k_s16.wav
+  truncated_44k1_stereo.m4a, truncated_opus.webm
+                                     speech_44k1_stereo.m4a and speech_opus.webm cut at 60 % of their bytes
   garbage.wav                        text, not audio; random.bin: 4096 seeded random bytes
   empty.wav                          0 bytes
   zero_samples.wav                   a valid 16 kHz s16 header with an empty data chunk
@@ -331,6 +333,9 @@ def speech_fixtures(espeak):
     mp3 = files["speech_44k1_stereo.mp3"]
     files["truncated_speech.mp3"] = mp3[: len(mp3) * 6 // 10]
     files["truncated_header.wav"] = files["speech_16k_s16.wav"][:30]
+    for name in ("speech_44k1_stereo.m4a", "speech_opus.webm"):
+        data = files[name]
+        files["truncated_" + name.removeprefix("speech_")] = data[: len(data) * 6 // 10]
     return files
 
 

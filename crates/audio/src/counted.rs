@@ -130,14 +130,33 @@ impl std::io::Seek for Counted<'_> {
 }
 
 impl MediaSource for Counted<'_> {
+    /// An MP4 with its index first, and any Matroska file, are read as streams: measuring a
+    /// seekable file, symphonia's MP4 reader passes over a media-data box that runs past the
+    /// file's end and its Matroska reader refuses a segment that does (or seeks to the index at
+    /// the end, past a cut), so a cut file would give no audio at all; read as streams, their
+    /// packets are read up to the cut, which the decode loop reports. Neither needs to seek to
+    /// decode. The readers ask once the probe has read the file's first bytes, which tell.
     fn is_seekable(&self) -> bool {
-        self.inner.is_seekable()
+        self.inner.is_seekable() && !self.read_as_stream()
     }
 
     fn byte_len(&self) -> Option<u64> {
+        if self.read_as_stream() {
+            return None;
+        }
         self.inner.byte_len()
     }
 }
+
+impl Counted<'_> {
+    fn read_as_stream(&self) -> bool {
+        let watch = self.seen.watch();
+        watch.boxes.index_first() || watch.head.starts_with(&MATROSKA)
+    }
+}
+
+/// The EBML header's ID, which starts every Matroska and WebM file.
+const MATROSKA: [u8; 4] = [0x1A, 0x45, 0xDF, 0xA3];
 
 /// Where a Matroska file's segment ends, from its first bytes: the EBML header element, then
 /// the segment element's ID and size. `None` for a size the file leaves unknown (all ones) or
@@ -157,7 +176,7 @@ fn segment_end(head: &[u8]) -> Option<u64> {
         let unknown = value == (1u64 << (7 * len)) - 1;
         Some((if unknown { u64::MAX } else { value }, len))
     }
-    if !head.starts_with(&[0x1A, 0x45, 0xDF, 0xA3]) {
+    if !head.starts_with(&MATROSKA) {
         return None;
     }
     let (header_size, len) = vint(head, 4)?;

@@ -102,6 +102,11 @@ impl Boxes {
         }
     }
 
+    /// Whether the stream is an MP4 whose index (`moov`) came before any media data.
+    pub(crate) fn index_first(&self) -> bool {
+        self.mp4 && self.moov.is_some()
+    }
+
     /// Whether the stream is an MP4 whose index (`moov`) was not reached: it follows the media
     /// data in a stream that cannot seek, or the file ends before it.
     pub(crate) fn index_missing(&self) -> bool {
