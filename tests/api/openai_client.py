@@ -19,6 +19,7 @@ import time
 import openai
 
 GOLDEN = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "golden"
+AUDIO = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "audio"
 CLIPS = ["short_1", "short_2", "short_3", "noisy"]
 
 
@@ -55,6 +56,14 @@ def check(url, key):
             got = client.audio.transcriptions.create(model="whisper-1", file=f)
         expect(got.text == text, f"{clip}: {got.text!r} is faster-whisper's {text!r}")
         print(f"openai_client: {clip}: {got.text}")
+
+    # What clients upload: a phone's voice memo (AAC in M4A), the browser's MediaRecorder
+    # (Opus in WebM), a video; each gives the text of the same speech as WAV.
+    want = client.audio.transcriptions.create(model="whisper-1", file=AUDIO / "speech_16k_s16.wav").text
+    for name in ("speech_44k1_stereo.m4a", "speech_opus.webm", "video_two_audio_tracks.mp4"):
+        got = client.audio.transcriptions.create(model="whisper-1", file=AUDIO / name)
+        expect(got.text == want, f"{name}: {got.text!r} is the WAV's {want!r}")
+        print(f"openai_client: {name}: {got.text}")
 
     text, duration = reference("short_1")
     wav = GOLDEN / "short_1.wav"
