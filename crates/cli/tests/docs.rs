@@ -213,11 +213,14 @@ fn readme_quick_start() -> Vec<(String, Vec<String>, bool)> {
 #[test]
 fn the_readme_command_line_quick_start_runs_as_written() {
     let commands = readme_quick_start();
-    assert_eq!(commands.len(), 4, "{commands:?}");
+    assert_eq!(commands.len(), 5, "{commands:?}");
     let dir = tempfile::tempdir().unwrap();
     let fixture = |name: &str| root().join("tests/fixtures/audio").join(name);
     for (name, from) in [
         ("talk.mp3", fixture("speech_44k1_stereo.mp3")),
+        ("memo.m4a", fixture("speech_44k1_stereo.m4a")),
+        ("screen.mp4", fixture("video_two_audio_tracks.mp4")),
+        ("recording.webm", fixture("speech_opus.webm")),
         ("meeting.mp3", fixture("speech_22k05.mp3")),
         ("a.wav", root().join("samples/sample.wav")),
         ("b.flac", fixture("speech_16k.flac")),
@@ -248,13 +251,18 @@ fn the_readme_command_line_quick_start_runs_as_written() {
     }
     // `susurrus transcribe talk.mp3`: segment lines with what was said.
     assert!(outputs[0].contains(FIXTURE_SPEECH), "talk.mp3: {}", outputs[0]);
+    // `memo.m4a screen.mp4 recording.webm`: each file's text under its name.
+    for name in ["memo.m4a", "screen.mp4", "recording.webm"] {
+        let section = outputs[1].split(&format!("==> {name} <==\n")).nth(1).unwrap_or_default();
+        assert!(section.lines().next().unwrap_or_default().contains(FIXTURE_SPEECH), "{name}: {}", outputs[1]);
+    }
     // `--format srt --output-dir subs/ a.wav b.flac`: one subtitle file per input.
     let srt = |name: &str| std::fs::read_to_string(dir.path().join("subs").join(name)).unwrap();
     let (a, b) = (srt("a.srt"), srt("b.srt"));
     assert!(a.starts_with("1\n00:00:00,") && a.contains(sample_words), "a.srt:\n{a}");
     assert!(b.starts_with("1\n00:00:00,") && b.contains(FIXTURE_SPEECH), "b.srt:\n{b}");
     // `--word-timestamps --vad --format json meeting.mp3`: JSON whose words are timed.
-    let json: serde_json::Value = serde_json::from_str(&outputs[2]).unwrap_or_else(|e| panic!("{e}: {}", outputs[2]));
+    let json: serde_json::Value = serde_json::from_str(&outputs[3]).unwrap_or_else(|e| panic!("{e}: {}", outputs[3]));
     let text = json["text"].as_str().unwrap_or_default();
     assert_eq!(text.trim(), FIXTURE_SPEECH, "{json}");
     let words: Vec<&serde_json::Value> =
@@ -263,5 +271,5 @@ fn the_readme_command_line_quick_start_runs_as_written() {
     assert_eq!(spoken.trim(), FIXTURE_SPEECH);
     assert!(words.iter().all(|w| w["start"].as_f64().unwrap() <= w["end"].as_f64().unwrap()), "{json}");
     // `stream --raw s16le -` from the microphone: the live captions.
-    assert!(outputs[3].contains("read this short sentence aloud"), "stream: {}", outputs[3]);
+    assert!(outputs[4].contains("read this short sentence aloud"), "stream: {}", outputs[4]);
 }
