@@ -52,9 +52,11 @@ impl BackendChoice {
 /// `transcribe` and `bench` share, declared once so that their ranges, defaults and help agree.
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
-    /// Model folder (CTranslate2 or Hugging Face layout). Default:
+    /// Model folder (CTranslate2 or Hugging Face layout), or a model's name as faster-whisper
+    /// names it (tiny.en, base, small, medium, large-v3, large-v3-turbo ...: `susurrus models`
+    /// lists them), found in the Hugging Face cache. Default:
     /// ~/.cache/susurrus/models/whisper-tiny.en-ct2, which ./scripts/models/fetch_model.sh prepares.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR|NAME")]
     pub model: Option<PathBuf>,
     /// Where the model runs.
     #[arg(long, value_enum, default_value = "auto")]

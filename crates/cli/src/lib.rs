@@ -1,8 +1,9 @@
 //! The `susurrus` command, in layers (`crates/testkit/tests/layering.rs` checks them): `error`
 //! at the bottom; the shared pieces (`args` parsers, `backend` choice, `audio` decoding,
-//! `output` formats, `destination` checks, `handover` of a lost GPU to a new process); `load`
+//! `output` formats, `destination` checks, `handover` of a lost GPU to a new process, `hub`'s
+//! model names and the Hugging Face cache); `load`
 //! (the model folder and loading it); then the subcommands, which import those and never one
-//! another: `commands/` (transcribe, stream, convert, info, demo), `bench/` (bench, bench-ops)
+//! another: `commands/` (transcribe, stream, convert, info, models, demo), `bench/` (bench, bench-ops)
 //! and `serve/` (the demo page and the transcription API). `main.rs` only parses and reports
 //! errors.
 
@@ -13,6 +14,7 @@ pub mod audio;
 pub mod backend;
 pub mod destination;
 pub mod handover;
+pub mod hub;
 pub mod output;
 
 pub mod load;
@@ -24,7 +26,7 @@ pub mod serve;
 use clap::{Parser, Subcommand};
 pub use error::{Error, Result};
 
-use commands::{convert, demo, info, stream, transcribe};
+use commands::{convert, demo, info, models, stream, transcribe};
 
 /// Whisper speech recognition on Susurrus's own graph compiler and runtime.
 #[derive(Debug, Parser)]
@@ -44,6 +46,9 @@ pub enum Command {
     Convert(convert::ConvertArgs),
     /// List GPU adapters with their limits and features, and describe a model.
     Info(info::InfoArgs),
+    /// List the model names --model takes, the repository of each, and which the Hugging Face
+    /// cache holds.
+    Models(models::ModelsArgs),
     /// Build a Whisper-tiny-shaped encoder layer, optimise it and print its IR and memory plan.
     ///
     /// Prints the graph as built, the graph after the optimisation passes (with the passes
@@ -73,7 +78,12 @@ pub fn run(cli: &Cli) -> Result<()> {
     // `serve` prints only where it listens.
     if matches!(
         cli.command,
-        Command::Bench(_) | Command::Convert(_) | Command::Info(_) | Command::Demo(_) | Command::BenchOps(_)
+        Command::Bench(_)
+            | Command::Convert(_)
+            | Command::Info(_)
+            | Command::Models(_)
+            | Command::Demo(_)
+            | Command::BenchOps(_)
     ) {
         destination::check_stdout("redirect it to a file, or to /dev/null to discard what the command prints")?;
     }
@@ -82,6 +92,7 @@ pub fn run(cli: &Cli) -> Result<()> {
         Command::Bench(args) => bench::run(args),
         Command::Convert(args) => convert::run(args),
         Command::Info(args) => info::run(args),
+        Command::Models(args) => models::run(args),
         Command::Demo(args) => demo::run(args),
         Command::BenchOps(args) => bench::ops::run(args),
         Command::Serve(args) => serve::run(args),

@@ -1,6 +1,7 @@
 //! Finding and loading the model, for every subcommand that transcribes: which folder
-//! (`--model DIR`, else the folder `./scripts/models/fetch_model.sh` prepares; a missing one is an
-//! error that names the fetch script, before any work), and [`load_model`], which opens the
+//! (`--model DIR` or a model's name, found in the Hugging Face cache by [`hub`], else the folder
+//! `./scripts/models/fetch_model.sh` prepares; a missing one is an error that names the fetch
+//! script, before any work), and [`load_model`], which opens the
 //! backend while the folder is read and planned.
 
 use std::path::{Path, PathBuf};
@@ -11,6 +12,7 @@ use susurrus_whisper::vad::{VadPlan, VadWeights};
 
 use crate::backend::RunArgs;
 use crate::error::{Error, Result};
+use crate::hub;
 use crate::output::Load;
 
 /// The default model's folder below the home directory (what `scripts/models/fetch_model.sh` prints).
@@ -24,11 +26,17 @@ pub fn default_dir() -> Option<PathBuf> {
     std::env::home_dir().map(|home| home.join(DEFAULT_RELATIVE))
 }
 
-/// The folder to load: `model` when given, else [`default_dir`]. Errors when it holds no
-/// weights file, saying how to fetch the default model or name another.
+/// The folder to load: `model` when given (a folder, or a name faster-whisper knows, found in
+/// the Hugging Face cache; a folder of that name wins), else [`default_dir`]. Errors when it
+/// holds no weights file, saying how to fetch the default model or name another.
 pub fn resolve(model: Option<&Path>) -> Result<PathBuf> {
     let hint = "run ./scripts/models/fetch_model.sh to fetch whisper-tiny.en, or pass --model DIR with a \
                 CTranslate2 or Hugging Face Whisper folder";
+    if let Some(name) = model.filter(|m| !m.exists()).and_then(Path::to_str)
+        && let Some(repo) = hub::repository(name)
+    {
+        return from_hub(name, repo);
+    }
     let (dir, what) = match model {
         Some(dir) => (dir.to_path_buf(), "model folder"),
         None => match default_dir() {
@@ -45,7 +53,11 @@ pub fn resolve(model: Option<&Path>) -> Result<PathBuf> {
             )));
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(Error::Usage(format!("{what} {} not found: {hint}", dir.display())));
+            return Err(Error::Usage(format!(
+                "{what} {} not found: {hint}, or a model's name ({})",
+                dir.display(),
+                hub::names()
+            )));
         }
         Err(e) => return Err(Error::Usage(format!("{what} {} cannot be opened: {e}", dir.display()))),
     }
@@ -53,6 +65,26 @@ pub fn resolve(model: Option<&Path>) -> Result<PathBuf> {
         return Err(Error::Usage(format!("{what} {} has no model.bin or model.safetensors: {hint}", dir.display())));
     }
     Ok(dir)
+}
+
+/// The Hugging Face cache's folder of model `name` (repository `repo`).
+fn from_hub(name: &str, repo: &str) -> Result<PathBuf> {
+    let Some(cache) = hub::cache_dir() else {
+        return Err(Error::Usage(format!(
+            "model {name}: no home directory, HF_HOME or HF_HUB_CACHE to find the Hugging Face cache in"
+        )));
+    };
+    match hub::cached(&cache, repo) {
+        hub::Cached::Model(dir) => Ok(dir),
+        hub::Cached::Missing => Err(Error::Usage(format!(
+            "model {name} ({repo}) is not in the Hugging Face cache {}: download it there with faster-whisper \
+             (WhisperModel(\"{name}\")) or `hf download {repo}`, or pass --model DIR",
+            cache.display()
+        ))),
+        hub::Cached::Incomplete(why) => Err(Error::Usage(format!(
+            "model {name} ({repo}) in the Hugging Face cache cannot be loaded: {why}; download it again"
+        ))),
+    }
 }
 
 /// The Silero VAD network's file below the home directory (what
@@ -187,7 +219,13 @@ mod tests {
         let missing = dir.join("missing");
         std::fs::create_dir_all(&dir).unwrap();
         let err = resolve(Some(&missing)).unwrap_err().to_string();
-        assert_eq!(err, format!("model folder {} not found: {}", missing.display(), hint()));
+        let names = "tiny.en, tiny, base.en, base, small.en, small, medium.en, medium, large-v1, large-v2, large-v3, \
+                     large, distil-large-v2, distil-medium.en, distil-small.en, distil-large-v3, distil-large-v3.5, \
+                     large-v3-turbo, turbo";
+        assert_eq!(
+            err,
+            format!("model folder {} not found: {}, or a model's name ({names})", missing.display(), hint())
+        );
         let err = resolve(Some(&dir)).unwrap_err().to_string();
         assert_eq!(err, format!("model folder {} has no model.bin or model.safetensors: {}", dir.display(), hint()));
         std::fs::write(dir.join("model.safetensors"), b"").unwrap();

@@ -668,7 +668,13 @@ fn a_missing_model_names_the_fetch_script_before_any_file_is_read() {
     let out = transcribe(&[path_str(&input)], None, &[("HOME", &home)]);
     assert_eq!(out.status.code(), Some(1));
     let default = home.join(".cache/susurrus/models/whisper-tiny.en-ct2");
-    let want = format!("susurrus: error: default model folder {} not found: {hint}\n", default.display());
+    let names = "tiny.en, tiny, base.en, base, small.en, small, medium.en, medium, large-v1, large-v2, large-v3, large, \
+                 distil-large-v2, distil-medium.en, distil-small.en, distil-large-v3, distil-large-v3.5, \
+                 large-v3-turbo, turbo";
+    let want = format!(
+        "susurrus: error: default model folder {} not found: {hint}, or a model's name ({names})\n",
+        default.display()
+    );
     assert_eq!(text(&out.stderr), want);
 
     let out = transcribe(&["--model", path_str(&home), path_str(&input)], None, &[]);
@@ -976,4 +982,94 @@ fn every_container_and_codec_gives_the_wavs_transcript() {
     for (name, body) in &texts[1..] {
         assert_eq!(body, wav, "{name}");
     }
+}
+
+/// A Hugging Face hub cache as huggingface_hub (faster-whisper's downloader) leaves it, in
+/// `cache`: the repository's folder, `refs/main` naming a commit, the snapshot of that commit
+/// holding links into `blobs/`. Here the blobs are links to the default model's files.
+fn hub_cache_entry(cache: &Path, repo: &str, files: &[&str]) -> PathBuf {
+    let folder = cache.join(format!("models--{}", repo.replace('/', "--")));
+    let commit = "5d3a3ec2d8d9b2f0a6e1c4b7a9f8e7d6c5b4a392";
+    let snapshot = folder.join("snapshots").join(commit);
+    std::fs::create_dir_all(folder.join("blobs")).unwrap();
+    std::fs::create_dir_all(folder.join("refs")).unwrap();
+    std::fs::create_dir_all(&snapshot).unwrap();
+    std::fs::write(folder.join("refs/main"), commit).unwrap();
+    for (i, file) in files.iter().enumerate() {
+        let blob = format!("{i:064x}");
+        std::os::unix::fs::symlink(model_dir().join(file), folder.join("blobs").join(&blob)).unwrap();
+        std::os::unix::fs::symlink(format!("../../blobs/{blob}"), snapshot.join(file)).unwrap();
+    }
+    snapshot
+}
+
+#[test]
+fn a_model_name_loads_from_the_hugging_face_cache_as_faster_whisper_leaves_it() {
+    let input = audio_fixture("speech_16k_s16.wav");
+    let cache = scratch("hub");
+    let tiny = hub_cache_entry(
+        &cache,
+        "Systran/faster-whisper-tiny.en",
+        &["config.json", "model.bin", "tokenizer.json", "vocabulary.txt"],
+    );
+    // A download cut before the weights: refs and snapshot, no model.bin.
+    let base = hub_cache_entry(&cache, "Systran/faster-whisper-base", &["config.json", "tokenizer.json"]);
+    let by_folder = transcribe(&["--backend", "cpu", path_str(&input)], None, &[]);
+    assert!(by_folder.status.success(), "{}", text(&by_folder.stderr));
+
+    // HF_HUB_CACHE, and HF_HOME (whose hub/ is the cache), as huggingface_hub reads them.
+    let home = scratch("hf-home");
+    std::os::unix::fs::symlink(&cache, home.join("hub")).unwrap();
+    for env in [("HF_HUB_CACHE", cache.as_path()), ("HF_HOME", home.as_path())] {
+        let out = transcribe(&["--backend", "cpu", "--model", "tiny.en", path_str(&input)], None, &[env]);
+        assert!(out.status.success(), "{}: {}", env.0, text(&out.stderr));
+        assert_eq!(text(&out.stdout), text(&by_folder.stdout), "{}", env.0);
+    }
+
+    let env = [("HF_HUB_CACHE", cache.as_path())];
+    let out = transcribe(&["--model", "base", path_str(&input)], None, &env);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stderr),
+        format!(
+            "susurrus: error: model base (Systran/faster-whisper-base) in the Hugging Face cache cannot be loaded: {} \
+             lacks model.bin (an interrupted download?); download it again\n",
+            base.display()
+        )
+    );
+    let out = transcribe(&["--model", "large-v3-turbo", path_str(&input)], None, &env);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stderr),
+        format!(
+            "susurrus: error: model large-v3-turbo (mobiuslabsgmbh/faster-whisper-large-v3-turbo) is not in the Hugging \
+             Face cache {}: download it there with faster-whisper (WhisperModel(\"large-v3-turbo\")) or `hf download \
+             mobiuslabsgmbh/faster-whisper-large-v3-turbo`, or pass --model DIR\n",
+            cache.display()
+        )
+    );
+
+    // `susurrus models` lists every name, what it stands for and where the cache holds it.
+    let out = Command::new(env!("CARGO_BIN_EXE_susurrus")).arg("models").env("HF_HUB_CACHE", &cache).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let listing = text(&out.stdout);
+    let line = |name: &str| {
+        listing
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap_or_else(|| panic!("{name}: {listing}"))
+    };
+    assert!(listing.contains(&format!("Hugging Face cache: {}\n", cache.display())), "{listing}");
+    assert_eq!(
+        line("tiny.en").split_whitespace().collect::<Vec<_>>(),
+        ["tiny.en", "Systran/faster-whisper-tiny.en", path_str(&tiny)]
+    );
+    assert!(line("base").contains("incomplete: ") && line("base").contains("lacks model.bin"), "{listing}");
+    assert_eq!(
+        line("turbo").split_whitespace().collect::<Vec<_>>(),
+        ["turbo", "mobiuslabsgmbh/faster-whisper-large-v3-turbo", "-"]
+    );
+    assert_eq!(listing.lines().count(), 2 + 1 + 19, "{listing}");
+    std::fs::remove_dir_all(&cache).unwrap();
+    std::fs::remove_dir_all(&home).unwrap();
 }

@@ -5,5 +5,6 @@
 pub mod convert;
 pub mod demo;
 pub mod info;
+pub mod models;
 pub mod stream;
 pub mod transcribe;
