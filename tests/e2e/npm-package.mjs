@@ -6,7 +6,10 @@
 // Run by tests/e2e/run.sh.
 
 import { execFileSync } from "node:child_process";
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import {
+  copyFileSync, createReadStream, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync,
+} from "node:fs";
+import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
@@ -31,6 +34,47 @@ function readmeExample(readme) {
   const match = /```(?:js|javascript)\r?\n([\s\S]*?)```/.exec(readme);
   assert(match, "node_modules/susurrus/README.md has no ```js code block (the usage example)");
   return match[1];
+}
+
+/**
+ * A Hugging Face hub for one repository: the default model's files served as the hub serves
+ * Systran/faster-whisper-tiny.en, each at /{repo}/resolve/main/{file}, model.bin (an LFS file
+ * there) by a 302 to another path as the hub sends LFS files to its CDN, with the CORS header the
+ * hub sends; anything else is the hub's 404. Records the paths asked for.
+ */
+function startHub() {
+  const repo = "Systran/faster-whisper-tiny.en";
+  const prefix = `/${repo}/resolve/main/`;
+  const asked = [];
+  const server = createServer((req, res) => {
+    const path = new URL(req.url, "http://hub").pathname;
+    asked.push(path);
+    res.setHeader("Access-Control-Allow-Origin", "*");
+    const send = (file) => {
+      const on = join(modelDir, file);
+      if (!/^[\w.-]+$/.test(file) || !existsSync(on)) {
+        res.writeHead(404, { "Content-Type": "text/plain" });
+        res.end("Entry not found");
+        return;
+      }
+      res.writeHead(200, { "Content-Type": "application/octet-stream", "Content-Length": statSync(on).size });
+      createReadStream(on).pipe(res);
+    };
+    if (path === `${prefix}model.bin`) {
+      res.writeHead(302, { Location: "/lfs/model.bin" });
+      res.end();
+    } else if (path.startsWith(prefix)) {
+      send(path.slice(prefix.length));
+    } else if (path.startsWith("/lfs/")) {
+      send(path.slice("/lfs/".length));
+    } else {
+      res.writeHead(404, { "Content-Type": "text/plain" });
+      res.end("Repository not found");
+    }
+  });
+  return new Promise((resolve) => server.listen(0, "127.0.0.1", () => {
+    resolve({ url: `http://127.0.0.1:${server.address().port}`, asked, close: () => server.close() });
+  }));
 }
 
 function examplePage(example) {
@@ -151,6 +195,24 @@ await runTest("npm-package", async (onCleanup) => {
   assertEqual(problems, [], "uncaught errors and console errors while the README example ran");
   assert(server.requests().some((r) => r.path === "/audio.wav" && r.status === 200), "the README example never fetched /audio.wav");
   console.log(`npm-package: the README example shows the reference transcript after ${seconds(ms)}`);
+
+  // A model by name, from a hub (here a local one, as `hub` points a page at a mirror).
+  const hub = await startHub();
+  onCleanup(() => hub.close());
+  writeFileSync(join(app, "by-name.html"), examplePage(`import { Transcriber } from "susurrus";
+const transcriber = await Transcriber.load("tiny.en", { hub: ${JSON.stringify(hub.url)}, cache: false });
+const audio = await (await fetch("/audio.wav")).arrayBuffer();
+const { text } = await transcriber.transcribe(audio);
+document.body.textContent = text;`));
+  const byName = await browser.newPage();
+  const byNameProblems = watchPage(byName, (line) => console.log(`npm-package (by name):${line}`));
+  await byName.goto(`${server.url}by-name.html`);
+  const nameMs = await waitForBody(byName, byNameProblems, ref.text);
+  for (const path of ["config.json", "model.bin", "tokenizer.json"].map((f) => `/Systran/faster-whisper-tiny.en/resolve/main/${f}`)) {
+    assert(hub.asked.includes(path), `the hub was never asked for ${path}; it was asked for ${hub.asked.join(", ")}`);
+  }
+  assert(hub.asked.includes("/lfs/model.bin"), `model.bin's redirect was not followed: ${hub.asked.join(", ")}`);
+  console.log(`npm-package: Transcriber.load("tiny.en") from the hub shows the reference transcript after ${seconds(nameMs)}`);
 
   typeCheck(app);
 });

@@ -144,8 +144,11 @@ export class Transcriber {
   }
 
   /**
-   * Starts a worker and loads a model in it: from the URL of a model folder (fetched through
-   * the model cache, with download progress) or from the files a user picked.
+   * Starts a worker and loads a model in it: by name ("tiny.en", "base", "small", ...
+   * "large-v3-turbo", faster-whisper's names, fetched from the Hugging Face hub or the `hub`
+   * option's mirror), from the URL of a model folder (fetched through the model cache, with
+   * download progress; "./base/" for a folder that has a model's name) or from the files a
+   * user picked.
    */
   static async load(source: ModelSource, options: TranscriberLoadOptions = {}): Promise<Transcriber> {
     const { threads } = options;
@@ -159,6 +162,8 @@ export class Transcriber {
         {
           type: "load",
           source: resolved,
+          name: typeof source === "string" ? source : undefined,
+          hub: options.hub,
           backend: options.backend,
           cache: options.cache,
           vad: options.vad === undefined ? undefined : new URL(options.vad, location.href).href,

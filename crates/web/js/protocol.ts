@@ -15,7 +15,11 @@ export type Request =
   | {
       id: number;
       type: "load";
+      /** A folder's URL (resolved against the page) or the files picked. */
       source: string | File[];
+      /** The string the page gave, which may be a model's name (the worker's module knows the names). */
+      name?: string;
+      hub?: string;
       backend?: BackendChoice;
       cache?: boolean;
       vad?: string;

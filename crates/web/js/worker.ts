@@ -50,14 +50,15 @@ async function handle(request: Request): Promise<void> {
     if (request.type !== "load") throw new Error("the worker's first request must load a model");
     ready = start(request.threads, request.module, request.threaded);
   }
-  const { Model } = await ready;
+  const { Model, isModelName } = await ready;
   switch (request.type) {
     case "load": {
-      const { id, source, backend, cache, vad } = request;
-      const loaded = await Model.load(source, {
+      const { id, source, name, hub, backend, cache, vad } = request;
+      const loaded = await Model.load(name !== undefined && isModelName(name) ? name : source, {
         backend,
         cache,
         vad,
+        hub,
         onProgress: (progress) => scope.postMessage({ id, type: "load-progress", progress }),
       });
       model?.free();

@@ -44,6 +44,9 @@ export interface LoadOptions {
   onProgress?: (progress: LoadProgress) => void;
   /** The URL of the Silero VAD v6 network (silero_vad_v6.onnx, from faster-whisper's wheel), for `vad: true`. */
   vad?: string;
+  /** Where a model given by name is fetched from: the Hugging Face hub (default
+   *  "https://huggingface.co") or a mirror of it. */
+  hub?: string;
 }
 export interface ModelInfo {
   backend: "webgpu" | "cpu";

@@ -7,6 +7,7 @@ use std::rc::Rc;
 use js_sys::Function;
 use serde::Serialize;
 use susurrus_whisper::bench::{time_pieces, time_transcriptions};
+use susurrus_whisper::load::catalog;
 use susurrus_whisper::load::files::{load_files, load_files_with_parsed};
 use susurrus_whisper::load::weights::WhisperWeights;
 use susurrus_whisper::text::tokenizer::Tokenizer;
@@ -65,6 +66,13 @@ pub(crate) fn lock(loaded: &RefCell<Loaded>) -> Result<RefMut<'_, Loaded>, JsVal
     Ok(loaded)
 }
 
+/// Whether `name` is a model's name that `Model.load` fetches from the hub (faster-whisper's:
+/// "tiny.en", "base", ... "large-v3-turbo") rather than a folder's URL.
+#[wasm_bindgen(js_name = isModelName)]
+pub fn is_model_name(name: &str) -> bool {
+    catalog::repository(name).is_some()
+}
+
 /// A Whisper model compiled on WebGPU or the CPU, ready to transcribe.
 #[wasm_bindgen]
 pub struct Model {
@@ -74,9 +82,10 @@ pub struct Model {
 
 #[wasm_bindgen]
 impl Model {
-    /// Loads a model from the URL of its folder (`model.bin`, `config.json`,
-    /// `vocabulary.txt`, ... are fetched from there, through the model cache) or from the
-    /// files a user picked, and compiles it on the chosen backend.
+    /// Loads a model by name (faster-whisper's: "tiny.en", "base", "small", ... "large-v3-turbo",
+    /// fetched from the Hugging Face hub, or the `hub` option's mirror), from the URL of its
+    /// folder (`model.bin`, `config.json`, `vocabulary.txt`, ... are fetched from there, through
+    /// the model cache) or from the files a user picked, and compiles it on the chosen backend.
     pub async fn load(
         #[wasm_bindgen(unchecked_param_type = "ModelSource")] source: JsValue,
         #[wasm_bindgen(unchecked_optional_param_type = "LoadOptions")] options: Option<js_sys::Object>,
@@ -84,7 +93,13 @@ impl Model {
         let start = now_ms();
         let options = load_options(&options.map(JsValue::from).unwrap_or(JsValue::UNDEFINED))?;
         let model: ModelBytes = match source.as_string() {
-            Some(url) => download::fetch_folder(&url, options.cache, options.on_progress.as_ref()).await?,
+            Some(source) => {
+                let url = match catalog::repository(&source) {
+                    Some(repo) => catalog::folder_url(&options.hub, repo),
+                    None => source,
+                };
+                download::fetch_folder(&url, options.cache, options.on_progress.as_ref()).await?
+            }
             None => download::read_files(&source, options.on_progress.as_ref()).await?,
         };
         let bytes = model.bytes;

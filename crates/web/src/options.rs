@@ -29,7 +29,12 @@ pub struct LoadOptions {
     pub on_progress: Option<Function>,
     /// The URL of the Silero VAD network (`silero_vad_v6.onnx`), for `vad: true`.
     pub vad: Option<String>,
+    /// The Hugging Face hub (or a mirror) a model given by name comes from.
+    pub hub: String,
 }
+
+/// The hub models given by name come from, unless the load options name another.
+pub const DEFAULT_HUB: &str = "https://huggingface.co";
 
 /// The own enumerable properties of an options object (`undefined`/`null`: none), without
 /// those whose value is `undefined` (as if they were left out).
@@ -142,7 +147,13 @@ pub fn stream_options(value: &JsValue) -> Result<(LiveOptions, LiveCallbacks), J
 
 /// Parses `load`'s options; an unknown key is an error.
 pub fn load_options(value: &JsValue) -> Result<LoadOptions, JsValue> {
-    let mut out = LoadOptions { backend: BackendChoice::Auto, cache: true, on_progress: None, vad: None };
+    let mut out = LoadOptions {
+        backend: BackendChoice::Auto,
+        cache: true,
+        on_progress: None,
+        vad: None,
+        hub: DEFAULT_HUB.into(),
+    };
     for (key, value) in entries(value, "the load options")? {
         match key.as_str() {
             "backend" => {
@@ -155,9 +166,12 @@ pub fn load_options(value: &JsValue) -> Result<LoadOptions, JsValue> {
                 let url = value.as_string().ok_or_else(|| js_error("vad must be the URL of silero_vad_v6.onnx"))?;
                 out.vad = Some(url);
             }
+            "hub" => {
+                out.hub = value.as_string().ok_or_else(|| js_error("hub must be the URL of a Hugging Face hub"))?;
+            }
             other => {
                 return Err(js_error(format!(
-                    "unknown load option '{other}'; the options are backend, cache, onProgress, vad"
+                    "unknown load option '{other}'; the options are backend, cache, onProgress, vad, hub"
                 )));
             }
         }

@@ -4,6 +4,7 @@
 //! the released sizes' shapes ([`sizes`]).
 //! The readers end in [`weights::WhisperWeights`], so nothing above this folder knows a format.
 
+pub mod catalog;
 pub mod config;
 pub mod convert;
 pub mod ct2;
