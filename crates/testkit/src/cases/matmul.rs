@@ -31,6 +31,16 @@ pub(crate) fn matmul(cases: &mut CaseGen) -> Result<()> {
     case(cases, "q8 weight, few rows", &[m, k], &[n, k], DType::F32, DType::Q8, true, true)?;
     let (b, m, k, n) = (cases.pick(&[1, 3]), cases.pick(&ms), cases.pick(&ks), cases.pick(&ns));
     case(cases, "q8 weight", &[b, m, k], &[n, k], DType::F32, DType::Q8, true, true)?;
+    // A beam search's step: 2 to 8 rows over a K long enough (at least 256) that GPUs give them
+    // the matrix-vector kernel, each weight read serving every row; K not always a multiple of
+    // the four consecutive k a lane reads.
+    let beam = |cases: &mut CaseGen| (cases.pick(&[2, 5, 8]), cases.pick(&[256, 259, 385]), cases.pick(&[7, 33, 65]));
+    let (m, k, n) = beam(cases);
+    case(cases, "f16 weight, beam rows", &[m, k], &[n, k], DType::F32, DType::F16, true, true)?;
+    let (m, k, n) = beam(cases);
+    case(cases, "q8 weight, beam rows", &[m, k], &[n, k], DType::F32, DType::Q8, true, true)?;
+    let (m, k, n) = beam(cases);
+    case(cases, "f32, beam rows", &[m, k], &[k, n], DType::F32, DType::F32, false, false)?;
     // One larger product, to exercise tiling past one workgroup in every direction.
     let (m, k, n) = (cases.pick(&[64, 127]), cases.pick(&[256, 384]), cases.pick(&[129, 255]));
     case(cases, "f32 large", &[m, k], &[n, k], DType::F32, DType::F32, true, true)

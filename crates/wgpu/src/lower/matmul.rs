@@ -34,6 +34,15 @@ const MAX_GROUPS: usize = 65535;
 /// kernels/product_coop.wgsl).
 const TILE: usize = 64;
 
+/// The most rows a product computes with the matrix-vector kernel (kernels/gemv.wgsl) on a
+/// GPU: a beam search's step (5 beams by default). CPU adapters take one row.
+const GEMV_ROWS: usize = 8;
+
+/// The shortest K for which several rows take the matrix-vector kernel: its lanes split K, so
+/// a short one (attention's 64-wide heads) leaves them folding more than multiplying, where
+/// the tiled kernel keeps them busy.
+const GEMV_ROWS_MIN_K: usize = 256;
+
 /// Invocations per workgroup of the CPU-adapter kernels (kernels/matmul_cpu.wgsl, gemv_cpu.wgsl).
 const CPU_GROUP: usize = 64;
 
@@ -90,7 +99,7 @@ fn matmul_kernel(op: &str, ctx: &KernelCtx, transpose_b: bool, epilogue: &str) -
     }
     let (params, batches) = matmul_params(ctx);
     let (m, n) = (params.m as usize, params.n as usize);
-    let gemv = m == 1;
+    let gemv = m == 1 || (!ctx.cpu && m <= GEMV_ROWS && params.k as usize >= GEMV_ROWS_MIN_K);
     let cols = if transpose_b { 8 } else { 64 };
     let [x, y, _] = if ctx.cpu {
         // One invocation per 4 columns (gemv) or 4 x 4 block, in workgroups of CPU_GROUP.
@@ -115,7 +124,7 @@ fn matmul_kernel(op: &str, ctx: &KernelCtx, transpose_b: bool, epilogue: &str) -
         // A column's lanes are neighbouring threads when b is [N, K], `cols` apart otherwise.
         let lane_stride = if transpose_b { 1 } else { cols };
         let spec = KernelSpec::new("gemv", include_str!("../../kernels/gemv.wgsl"), &params);
-        lane_folds(spec, ctx, lane_stride).define("COLS", format!("{cols}u"))
+        lane_folds(spec, ctx, lane_stride).define("COLS", format!("{cols}u")).define("ROWS", format!("{m}u"))
     } else if ctx.matrix {
         // Rows and columns past the matrix read its last one (never stored); k past K reads
         // zero: no branch, so a step's loads are all in flight.
@@ -237,6 +246,21 @@ mod tests {
         let spec = lower(false, &[6, 1, 64], &[6, 64, 1500]).unwrap();
         assert_eq!((spec.name, spec.workgroups), ("gemv", [24, 1, 6]));
         assert_eq!(params::<MatMulParams>(&spec).b0, [64 * 1500, 0, 0, 0]);
+        assert_eq!(define(&spec, "ROWS"), "1u");
+    }
+
+    #[test]
+    fn a_beam_search_step_reads_each_weight_once_for_every_beam() {
+        // Five beams' logits: [5, 1, 1280] x [51866, 1280]^T folds to 5 rows, one gemv.
+        let spec = lower(true, &[5, 1, 1280], &[51866, 1280]).unwrap();
+        assert_eq!((spec.name, spec.workgroups), ("gemv", [6484, 1, 1]));
+        assert_eq!((define(&spec, "ROWS"), params::<MatMulParams>(&spec).m), ("5u", 5));
+        assert_eq!(lower(false, &[8, 1280], &[1280, 1280]).unwrap().name, "gemv");
+        // Nine rows are a tiled product, as are five over a K of 64 (five beams' queries
+        // against a head's keys), and CPU adapters keep their one-row kernel.
+        assert_eq!(lower(true, &[9, 1280], &[1280, 1280]).unwrap().name, "matmul");
+        assert_eq!(lower(true, &[20, 5, 64], &[20, 1500, 64]).unwrap().name, "matmul");
+        assert_eq!(lower_on(true, true, &[5, 1280], &[1280, 1280]).unwrap().name, "matmul_cpu");
     }
 
     #[test]
@@ -280,7 +304,7 @@ mod tests {
 
     #[test]
     fn the_kernel_adds_the_bias_and_gelu_before_storing() {
-        let a = ty(DType::F32, &[3, 4]);
+        let a = ty(DType::F32, &[9, 4]);
         let w = ty(DType::F16, &[2, 4]);
         let bias = ty(DType::F16, &[2]);
         for (gelu, epilogue) in [(false, "v + ld2(col)"), (true, "gelu_f32(v + ld2(col))")] {
