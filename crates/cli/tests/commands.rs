@@ -415,7 +415,9 @@ fn info_without_the_default_model_still_lists_adapters_but_a_named_model_must_ex
     let out = susurrus_with_home(&["info"], Some(&home));
     assert_success(&out);
     let hint = "run ./scripts/models/fetch_model.sh to fetch whisper-tiny.en, or pass --model DIR with a CTranslate2 or \
-                Hugging Face Whisper folder";
+                Hugging Face Whisper folder, or a model's name (tiny.en, tiny, base.en, base, small.en, small, medium.en, \
+                medium, large-v1, large-v2, large-v3, large, distil-large-v2, distil-medium.en, distil-small.en, \
+                distil-large-v3, distil-large-v3.5, large-v3-turbo, turbo)";
     let default = home.join(".cache/susurrus/models/whisper-tiny.en-ct2");
     let text = stdout(&out);
     assert!(text.contains("llvmpipe"), "{text}");

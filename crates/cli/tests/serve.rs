@@ -517,7 +517,9 @@ fn without_the_default_model_it_serves_the_root_and_says_so() {
     let default = home.join(".cache/susurrus/models/whisper-tiny.en-ct2");
     let note = format!(
         "susurrus: serving without /model/: default model folder {} not found: run ./scripts/models/fetch_model.sh to \
-         fetch whisper-tiny.en, or pass --model DIR with a CTranslate2 or Hugging Face Whisper folder",
+         fetch whisper-tiny.en, or pass --model DIR with a CTranslate2 or Hugging Face Whisper folder, or a model's \
+         name (tiny.en, tiny, base.en, base, small.en, small, medium.en, medium, large-v1, large-v2, large-v3, large, \
+         distil-large-v2, distil-medium.en, distil-small.en, distil-large-v3, distil-large-v3.5, large-v3-turbo, turbo)",
         default.display()
     );
     server.wait_for_log(&note);
