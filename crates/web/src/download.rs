@@ -293,7 +293,9 @@ pub async fn read_files(list: &JsValue, on_progress: Option<&Function>) -> Resul
             .map(|f| f.dyn_into::<File>().map_err(|_| js_error("the model's files must be File objects")))
             .collect::<Result<_, _>>()?
     } else {
-        return Err(js_error("a model is a folder URL (a string) or its files (a FileList or an array of File)"));
+        return Err(js_error(
+            "a model is a name or a folder URL (a string) or its files (a FileList or an array of File)",
+        ));
     };
     // The set of files is checked before anything is read (a second weights file, none).
     let names: Vec<String> = files.iter().map(File::name).collect();

@@ -196,10 +196,10 @@ async fn load_failures_are_errors_that_say_what_was_wrong() {
         (
             small_model(),
             Some(object(&[("backnd", "cpu".into())])),
-            "unknown load option 'backnd'; the options are backend, cache, onProgress, vad",
+            "unknown load option 'backnd'; the options are backend, cache, onProgress, vad, hub",
         ),
         (small_model(), Some(object(&[("vad", true.into())])), "vad must be the URL of silero_vad_v6.onnx"),
-        (42.into(), None, "a model is a folder URL (a string) or its files (a FileList or an array of File)"),
+        (42.into(), None, "a model is a name or a folder URL (a string) or its files (a FileList or an array of File)"),
     ];
     for (source, options, want) in cases {
         let err = Model::load(source, options).await.err().expect("fails");
