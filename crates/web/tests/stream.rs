@@ -74,8 +74,9 @@ async fn other_rates_and_channels_resample_to_the_ideal_16khz_signal() {
 
 /// The browser's decoders, with the encoder delay and padding symphonia's readers mark cut as
 /// natively: the native command's lengths (MP3's from its LAME header, Vorbis's from its last
-/// granule position) at zero lag. Opus (which the native command does not decode) at 24 kbit/s
-/// keeps less of the waveform: measured 0.969 at a lag of one 16 kHz sample (62 µs).
+/// granule position) at zero lag. Opus at 24 kbit/s keeps less of the waveform: measured 0.969
+/// at a lag of one 16 kHz sample (62 µs), as the native command's decoder (libopus's output)
+/// gives it too.
 #[wasm_bindgen_test]
 async fn lossy_speech_matches_the_original_in_shape_timing_and_level() {
     let original = wav_s16_samples(fixture!("speech_16k_s16.wav"));
