@@ -54,10 +54,15 @@ impl BackendChoice {
 pub struct RunArgs {
     /// Model folder (CTranslate2 or Hugging Face layout), or a model's name as faster-whisper
     /// names it (tiny.en, base, small, medium, large-v3, large-v3-turbo ...: `susurrus models`
-    /// lists them), found in the Hugging Face cache. Default:
-    /// ~/.cache/susurrus/models/whisper-tiny.en-ct2, which ./scripts/models/fetch_model.sh prepares.
+    /// lists them): found in the Hugging Face cache, else downloaded there from the hub once.
+    /// Default: ~/.cache/susurrus/models/whisper-tiny.en-ct2, which
+    /// ./scripts/models/fetch_model.sh prepares.
     #[arg(long, value_name = "DIR|NAME")]
     pub model: Option<PathBuf>,
+    /// Never download a model by name: only the Hugging Face cache is read (as with
+    /// HF_HUB_OFFLINE=1).
+    #[arg(long)]
+    pub offline: bool,
     /// Where the model runs.
     #[arg(long, value_enum, default_value = "auto")]
     pub backend: BackendChoice,
@@ -89,6 +94,9 @@ impl RunArgs {
         let mut flags = Vec::new();
         if let Some(model) = &self.model {
             flags.extend(["--model".to_string(), model.display().to_string()]);
+        }
+        if self.offline {
+            flags.push("--offline".to_string());
         }
         flags.extend(["--backend".to_string(), self.backend.name()]);
         if let Some(threads) = self.threads {

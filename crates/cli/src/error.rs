@@ -23,6 +23,10 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// A model by name that could not be downloaded from the Hugging Face hub: `msg` names the
+    /// file and the cause.
+    #[error("model {model} ({repo}): {msg}")]
+    Download { model: String, repo: String, msg: String },
     /// A command-line value the parser accepted but the command cannot use.
     #[error("{0}")]
     Usage(String),

@@ -26,16 +26,22 @@ pub fn default_dir() -> Option<PathBuf> {
     std::env::home_dir().map(|home| home.join(DEFAULT_RELATIVE))
 }
 
+/// `model` as a model's name and its repository: a name faster-whisper knows, when no folder
+/// has that name.
+pub fn model_name(model: Option<&Path>) -> Option<(&str, &'static str)> {
+    let name = model.filter(|m| !m.exists()).and_then(Path::to_str)?;
+    Some((name, hub::repository(name)?))
+}
+
 /// The folder to load: `model` when given (a folder, or a name faster-whisper knows, found in
-/// the Hugging Face cache; a folder of that name wins), else [`default_dir`]. Errors when it
-/// holds no weights file, saying how to fetch the default model or name another.
-pub fn resolve(model: Option<&Path>) -> Result<PathBuf> {
+/// the Hugging Face cache or downloaded there from `hub`; a folder of that name wins), else
+/// [`default_dir`]. Errors when it holds no weights file, saying how to fetch the default model
+/// or name another.
+pub fn resolve(model: Option<&Path>, hub: &hub::Hub) -> Result<PathBuf> {
     let hint = "run ./scripts/models/fetch_model.sh to fetch whisper-tiny.en, or pass --model DIR with a \
                 CTranslate2 or Hugging Face Whisper folder";
-    if let Some(name) = model.filter(|m| !m.exists()).and_then(Path::to_str)
-        && let Some(repo) = hub::repository(name)
-    {
-        return from_hub(name, repo);
+    if let Some((name, repo)) = model_name(model) {
+        return hub::model(name, repo, hub);
     }
     let (dir, what) = match model {
         Some(dir) => (dir.to_path_buf(), "model folder"),
@@ -67,24 +73,10 @@ pub fn resolve(model: Option<&Path>) -> Result<PathBuf> {
     Ok(dir)
 }
 
-/// The Hugging Face cache's folder of model `name` (repository `repo`).
-fn from_hub(name: &str, repo: &str) -> Result<PathBuf> {
-    let Some(cache) = hub::cache_dir() else {
-        return Err(Error::Usage(format!(
-            "model {name}: no home directory, HF_HOME or HF_HUB_CACHE to find the Hugging Face cache in"
-        )));
-    };
-    match hub::cached(&cache, repo) {
-        hub::Cached::Model(dir) => Ok(dir),
-        hub::Cached::Missing => Err(Error::Usage(format!(
-            "model {name} ({repo}) is not in the Hugging Face cache {}: download it there with faster-whisper \
-             (WhisperModel(\"{name}\")) or `hf download {repo}`, or pass --model DIR",
-            cache.display()
-        ))),
-        hub::Cached::Incomplete(why) => Err(Error::Usage(format!(
-            "model {name} ({repo}) in the Hugging Face cache cannot be loaded: {why}; download it again"
-        ))),
-    }
+/// The folder of the run's model: `--model`'s (a folder, or a name from the Hugging Face cache
+/// or hub, unless `--offline`), else the default one ([`resolve`]).
+pub fn model_dir(run: &RunArgs) -> Result<PathBuf> {
+    resolve(run.model.as_deref(), &hub::Hub::from_env(run.offline))
 }
 
 /// The Silero VAD network's file below the home directory (what
@@ -218,7 +210,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("susurrus-model-dir-{}", std::process::id()));
         let missing = dir.join("missing");
         std::fs::create_dir_all(&dir).unwrap();
-        let err = resolve(Some(&missing)).unwrap_err().to_string();
+        let err = resolve(Some(&missing), &hub::Hub::from_env(true)).unwrap_err().to_string();
         let names = "tiny.en, tiny, base.en, base, small.en, small, medium.en, medium, large-v1, large-v2, large-v3, \
                      large, distil-large-v2, distil-medium.en, distil-small.en, distil-large-v3, distil-large-v3.5, \
                      large-v3-turbo, turbo";
@@ -226,13 +218,13 @@ mod tests {
             err,
             format!("model folder {} not found: {}, or a model's name ({names})", missing.display(), hint())
         );
-        let err = resolve(Some(&dir)).unwrap_err().to_string();
+        let err = resolve(Some(&dir), &hub::Hub::from_env(true)).unwrap_err().to_string();
         assert_eq!(err, format!("model folder {} has no model.bin or model.safetensors: {}", dir.display(), hint()));
         std::fs::write(dir.join("model.safetensors"), b"").unwrap();
-        assert_eq!(resolve(Some(&dir)).unwrap(), dir);
+        assert_eq!(resolve(Some(&dir), &hub::Hub::from_env(true)).unwrap(), dir);
         // A file given as the folder, and a symbolic link loop, are told as what they are.
         let file = dir.join("model.safetensors");
-        let err = resolve(Some(&file)).unwrap_err().to_string();
+        let err = resolve(Some(&file), &hub::Hub::from_env(true)).unwrap_err().to_string();
         assert_eq!(
             err,
             format!(
@@ -243,7 +235,7 @@ mod tests {
         let (a, b) = (dir.join("loop-a"), dir.join("loop-b"));
         std::os::unix::fs::symlink(&b, &a).unwrap();
         std::os::unix::fs::symlink(&a, &b).unwrap();
-        let err = resolve(Some(&a)).unwrap_err().to_string();
+        let err = resolve(Some(&a), &hub::Hub::from_env(true)).unwrap_err().to_string();
         assert_eq!(
             err,
             format!("model folder {} cannot be opened: Too many levels of symbolic links (os error 40)", a.display())

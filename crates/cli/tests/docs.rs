@@ -185,6 +185,13 @@ fn the_shell_splitter_splits_as_a_shell_does() {
     assert_eq!(without_process_substitution("x <(ffmpeg -i a.m4a -f wav -) y"), "x /dev/fd/63 y");
 }
 
+/// The folder `./scripts/models/fetch_model.sh NAME` fetches (once, into the project's cache).
+fn fetched_model(name: &str) -> PathBuf {
+    let out = Command::new(root().join("scripts/models/fetch_model.sh")).arg(name).output().unwrap();
+    assert!(out.status.success(), "fetch_model.sh {name}: {}", String::from_utf8_lossy(&out.stderr));
+    PathBuf::from(String::from_utf8(out.stdout).unwrap().lines().last().unwrap().trim())
+}
+
 /// The espeak-ng sentence of tests/audio/make_audio.py's speech fixtures.
 const FIXTURE_SPEECH: &str = "Please read this short sentence aloud.";
 
@@ -213,8 +220,23 @@ fn readme_quick_start() -> Vec<(String, Vec<String>, bool)> {
 #[test]
 fn the_readme_command_line_quick_start_runs_as_written() {
     let commands = readme_quick_start();
-    assert_eq!(commands.len(), 5, "{commands:?}");
+    assert_eq!(commands.len(), 6, "{commands:?}");
     let dir = tempfile::tempdir().unwrap();
+    // `--model base`: the multilingual base model in a Hugging Face cache as faster-whisper
+    // leaves it (links into blobs/), offline: the quick start never reaches the hub here.
+    let hub = dir.path().join("hub");
+    let repo = hub.join("models--Systran--faster-whisper-base");
+    let commit = "0123456789abcdef0123456789abcdef01234567";
+    std::fs::create_dir_all(repo.join("refs")).unwrap();
+    std::fs::create_dir_all(repo.join("blobs")).unwrap();
+    std::fs::create_dir_all(repo.join("snapshots").join(commit)).unwrap();
+    std::fs::write(repo.join("refs/main"), commit).unwrap();
+    for (i, file) in ["config.json", "model.bin", "tokenizer.json", "vocabulary.txt"].iter().enumerate() {
+        let blob = format!("{i:064x}");
+        std::os::unix::fs::symlink(fetched_model("base").join(file), repo.join("blobs").join(&blob)).unwrap();
+        std::os::unix::fs::symlink(format!("../../blobs/{blob}"), repo.join("snapshots").join(commit).join(file))
+            .unwrap();
+    }
     let fixture = |name: &str| root().join("tests/fixtures/audio").join(name);
     for (name, from) in [
         ("talk.mp3", fixture("speech_44k1_stereo.mp3")),
@@ -236,6 +258,8 @@ fn the_readme_command_line_quick_start_runs_as_written() {
         let mut child = Command::new(env!("CARGO_BIN_EXE_susurrus"))
             .args(&words[1..])
             .current_dir(dir.path())
+            .env("HF_HUB_CACHE", &hub)
+            .env("HF_HUB_OFFLINE", "1")
             .stdin(if *piped { Stdio::piped() } else { Stdio::null() })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -270,6 +294,8 @@ fn the_readme_command_line_quick_start_runs_as_written() {
     let spoken: String = words.iter().map(|w| w["word"].as_str().unwrap()).collect();
     assert_eq!(spoken.trim(), FIXTURE_SPEECH);
     assert!(words.iter().all(|w| w["start"].as_f64().unwrap() <= w["end"].as_f64().unwrap()), "{json}");
+    // `--model base talk.mp3`: the same words from the multilingual model.
+    assert!(outputs[4].contains(FIXTURE_SPEECH), "--model base: {}", outputs[4]);
     // `stream --raw s16le -` from the microphone: the live captions.
-    assert!(outputs[4].contains("read this short sentence aloud"), "stream: {}", outputs[4]);
+    assert!(outputs[5].contains("read this short sentence aloud"), "stream: {}", outputs[5]);
 }

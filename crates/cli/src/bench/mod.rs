@@ -144,7 +144,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
 }
 
 pub fn measure(args: &BenchArgs) -> Result<BenchReport> {
-    let dir = crate::load::resolve(args.run.model.as_deref())?;
+    let dir = crate::load::model_dir(&args.run)?;
     let profile = Profile::default();
     let backend: Box<dyn susurrus_core::exec::Backend> = match (args.profile, args.run.backend) {
         (false, _) => args.run.open()?,

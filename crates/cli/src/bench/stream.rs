@@ -53,7 +53,7 @@ pub fn measure(
     let mut options = LiveOptions { vad: vad.is_some(), ..LiveOptions::default() };
     options.hop = hop.unwrap_or(options.hop);
     options.validate()?;
-    let dir = crate::load::resolve(run.model.as_deref())?;
+    let dir = crate::load::model_dir(run)?;
     let (mut whisper, _) = crate::load::load_model(run, &dir, vad)?;
     options.transcribe.temperatures = run.temperatures_or(&options.transcribe.temperatures);
     let started = Instant::now();

@@ -167,9 +167,11 @@ pub fn gather(model: Option<&Path>) -> Result<Info> {
         .map_err(|e| e.to_string());
     let auto = auto_choice(cuda.as_ref().ok(), &reports, wgpu_adapter);
     let cpu_threads = std::thread::available_parallelism().map_or(1, usize::from);
+    // A report never downloads: a name is looked up in the Hugging Face cache only.
+    let offline = crate::hub::Hub::from_env(true);
     let dir = match model {
-        Some(dir) => Ok(load::resolve(Some(dir))?),
-        None => load::resolve(None).map_err(|e| e.to_string()),
+        Some(dir) => Ok(load::resolve(Some(dir), &offline)?),
+        None => load::resolve(None, &offline).map_err(|e| e.to_string()),
     };
     let (model, buffers, model_missing) = match dir {
         Ok(dir) => {

@@ -173,7 +173,7 @@ pub fn run(args: &StreamArgs) -> Result<()> {
     }
     // Everything the stream says goes to standard output: closed (`>&-`), it would all vanish.
     destination::check_stdout("redirect it to a file (> captions.txt)")?;
-    let dir = load::resolve(args.run.model.as_deref())?;
+    let dir = load::model_dir(&args.run)?;
     let vad = if options.vad { Some(load::resolve_vad(args.vad_model.as_deref())?) } else { None };
     let (mut whisper, _) = load_model(&args.run, &dir, vad.as_deref())?;
     let mut live = LiveTranscriber::new(&whisper, options)?;

@@ -296,7 +296,7 @@ pub fn run(args: &TranscribeArgs) -> Result<()> {
     check_inputs(args)?;
     // A handed-over batch: the files before the one in work are written already.
     check_outputs(args, start)?;
-    let dir = load::resolve(args.run.model.as_deref())?;
+    let dir = crate::load::model_dir(&args.run)?;
     let vad = if args.vad { Some(load::resolve_vad(args.vad_model.as_deref())?) } else { None };
 
     let (whisper, load) = {

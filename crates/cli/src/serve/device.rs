@@ -98,6 +98,7 @@ impl Device {
     pub fn start(
         run: RunArgs,
         dir: PathBuf,
+        id: String,
         queue: usize,
         batch: Option<usize>,
         metrics: Arc<Metrics>,
@@ -126,7 +127,7 @@ impl Device {
                         return;
                     }
                 };
-                let info = model_info(&whisper, &dir);
+                let info = model_info(&whisper, id);
                 if loaded.send(Ok((info, Arc::new(whisper.host_parts()), groups))).is_err() {
                     return;
                 }
@@ -187,15 +188,14 @@ fn default_batch(backend: &str) -> usize {
     if backend.starts_with("cpu") { 1 } else { 8 }
 }
 
-/// What the served model is, for `/v1/models`.
-fn model_info(whisper: &Whisper, dir: &std::path::Path) -> ModelInfo {
+/// What the served model is, for `/v1/models`: `id` is its name.
+fn model_info(whisper: &Whisper, id: String) -> ModelInfo {
     let config = whisper.config();
     let languages = if config.is_multilingual() {
         whisper.tokenizer().languages().iter().map(|(code, _)| code.clone()).collect()
     } else {
         vec!["en".to_string()]
     };
-    let id = dir.file_name().map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into_owned());
     ModelInfo { id, multilingual: config.is_multilingual(), languages, backend: whisper.backend_name().to_owned() }
 }
 

@@ -42,6 +42,7 @@ use tokio::time::Sleep;
 
 use crate::backend::{BackendChoice, RunArgs};
 use crate::error::{Error, Result};
+use crate::hub::Hub;
 use crate::load;
 
 mod api;
@@ -87,10 +88,16 @@ pub struct ServeArgs {
     /// only the API (and the model folder) is served. A given folder must exist.
     #[arg(long, value_name = "DIR")]
     pub root: Option<PathBuf>,
-    /// Model folder served at `/model/`. Default: the folder ./scripts/models/fetch_model.sh prepares,
-    /// left out (with a note on stderr) when it is missing.
-    #[arg(long, value_name = "DIR")]
+    /// Model folder served at `/model/` (and run by --api), or a model's name as faster-whisper
+    /// names it (`susurrus models` lists them), found in the Hugging Face cache or downloaded
+    /// there once. Default: the folder ./scripts/models/fetch_model.sh prepares, left out (with
+    /// a note on stderr) when it is missing.
+    #[arg(long, value_name = "DIR|NAME")]
     pub model: Option<PathBuf>,
+    /// Never download a model by name: only the Hugging Face cache is read (as with
+    /// HF_HUB_OFFLINE=1).
+    #[arg(long)]
+    pub offline: bool,
     /// The Silero VAD v6 network (ONNX) served at /vad/silero_vad_v6.onnx, for the page's
     /// "skip silence" option. Default: the file `./scripts/models/fetch_model.sh silero-vad` fetches,
     /// left out (with a note on stderr) when it is missing.
@@ -181,9 +188,10 @@ impl Limits {
 /// address are unusable.
 pub fn run(args: &ServeArgs) -> Result<()> {
     let key = if args.api { api_key(args)? } else { None };
+    let hub = Hub::from_env(args.offline);
     let mounts = Arc::new(Mounts {
         root: served_root(args.root.as_deref(), args.api)?,
-        model: served_model(args.model.as_deref())?,
+        model: served_model(args.model.as_deref(), &hub)?,
         vad: served_vad(args.vad_model.as_deref())?,
     });
     let host = url_host(&args.host);
@@ -193,7 +201,7 @@ pub fn run(args: &ServeArgs) -> Result<()> {
     let local = listener.local_addr().map_err(|e| listen_error(&host, args.port, e))?;
     let addr = format!("{host}:{}", local.port());
     let start_error = |source| Error::Server { action: "cannot start serving on", addr: addr.clone(), source };
-    let api = if args.api { Some(start_api(args, key)?) } else { None };
+    let api = if args.api { Some(start_api(args, key, &hub)?) } else { None };
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(start_error)?;
     runtime.block_on(async {
         let listener = TcpListener::from_std(listener).map_err(start_error)?;
@@ -234,12 +242,23 @@ enum Stop {
 
 /// Loads the API's model (the `--model` folder, or the default one, which must then exist) on
 /// its device thread.
-fn start_api(args: &ServeArgs, key: Option<String>) -> Result<Arc<api::Api>> {
-    let dir = load::resolve(args.model.as_deref())?;
-    let run =
-        RunArgs { model: Some(dir.clone()), backend: args.backend, threads: args.threads, temperatures: Vec::new() };
+fn start_api(args: &ServeArgs, key: Option<String>, hub: &Hub) -> Result<Arc<api::Api>> {
+    let dir = load::resolve(args.model.as_deref(), hub)?;
+    // The id `/v1/models` lists and requests name: the model's name, else its folder's.
+    let id = match load::model_name(args.model.as_deref()) {
+        Some((name, _)) => name.to_string(),
+        None => dir.file_name().map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into_owned()),
+    };
+    let run = RunArgs {
+        model: Some(dir.clone()),
+        offline: true,
+        backend: args.backend,
+        threads: args.threads,
+        temperatures: Vec::new(),
+    };
     let metrics = Arc::new(metrics::Metrics::new().map_err(Error::Usage)?);
-    let device = device::Device::start(run, dir, args.queue as usize, args.batch.map(|b| b as usize), metrics.clone())?;
+    let device =
+        device::Device::start(run, dir, id, args.queue as usize, args.batch.map(|b| b as usize), metrics.clone())?;
     let limits = api::ApiLimits {
         max_upload: (args.max_upload_mb as usize) << 20,
         max_audio: Duration::from_secs(u64::from(args.max_audio_minutes) * 60),
@@ -326,8 +345,8 @@ fn served_root(root: Option<&Path>, api: bool) -> Result<Option<PathBuf>> {
 
 /// `--model`, canonical: a given folder must hold a model; the default one is left out, with
 /// a note, when it does not.
-fn served_model(dir: Option<&Path>) -> Result<Option<PathBuf>> {
-    match load::resolve(dir) {
+fn served_model(dir: Option<&Path>, hub: &Hub) -> Result<Option<PathBuf>> {
+    match load::resolve(dir, hub) {
         Ok(dir) => dir.canonicalize().map(Some).map_err(|e| Error::io(&dir, e)),
         Err(e) if dir.is_none() => {
             log(format_args!("susurrus: serving without /model/: {e}"));
