@@ -262,8 +262,8 @@ await runTest("page", async (onCleanup) => {
   assert(/^recording-.*\.(webm|ogg|m4a)$/.test(recorded.name) && recorded.seconds > 0.5 && recorded.seconds < 10,
     `a 1.5 s recording should show as recording-*.webm of about 1.5 s; got ${JSON.stringify(recorded)}`);
   console.log(`page: microphone recording: ${recorded.name}, ${recorded.seconds.toFixed(2)} s`);
-  // The package's worker reads WAV, MP3, OGG and FLAC as it decodes them; a WebM recording
-  // goes back to the page, whose WebAudio decodes it, and is transcribed like any file.
+  // The package's worker reads the recording (WebM or MP4, as the browser records) as it
+  // decodes it, and transcribes it like any file.
   await page.click("#transcribe");
   const fromRecording = await waitForState(page, "#transcribe-status", ["done", "cancelled", "error"], TRANSCRIBE_TIMEOUT_MS,
     "transcription of the recording");
@@ -271,7 +271,7 @@ await runTest("page", async (onCleanup) => {
   const recordedTimings = await page.textContent("#timings");
   const heard = Number(/audio ([0-9.]+) s/.exec(recordedTimings)?.[1]);
   assert(Math.abs(heard - recorded.seconds) < 0.1, `the recording's transcription heard ${heard} s of its ${recorded.seconds} s (${recordedTimings})`);
-  console.log(`page: the recording transcribed (decoded on the page): ${recordedTimings}`);
+  console.log(`page: the recording transcribed: ${recordedTimings}`);
 
   // Second load after a reload: from the Cache API, no model request reaches the server.
   const requestsBefore = modelRequests(server).length;
@@ -296,7 +296,10 @@ await runTest("page", async (onCleanup) => {
       document.getElementById("audio-duration").dataset.seconds) ||
     !document.getElementById("error").hidden);
   await page.click("#transcribe");
-  await page.waitForTimeout(2000);
+  // Mid-transcription (about 3 s of it): half a second after Abort is enabled. A fixed wait
+  // from the click could outlast a fast transcription, leaving Abort disabled.
+  await page.waitForSelector("#abort:not([disabled])", { timeout: 30_000 });
+  await page.waitForTimeout(500);
   const abortClicked = Date.now();
   await page.click("#abort");
   const aborted = await waitForState(page, "#transcribe-status", ["done", "cancelled", "error"], TRANSCRIBE_TIMEOUT_MS, "aborted transcription");

@@ -34,20 +34,21 @@ pub fn probe() -> Probe {
     probe.register_format::<symphonia_format_riff::AiffReader<'_>>();
     probe.register_format::<symphonia_format_caf::CafReader<'_>>();
     probe.register_format::<symphonia_codec_aac::AdtsReader<'_>>();
-    probe.register_format::<symphonia_format_isomp4::IsoMp4Reader<'_>>();
-    probe.register_format::<symphonia_format_mkv::MkvReader<'_>>();
     probe
 }
 
-/// The containers the browser package reads as it streams: WAV, OGG, MP3 and FLAC. A page
-/// hands MP4 and WebM to WebAudio, so their readers (150 KB of the gzipped module) stay out of
-/// it.
+/// The containers the browser package reads as it streams: WAV, OGG, MP3, FLAC, and MP4/M4A
+/// and Matroska/WebM (phones' voice memos, `MediaRecorder`'s blobs, videos), whose AAC and Opus
+/// the browser's WebCodecs decode. AIFF, CAF and raw AAC stay out of the module: WebAudio reads
+/// the few of those a page meets.
 pub fn browser_probe() -> Probe {
     let mut probe = Probe::default();
     probe.register_format::<symphonia_format_riff::WavReader<'_>>();
     probe.register_format::<symphonia_format_ogg::OggReader<'_>>();
     probe.register_format::<symphonia_bundle_mp3::MpaReader<'_>>();
     probe.register_format::<symphonia_bundle_flac::FlacReader<'_>>();
+    probe.register_format::<symphonia_format_isomp4::IsoMp4Reader<'_>>();
+    probe.register_format::<symphonia_format_mkv::MkvReader<'_>>();
     probe.register_metadata::<symphonia_metadata::id3v2::Id3v2Reader<'_>>();
     probe
 }
@@ -60,14 +61,14 @@ pub struct Symphonia {
 }
 
 impl Symphonia {
-    /// The lossless codecs, PCM and FLAC: their samples are exact wherever they are decoded,
-    /// which the browser's own FLAC decoder is not in every version (Chromium 148's was 2e-5
-    /// off), so the browser package decodes them here.
+    /// The lossless codecs, PCM, FLAC and ALAC: their samples are exact wherever they are
+    /// decoded, which the browser's own FLAC decoder is not in every version (Chromium 148's
+    /// was 2e-5 off), and WebCodecs has no ALAC, so the browser package decodes them here.
     pub fn lossless() -> Symphonia {
         Symphonia { registry: lossless }
     }
 
-    /// Every codec of the containers above (the command's): the lossless ones and ALAC, MP3,
+    /// Every codec of the containers above (the command's): the lossless ones and MP3,
     /// Vorbis, AAC-LC and Opus.
     pub fn all() -> Symphonia {
         Symphonia { registry: all }
@@ -92,6 +93,7 @@ fn lossless() -> CodecRegistry {
     let mut registry = CodecRegistry::new();
     registry.register_audio_decoder::<symphonia_codec_pcm::PcmDecoder>();
     registry.register_audio_decoder::<symphonia_bundle_flac::FlacDecoder>();
+    registry.register_audio_decoder::<symphonia_codec_alac::AlacDecoder>();
     registry
 }
 
@@ -99,7 +101,6 @@ fn all() -> CodecRegistry {
     let mut registry = lossless();
     registry.register_audio_decoder::<symphonia_bundle_mp3::MpaDecoder>();
     registry.register_audio_decoder::<symphonia_codec_vorbis::VorbisDecoder>();
-    registry.register_audio_decoder::<symphonia_codec_alac::AlacDecoder>();
     registry.register_audio_decoder::<symphonia_codec_aac::AacDecoder>();
     registry.register_audio_decoder::<crate::opus::OpusDecoder>();
     registry

@@ -32,6 +32,7 @@ pub mod store;
 pub use codec::{Codec, Codecs, Flow, Here, Opened, Skipped};
 pub use decode::{Decoded, Decoding, decode};
 pub use formats::{Symphonia, Unsupported};
+pub use opus::ogg_opus_head;
 #[cfg(feature = "browser")]
 pub use store::browser::{BrowserSpill, JsSamples, describe};
 pub use store::limit::{Limited, Over};

@@ -57,6 +57,23 @@ impl Head {
     }
 }
 
+/// The identification header as OGG and Matroska store it (little-endian, version 1), the form
+/// WebCodecs takes as an Opus decoder's description: `extra` itself, or MP4's `dOps` as
+/// symphonia's MP4 reader gives it (big-endian, version 0) rewritten; `None` for neither.
+pub fn ogg_opus_head(extra: &[u8]) -> Option<Vec<u8>> {
+    let big_endian = extra.get(8) == Some(&0);
+    Head::parse(extra, big_endian)?;
+    let mut head = extra.to_vec();
+    if big_endian {
+        head[8] = 1;
+        // Pre-skip, input rate, output gain; the channel mapping table is the same in both.
+        head[10..12].reverse();
+        head[12..16].reverse();
+        head[16..18].reverse();
+    }
+    Some(head)
+}
+
 /// One stream (mono or stereo) or several (surround, mapping family 1).
 enum Inner {
     One(Box<opus_pure::OpusDecoder>),
@@ -221,6 +238,10 @@ mod tests {
         ]
         .concat();
         assert_eq!(Head::parse(&mp4, true), Some(want));
+        // WebCodecs takes the OGG form: MP4's is rewritten to it, byte for byte.
+        assert_eq!(ogg_opus_head(&mp4), Some(ogg.clone()));
+        assert_eq!(ogg_opus_head(&ogg), Some(ogg.clone()));
+        assert_eq!(ogg_opus_head(b"OpusTags"), None);
         assert_eq!(Head::parse(&ogg[..18], false), None, "cut short");
         assert_eq!(Head::parse(&[b"OpusHeaX".as_slice(), &ogg[8..]].concat(), false), None, "magic");
         let mut v2 = ogg.clone();

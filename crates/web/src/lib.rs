@@ -215,7 +215,7 @@ export interface TranscribeResult {
   /** What was wrong with an audio file that still gave audio (where a cut file ends, where damage stopped decoding). */
   warnings: string[];
 }
-/** 16 kHz mono samples, an AudioBuffer, or an audio file's bytes or Blob (WAV, MP3, OGG, FLAC, WebM, MP4/M4A and whatever else the browser's WebAudio decodes). */
+/** 16 kHz mono samples, an AudioBuffer, or an audio file's bytes or Blob (WAV, MP3, OGG, FLAC, MP4/M4A, WebM/MKV, decoded as they are read; whatever else the browser's WebAudio decodes). */
 export type AudioInput = Float32Array | AudioBuffer | ArrayBuffer | Uint8Array | Blob;
 export type TranscriptFormat = "txt" | "srt" | "vtt" | "json";
 /** How "srt"/"vtt" cues are cut from words (results of `wordTimestamps: true`), as Whisper's CLI. */

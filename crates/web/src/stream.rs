@@ -1,22 +1,23 @@
 //! Encoded audio decoded as it is read, in the browser, by the audio front end the command
-//! uses (`susurrus-audio`): its demuxers split the file (WAV, MP3, OGG, FLAC) into packets and
-//! its decoders decode the lossless codecs (PCM, FLAC), exactly in every browser; every lossy
-//! one is decoded by the browser's own decoders (WebCodecs `AudioDecoder`: MP3, Opus, Vorbis),
+//! uses (`susurrus-audio`): its demuxers split the file (WAV, MP3, OGG, FLAC, MP4/M4A,
+//! Matroska/WebM) into packets and its decoders decode the lossless codecs (PCM, FLAC, ALAC),
+//! exactly in every browser; every lossy one is decoded by the browser's own decoders
+//! (WebCodecs `AudioDecoder`: MP3, AAC, Opus, Vorbis),
 //! brought to the front end here as a [`Codec`]. What comes out goes through the same downmix,
 //! checks and 16 kHz resampler as natively into a [`SampleSink`], [`JsSamples`] for a
 //! transcription: so neither the file nor its decoded audio is ever whole in memory, and a
 //! damaged or cut file gives the audio before the damage and the command's warning.
 //!
-//! A file this decoder cannot read (another container, such as WebM or MP4, whose readers would
-//! grow the module by 150 KB gzipped; a codec the browser lacks; no WebCodecs at all) is
-//! [`Decoding::Unsupported`]: the caller decodes it with WebAudio on the page instead, whole.
+//! A file this decoder cannot read (another container, such as AIFF or CAF; a codec the
+//! browser lacks; no WebCodecs at all) is [`Decoding::Unsupported`]: the caller decodes it with
+//! WebAudio on the page instead, whole.
 
 mod source;
 mod webcodecs;
 
 use susurrus_audio::{Codec, Codecs, Flow, Here, Mono, Opened, SampleSink, Skipped, Symphonia, Unsupported};
 use symphonia_core::codecs::audio::AudioCodecParameters;
-use symphonia_core::codecs::audio::well_known::{CODEC_ID_MP3, CODEC_ID_OPUS, CODEC_ID_VORBIS};
+use symphonia_core::codecs::audio::well_known::{CODEC_ID_AAC, CODEC_ID_MP3, CODEC_ID_OPUS, CODEC_ID_VORBIS};
 use symphonia_core::formats::Track;
 use symphonia_core::formats::probe::{Hint, Probe};
 use symphonia_core::packet::Packet;
@@ -91,7 +92,8 @@ impl Codecs for BrowserCodecs {
         let Some(config) = browser_config(params) else {
             return Ok(Opened::Unsupported(Unsupported::Codec { container: container.into(), codec: params.codec }));
         };
-        let name = config.codec.clone();
+        // The format's name ("mp4/aac"), whatever the codec string ("mp4a.40.2").
+        let name = if params.codec == CODEC_ID_AAC { "aac".to_string() } else { config.codec.clone() };
         if !webcodecs::available() {
             return Ok(Opened::Unsupported(Unsupported::Decoder(format!(
                 "{name} audio, and this browser has no WebCodecs AudioDecoder"
@@ -261,7 +263,16 @@ fn browser_config(params: &AudioCodecParameters) -> Option<Config> {
     let extra = params.extra_data.as_deref();
     let (codec, description) = match params.codec {
         CODEC_ID_MP3 => ("mp3".to_string(), None),
-        CODEC_ID_OPUS => ("opus".to_string(), extra.map(<[u8]>::to_vec)),
+        // MP4's dOps becomes the OpusHead WebCodecs wants; Matroska may leave it out (plain
+        // mono or stereo), as WebCodecs allows.
+        CODEC_ID_OPUS => (
+            "opus".to_string(),
+            match extra {
+                Some(extra) => Some(susurrus_audio::ogg_opus_head(extra)?),
+                None => None,
+            },
+        ),
+        CODEC_ID_AAC => (aac_codec(extra?)?, extra.map(<[u8]>::to_vec)),
         CODEC_ID_VORBIS => ("vorbis".to_string(), Some(vorbis_description(extra?)?)),
         _ => return None,
     };
@@ -271,6 +282,19 @@ fn browser_config(params: &AudioCodecParameters) -> Option<Config> {
         channels: params.channels.as_ref().map(|c| c.count() as u32)?,
         description,
     })
+}
+
+/// The WebCodecs codec string of an AAC track, `mp4a.40.{object type}`, from its
+/// AudioSpecificConfig (MP4's `esds`, Matroska's CodecPrivate): 2 for AAC-LC, 5 and 29 for
+/// HE-AAC (v2). Without one the browser would expect ADTS headers that MP4 and Matroska lack.
+fn aac_codec(config: &[u8]) -> Option<String> {
+    let first = *config.first()?;
+    let object_type = match first >> 3 {
+        // An escape: 32 plus the next six bits.
+        31 => 32 + (((first & 0b111) << 3) | (config.get(1)? >> 5)),
+        object_type => object_type,
+    };
+    (object_type != 0).then(|| format!("mp4a.40.{object_type}"))
 }
 
 /// Vorbis's description: its three headers, Xiph-laced. symphonia's OGG reader keeps the
@@ -298,6 +322,17 @@ fn vorbis_description(extra: &[u8]) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn aac_codec_strings_come_from_the_audio_specific_config() {
+        // AAC-LC, 44.1 kHz, stereo (FFmpeg's esds for the m4a fixture); HE-AAC; an escaped type.
+        assert_eq!(aac_codec(&[0x12, 0x10]).as_deref(), Some("mp4a.40.2"));
+        assert_eq!(aac_codec(&[0x2b, 0x92, 0x08, 0x00]).as_deref(), Some("mp4a.40.5"));
+        assert_eq!(aac_codec(&[0xf8, 0x40]).as_deref(), Some("mp4a.40.34"));
+        assert_eq!(aac_codec(&[0xf8]), None);
+        assert_eq!(aac_codec(&[]), None);
+        assert_eq!(aac_codec(&[0x00, 0x00]), None);
+    }
 
     #[test]
     fn vorbis_headers_are_laced_with_an_empty_comment() {

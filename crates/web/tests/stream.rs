@@ -48,6 +48,8 @@ async fn lossless_files_decode_to_their_exact_samples() {
     for (name, bytes, format) in [
         ("speech_16k_s16.wav", fixture!("speech_16k_s16.wav"), "wav"),
         ("speech_16k.flac", fixture!("speech_16k.flac"), "flac"),
+        ("speech_alac.m4a", fixture!("speech_alac.m4a"), "mp4/alac"),
+        ("speech_flac.mkv", fixture!("speech_flac.mkv"), "matroska/flac"),
     ] {
         let d = decoded(name, bytes).await;
         assert_eq!(d.format, format, "{name}");
@@ -85,6 +87,13 @@ async fn lossy_speech_matches_the_original_in_shape_timing_and_level() {
         ("speech_22k05.mp3", fixture!("speech_22k05.mp3"), "mp3", 44_104, 0..=0, 0.99),
         ("speech_48k_stereo.ogg", fixture!("speech_48k_stereo.ogg"), "ogg/vorbis", 44_118, 0..=0, 0.99),
         ("speech_opus.ogg", fixture!("speech_opus.ogg"), "ogg/opus", 44_103, -1..=1, 0.95),
+        // MP4 and Matroska as natively: AAC with the edit list applied (the index before or
+        // after the media data; a video's first audio track), Opus with WebM's end padding.
+        ("speech_44k1_stereo.m4a", fixture!("speech_44k1_stereo.m4a"), "mp4/aac", 44_096, 0..=0, 0.99),
+        ("speech_moov_last.m4a", fixture!("speech_moov_last.m4a"), "mp4/aac", 44_096, 0..=0, 0.99),
+        ("video_two_audio_tracks.mp4", fixture!("video_two_audio_tracks.mp4"), "mp4/aac", 44_096, 0..=0, 0.99),
+        ("speech_opus.webm", fixture!("speech_opus.webm"), "matroska/opus", 44_376, -1..=1, 0.95),
+        ("video_opus.webm", fixture!("video_opus.webm"), "matroska/opus", 44_376, -1..=1, 0.95),
     ] {
         let d = decoded(name, bytes).await;
         assert_eq!((d.format.as_str(), d.samples.len()), (format, len), "{name}");
@@ -114,6 +123,29 @@ async fn damaged_files_keep_the_audio_before_the_damage_with_a_warning() {
     assert_eq!(d.warnings, [format!("the file ends inside a packet at byte 32991, after 1.224 s of audio: {cut}")]);
     let whole = wav_s16_samples(fixture!("speech_16k_s16.wav"));
     assert!(d.samples == whole[..d.samples.len()], "the audio before the cut is exact");
+    // Cut MP4 (its index first) and WebM: the audio up to the cut, as the whole file gives it but
+    // for the last packet's overlap with the missing one (64 ms).
+    for (name, bytes, of, whole) in [
+        (
+            "truncated_44k1_stereo.m4a",
+            fixture!("truncated_44k1_stereo.m4a"),
+            "speech_44k1_stereo.m4a",
+            fixture!("speech_44k1_stereo.m4a"),
+        ),
+        ("truncated_opus.webm", fixture!("truncated_opus.webm"), "speech_opus.webm", fixture!("speech_opus.webm")),
+    ] {
+        let d = decoded(name, bytes).await;
+        let seconds = d.samples.len() as f64 / 16_000.0;
+        assert!(seconds > 0.3, "{name}: {seconds} s");
+        assert_eq!(
+            d.warnings,
+            [format!("the file ends inside a packet at byte {}, after {seconds:.3} s of audio: {cut}", bytes.len())],
+            "{name}"
+        );
+        let full = decoded(of, whole).await.samples;
+        let exact = d.samples.len() - 1024;
+        assert!(d.samples[..exact] == full[..exact], "{name}: the audio before the cut");
+    }
 
     for (name, bytes, message) in [
         (
