@@ -140,6 +140,9 @@ impl Codec for Here {
                 };
                 skipped.packet(msg, || mono.position());
             }
+            // A packet in a stream that decoded before, claiming a feature the decoder lacks
+            // (AAC-LC bits damaged into AAC Main's predictor flag), is damage too.
+            Err(SymphoniaError::Unsupported(what)) if mono.frames_in() > 0 => skipped.packet(what, || mono.position()),
             Err(SymphoniaError::ResetRequired) => {
                 self.decoder = self
                     .codecs

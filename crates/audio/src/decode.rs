@@ -156,6 +156,17 @@ impl Packets<'_> {
         })
     }
 
+    /// The duration a Matroska file states for its segment, in seconds (other containers'
+    /// stated lengths reach the track's frame count instead).
+    fn stated_seconds(&self) -> Option<f64> {
+        if self.container() != "matroska" {
+            return None;
+        }
+        let info = self.reader.media_info();
+        let (base, duration) = (info.time_base?, info.duration?);
+        Some(duration.get() as f64 * f64::from(base.numer.get()) / f64::from(base.denom.get()))
+    }
+
     async fn run<C: Codecs, S: SampleSink>(mut self, codecs: &mut C, store: S) -> Result<Decoding<S>, String> {
         let container = self.container();
         let Track { id: mut track_id, frames, mut gaps, rate, channels, mut codec } = match self.open(codecs).await? {
@@ -264,9 +275,23 @@ impl Packets<'_> {
             ));
         } else if let Some(missing) = mono.missing() {
             warnings.push(missing);
+        } else if let Some(stated) = self.stated_seconds().filter(|&stated| seconds(&mono, rate) + 0.5 < stated) {
+            // A Matroska reader that meets damaged data skips what it cannot parse and may
+            // find no more blocks, without an error: the file's stated duration tells. It is the
+            // segment's (a video's may run a little past its audio), hence half a second's slack.
+            warnings.push(format!(
+                "the file states {stated:.3} s, but its audio stops at {}: the file looks damaged there; the audio \
+                 before that point is transcribed",
+                mono.position()
+            ));
         }
         finish(mono, format, warnings)
     }
+}
+
+/// The seconds of audio decoded so far.
+fn seconds<S: SampleSink>(mono: &Mono<S>, rate: Option<u32>) -> f64 {
+    rate.filter(|&r| r > 0).map_or(0.0, |r| mono.frames_in() as f64 / f64::from(r))
 }
 
 fn finish<S: SampleSink>(mono: Mono<S>, format: String, warnings: Vec<String>) -> Result<Decoding<S>, String> {

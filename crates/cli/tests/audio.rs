@@ -764,3 +764,53 @@ fn cut_mp4_and_matroska_files_decode_up_to_the_cut() {
         assert_eq!(d.samples[..exact], full.samples[..exact], "{name}");
     }
 }
+
+/// 64 bytes in the middle of each file overwritten: AAC and FLAC packets that no longer decode
+/// are skipped and named (an AAC-LC packet damaged into claiming AAC Main's predictor is
+/// damage, not an unsupported file); a WebM whose blocks the reader loses after the damage
+/// stops early, which the segment's stated duration tells. Each keeps the audio before the
+/// damaged packet exactly as the whole file gives it (but its neighbour, 64 ms).
+#[test]
+fn damaged_mp4_and_matroska_files_keep_their_audio_with_a_warning() {
+    for (of, warning, before) in [
+        (
+            "speech_44k1_stereo.m4a",
+            "skipped 1 undecodable mp4/aac packet (the first at 1.138 s: aac: invalid data)",
+            1.138,
+        ),
+        (
+            "video_two_audio_tracks.mp4",
+            "skipped 1 undecodable mp4/aac packet (the first at 1.131 s: aac: predictor data)",
+            1.131,
+        ),
+        (
+            "speech_flac.mkv",
+            "skipped 1 undecodable matroska/flac packet (the first at 1.080 s: packet unreadable)",
+            1.080,
+        ),
+        (
+            "speech_opus.webm",
+            "the file states 2.764 s, but its audio stops at 1.234 s: the file looks damaged there; the audio before \
+             that point is transcribed",
+            // Opus has no checksum: the packets the bytes fall in decode to noise from 1.144 s,
+            // before the reader loses its way.
+            1.144,
+        ),
+    ] {
+        let mut bytes = std::fs::read(fixture(of)).unwrap();
+        let middle = bytes.len() / 2;
+        for (i, b) in bytes[middle..middle + 64].iter_mut().enumerate() {
+            *b = 0xa5 ^ (middle + i) as u8;
+        }
+        let d = decode_bytes(bytes, of, None).unwrap_or_else(|e| panic!("{of}: {e}"));
+        assert_eq!(d.warnings, [warning], "{of}");
+        let whole = decode(of).samples;
+        let exact = (before * 16_000.0) as usize - 1024;
+        let first = d.samples.iter().zip(&whole).position(|(a, b)| a != b);
+        assert!(
+            first.is_none_or(|i| i >= exact),
+            "{of}: the audio before the damage differs from sample {first:?} of {}",
+            d.samples.len()
+        );
+    }
+}
