@@ -214,12 +214,16 @@ document.body.textContent = text;`));
   assert(hub.asked.includes("/lfs/model.bin"), `model.bin's redirect was not followed: ${hub.asked.join(", ")}`);
   console.log(`npm-package: Transcriber.load("tiny.en") from the hub shows the reference transcript after ${seconds(nameMs)}`);
 
-  // Any recording: a phone's voice memo (M4A/AAC), a video (MP4: H.264, two AAC tracks), a
-  // browser recording (WebM/Opus) and a cut M4A, read a block at a time by the package's worker
-  // (MP4 and Matroska demuxed in wasm, AAC and Opus decoded by WebCodecs), give the WAV's words;
-  // the cut file says where it was cut.
+  // Any recording: a phone's voice memo (M4A/AAC), a video (MP4: H.264, two AAC tracks; WebM:
+  // VP8, Opus), a browser recording (WebM/Opus), and every other container and codec the
+  // fixtures hold, read a block at a time by the package's worker (demuxed in wasm, AAC and Opus
+  // decoded by WebCodecs, ALAC, FLAC and PCM by the package), give the WAV's words; a cut M4A
+  // says where it was cut.
   const recordings = { "speech.wav": "speech_16k_s16.wav", "memo.m4a": "speech_44k1_stereo.m4a",
-    "screen.mp4": "video_two_audio_tracks.mp4", "recording.webm": "speech_opus.webm", "cut.m4a": "truncated_44k1_stereo.m4a" };
+    "screen.mp4": "video_two_audio_tracks.mp4", "recording.webm": "speech_opus.webm", "video.webm": "video_opus.webm",
+    "faststart-less.m4a": "speech_moov_last.m4a", "alac.m4a": "speech_alac.m4a", "alac.caf": "speech_alac.caf",
+    "speech.aiff": "speech_16k.aiff", "speech.aac": "speech_22k05.aac", "flac.mkv": "speech_flac.mkv",
+    "cut.m4a": "truncated_44k1_stereo.m4a" };
   for (const [name, fixture] of Object.entries(recordings)) {
     copyFileSync(join(repoRoot, "tests/fixtures/audio", fixture), join(app, name));
   }
@@ -235,10 +239,11 @@ document.body.textContent = JSON.stringify(heard);`));
   const recordingsProblems = watchPage(recordingsPage, (line) => console.log(`npm-package (recordings):${line}`));
   await recordingsPage.goto(`${server.url}recordings.html`);
   const spoken = "Please read this short sentence aloud.";
-  const recordingsMs = await waitForBody(recordingsPage, recordingsProblems, JSON.stringify({
-    "speech.wav": spoken, "memo.m4a": spoken, "screen.mp4": spoken, "recording.webm": spoken,
-    "cut.m4a": ["the file ends inside a packet"] }));
-  console.log(`npm-package: M4A, MP4 and WebM give the WAV's words, a cut M4A its warning, after ${seconds(recordingsMs)}`);
+  const expected = Object.fromEntries(Object.keys(recordings).map((name) =>
+    [name, name === "cut.m4a" ? ["the file ends inside a packet"] : spoken]));
+  const recordingsMs = await waitForBody(recordingsPage, recordingsProblems, JSON.stringify(expected));
+  console.log(`npm-package: ${Object.keys(recordings).length - 2} recordings (M4A, MP4, WebM, CAF, AIFF, AAC, MKV) give ` +
+    `the WAV's words, a cut M4A its warning, after ${seconds(recordingsMs)}`);
 
   typeCheck(app);
 });

@@ -26,22 +26,11 @@ pub fn format_name(container: &str, codec: &str) -> String {
     }
 }
 
-/// Every container the command reads: WAV, AIFF, CAF, OGG, MP3 (with its ID3v2 tags), FLAC,
-/// raw AAC (ADTS), MP4/M4A/MOV and Matroska/WebM. Of a video file only the first audio track is
-/// read; the video's packets are skipped unread by the decode loop.
+/// Every container the command and the browser package read, as they stream: WAV, AIFF, CAF,
+/// OGG, MP3 (with its ID3v2 tags), FLAC, raw AAC (ADTS), MP4/M4A/MOV and Matroska/WebM. Of a
+/// video file only the first audio track is read; the video's packets are skipped unread by the
+/// decode loop.
 pub fn probe() -> Probe {
-    let mut probe = browser_probe();
-    probe.register_format::<symphonia_format_riff::AiffReader<'_>>();
-    probe.register_format::<symphonia_format_caf::CafReader<'_>>();
-    probe.register_format::<symphonia_codec_aac::AdtsReader<'_>>();
-    probe
-}
-
-/// The containers the browser package reads as it streams: WAV, OGG, MP3, FLAC, and MP4/M4A
-/// and Matroska/WebM (phones' voice memos, `MediaRecorder`'s blobs, videos), whose AAC and Opus
-/// the browser's WebCodecs decode. AIFF, CAF and raw AAC stay out of the module: WebAudio reads
-/// the few of those a page meets.
-pub fn browser_probe() -> Probe {
     let mut probe = Probe::default();
     probe.register_format::<symphonia_format_riff::WavReader<'_>>();
     probe.register_format::<symphonia_format_ogg::OggReader<'_>>();
@@ -49,6 +38,9 @@ pub fn browser_probe() -> Probe {
     probe.register_format::<symphonia_bundle_flac::FlacReader<'_>>();
     probe.register_format::<symphonia_format_isomp4::IsoMp4Reader<'_>>();
     probe.register_format::<symphonia_format_mkv::MkvReader<'_>>();
+    probe.register_format::<symphonia_format_riff::AiffReader<'_>>();
+    probe.register_format::<symphonia_format_caf::CafReader<'_>>();
+    probe.register_format::<symphonia_codec_aac::AdtsReader<'_>>();
     probe.register_metadata::<symphonia_metadata::id3v2::Id3v2Reader<'_>>();
     probe
 }

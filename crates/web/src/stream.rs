@@ -1,6 +1,6 @@
 //! Encoded audio decoded as it is read, in the browser, by the audio front end the command
-//! uses (`susurrus-audio`): its demuxers split the file (WAV, MP3, OGG, FLAC, MP4/M4A,
-//! Matroska/WebM) into packets and its decoders decode the lossless codecs (PCM, FLAC, ALAC),
+//! uses (`susurrus-audio`): its demuxers split the file (WAV, AIFF, CAF, MP3, OGG, FLAC, raw
+//! AAC, MP4/M4A, Matroska/WebM) into packets and its decoders decode the lossless codecs (PCM, FLAC, ALAC),
 //! exactly in every browser; every lossy one is decoded by the browser's own decoders
 //! (WebCodecs `AudioDecoder`: MP3, AAC, Opus, Vorbis),
 //! brought to the front end here as a [`Codec`]. What comes out goes through the same downmix,
@@ -8,8 +8,8 @@
 //! transcription: so neither the file nor its decoded audio is ever whole in memory, and a
 //! damaged or cut file gives the audio before the damage and the command's warning.
 //!
-//! A file this decoder cannot read (another container, such as AIFF or CAF; a codec the
-//! browser lacks; no WebCodecs at all) is [`Decoding::Unsupported`]: the caller decodes it with
+//! A file this decoder cannot read (another container; a codec the browser lacks; no WebCodecs
+//! at all) is [`Decoding::Unsupported`]: the caller decodes it with
 //! WebAudio on the page instead, whole.
 
 mod source;
@@ -77,7 +77,7 @@ impl Codecs for BrowserCodecs {
     type Codec = BrowserCodec;
 
     fn probe(&self) -> Probe {
-        susurrus_audio::formats::browser_probe()
+        susurrus_audio::formats::probe()
     }
 
     async fn open(
@@ -272,7 +272,16 @@ fn browser_config(params: &AudioCodecParameters) -> Option<Config> {
                 None => None,
             },
         ),
-        CODEC_ID_AAC => (aac_codec(extra?)?, extra.map(<[u8]>::to_vec)),
+        CODEC_ID_AAC => {
+            // Raw AAC (ADTS) states its configuration in each frame's header, which the reader
+            // strips: the AudioSpecificConfig of AAC-LC at the stream's rate and channels
+            // stands in, as symphonia's own decoder assumes AAC-LC.
+            let config = match extra {
+                Some(config) => config.to_vec(),
+                None => aac_lc_config(params.sample_rate?, params.channels.as_ref()?.count())?,
+            };
+            (aac_codec(&config)?, Some(config))
+        }
         CODEC_ID_VORBIS => ("vorbis".to_string(), Some(vorbis_description(extra?)?)),
         _ => return None,
     };
@@ -282,6 +291,16 @@ fn browser_config(params: &AudioCodecParameters) -> Option<Config> {
         channels: params.channels.as_ref().map(|c| c.count() as u32)?,
         description,
     })
+}
+
+/// The two-byte AudioSpecificConfig of an AAC-LC stream: object type 2, the rate's index,
+/// the channel configuration (ISO 14496-3, 1.6.2.1).
+fn aac_lc_config(rate: u32, channels: usize) -> Option<Vec<u8>> {
+    const RATES: [u32; 13] =
+        [96_000, 88_200, 64_000, 48_000, 44_100, 32_000, 24_000, 22_050, 16_000, 12_000, 11_025, 8_000, 7_350];
+    let index = RATES.iter().position(|&r| r == rate)? as u16;
+    let channels = u16::try_from(channels).ok().filter(|c| (1..=7).contains(c))?;
+    Some(((2u16 << 11) | (index << 7) | (channels << 3)).to_be_bytes().to_vec())
 }
 
 /// The WebCodecs codec string of an AAC track, `mp4a.40.{object type}`, from its
@@ -332,6 +351,11 @@ mod tests {
         assert_eq!(aac_codec(&[0xf8]), None);
         assert_eq!(aac_codec(&[]), None);
         assert_eq!(aac_codec(&[0x00, 0x00]), None);
+        // Raw AAC's stand-in: the same two bytes FFmpeg writes for AAC-LC at 44.1 kHz stereo,
+        // and 22.05 kHz mono (0x13 0x88).
+        assert_eq!(aac_lc_config(44_100, 2), Some(vec![0x12, 0x10]));
+        assert_eq!(aac_lc_config(22_050, 1), Some(vec![0x13, 0x88]));
+        assert_eq!(aac_lc_config(44_000, 2), None);
     }
 
     #[test]

@@ -48,6 +48,8 @@ async fn lossless_files_decode_to_their_exact_samples() {
     for (name, bytes, format) in [
         ("speech_16k_s16.wav", fixture!("speech_16k_s16.wav"), "wav"),
         ("speech_16k.flac", fixture!("speech_16k.flac"), "flac"),
+        ("speech_16k.aiff", fixture!("speech_16k.aiff"), "aiff"),
+        ("speech_alac.caf", fixture!("speech_alac.caf"), "caf/alac"),
         ("speech_alac.m4a", fixture!("speech_alac.m4a"), "mp4/alac"),
         ("speech_flac.mkv", fixture!("speech_flac.mkv"), "matroska/flac"),
     ] {
@@ -107,6 +109,17 @@ async fn lossy_speech_matches_the_original_in_shape_timing_and_level() {
         let db = 10.0 * (energy(&d.samples) / energy(&original)).log10();
         assert!(db.abs() < 1.0, "{name}: level differs by {db} dB");
     }
+}
+
+/// Raw AAC (ADTS) states no delay: as natively (and as FFmpeg decodes it), the encoder's 1,024
+/// frames at 22.05 kHz stay at the start, 743 samples at 16 kHz, and 61 packets give 45,326.
+#[wasm_bindgen_test]
+async fn raw_aac_keeps_the_encoders_delay_as_natively() {
+    let original = wav_s16_samples(fixture!("speech_16k_s16.wav"));
+    let d = decoded("speech_22k05.aac", fixture!("speech_22k05.aac")).await;
+    assert_eq!((d.format.as_str(), d.samples.len()), ("aac", 45_326));
+    let at_delay = correlation(&d.samples, &original, 743);
+    assert!(at_delay >= 0.99, "correlation {at_delay} after the delay");
 }
 
 #[wasm_bindgen_test]
